@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import MINI, edit, mini_project
+from twinbuild.errors import ConfigError
+from twinbuild.manifest import ManifestError, load
+
+MANIFEST = "pins/manifest.toml"
+
+
+def _error(path: Path) -> str:
+    with pytest.raises(ConfigError) as info:
+        load(path)
+    return str(info.value)
+
+
+def test_mini_manifest_loads_and_resolves() -> None:
+    manifest = load(MINI / MANIFEST)
+    cuda = {p.name: p for p in manifest.resolve("cuda")}
+    rocm = {p.name: p for p in manifest.resolve("rocm")}
+    assert "numba" not in cuda
+    assert rocm["numba"].version == "0.65.1"
+    assert cuda["torch_memory_saver"].commit == "f05a8754daf68238d54e4cf31cb3ba866684bbaf"
+    assert cuda["flash-linear-attention"].dist == "flash-linear-attention"
+    assert cuda["megatron-lm"].dist is None
+    assert cuda["torch_memory_saver"].line == 23
+    assert manifest.platforms["rocm"].base.ref.startswith("rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:")
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    assert _error(tmp_path / "nope.toml") == (
+        f"{tmp_path / 'nope.toml'}: manifest not found; create it or pass --manifest PATH"
+    )
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text("  \n")
+    assert _error(path) == f"{path}: manifest is empty; it must declare [platforms] and [pins]"
+
+
+def test_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "m.toml"
+    path.write_bytes(b"schema = 1\n# caf\xe9\n")
+    assert _error(path) == f"{path}:2: not UTF-8 (byte 0xe9); save the manifest as UTF-8"
+
+
+def test_malformed_toml_names_line_and_column(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    edit(root / MANIFEST, 'version = "0.4.2"', 'version = "0.4.2')
+    assert _error(root / MANIFEST) == (
+        f"{root / MANIFEST}:39:17: invalid TOML: Illegal character '\\n'"
+    )
+
+
+def test_unknown_key_suggests_close_match(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    edit(root / MANIFEST, 'version = "0.4.2"', 'verison = "0.4.2"')
+    messages = _messages(root / MANIFEST)
+    assert f"{root / MANIFEST}:39: pins.flash-linear-attention.verison: unknown key; did you mean 'version'?" in messages
+
+
+def test_wrong_type(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    edit(root / MANIFEST, 'version = "0.4.2"', "version = 0.42")
+    assert _messages(root / MANIFEST) == [
+        f"{root / MANIFEST}:39: pins.flash-linear-attention.version: expected a string, got float "
+        '(quote it: version = "1.2.3")',
+    ]
+
+
+def test_duplicate_pin_after_normalisation(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    path = root / MANIFEST
+    path.write_text(
+        path.read_text()
+        + '\n[pins.torch-memory-saver]\nkind = "pypi"\nversion = "0.0.9"\nwhy = "dup"\n'
+    )
+    assert _messages(path) == [
+        f"{path}:66: pins.torch-memory-saver: duplicate pin: 'torch-memory-saver' and "
+        "'torch_memory_saver' name the same dependency; keep one"
+    ]
+
+
+def test_duplicate_table_is_a_toml_error(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    path = root / MANIFEST
+    path.write_text(path.read_text() + '\n[pins.numba]\nkind = "pypi"\n')
+    assert _error(path) == f"{path}:66:12: invalid TOML: Cannot declare ('pins', 'numba') twice"
+
+
+def test_unknown_platform(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    edit(root / MANIFEST, 'platforms = ["rocm"]\nasymmetry = "the ROCm', 'platforms = ["rcom"]\nasymmetry = "the ROCm')
+    assert _messages(root / MANIFEST) == [
+        f"{root / MANIFEST}:45: pins.numba.platforms: unknown platform 'rcom'; did you mean 'rocm'?",
+    ]
+
+
+def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    edit(root / MANIFEST, 'kind = "pypi"\nversion = "0.4.2"', 'kind = "pip"\nversion = "0.4.2"')
+    edit(root / MANIFEST, 'toolkit = "7.0"', "toolkit = 7")
+    assert _messages(root / MANIFEST) == [
+        f"{root / MANIFEST}:14: platforms.rocm.toolkit: expected a string, got int",
+        f"{root / MANIFEST}:38: pins.flash-linear-attention.kind: unknown kind 'pip'; expected one of pypi, git, url, apt",
+    ]
+
+
+def test_platform_digest_ignores_the_other_platform(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    before = load(root / MANIFEST)
+    edit(root / MANIFEST, 'version = "0.65.1"', 'version = "0.66.0"')
+    after = load(root / MANIFEST)
+    assert before.platform_digest("cuda") == after.platform_digest("cuda")
+    assert before.platform_digest("rocm") != after.platform_digest("rocm")
+    assert before.digest() != after.digest()
+
+
+def _messages(path: Path) -> list[str]:
+    with pytest.raises(ManifestError) as info:
+        load(path)
+    return info.value.messages

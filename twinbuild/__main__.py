@@ -1,0 +1,3 @@
+from twinbuild.cli import main
+
+raise SystemExit(main())

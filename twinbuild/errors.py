@@ -1,0 +1,67 @@
+"""One error family, one exit code per class.
+
+The work raises; only ``twinbuild.cli.main`` catches and exits. Every message is one line that names
+the file (and line or key) and says what to do.
+"""
+
+from __future__ import annotations
+
+
+class TwinbuildError(Exception):
+    """Root of every error twinbuild reports to a person (never a traceback)."""
+
+    exit_code = 2
+
+
+class ConfigError(TwinbuildError):
+    """Unusable input: the manifest, a recipe, an argument, an evidence file that cannot be read."""
+
+    exit_code = 2
+
+
+class FindingsError(TwinbuildError):
+    """A check ran and found problems (lint findings, smoke failures, gate refusals)."""
+
+    exit_code = 1
+
+
+class EngineError(TwinbuildError):
+    """No Docker engine answers, or it went away mid-operation."""
+
+    exit_code = 3
+
+
+class BuildFailed(TwinbuildError):
+    """A build step failed; the previous image for that tag is untouched."""
+
+    exit_code = 4
+
+
+class Interrupted(TwinbuildError):
+    """SIGINT/SIGTERM stopped the work; nothing half-done was kept."""
+
+    exit_code = 130
+
+
+class LockBusy(TwinbuildError):
+    """Another twinbuild process holds the lock for this image."""
+
+    exit_code = 5
+
+
+class DiskFull(TwinbuildError):
+    """The disk filled up; partial outputs were removed."""
+
+    exit_code = 6
+
+
+class EvidenceRefused(TwinbuildError):
+    """The evidence gate refused: the evidence cannot count for this PR."""
+
+    exit_code = 7
+
+
+class UpstreamRefused(TwinbuildError):
+    """A pin bump points at a commit that is not on the upstream default branch."""
+
+    exit_code = 8
