@@ -1,0 +1,289 @@
+"""The workflow trust check: exact findings on bad workflows, none on ours."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from twinbuild import workflows
+from twinbuild.errors import FindingsError
+from twinbuild.workflows import Finding, ToolResult
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "workflows"
+OURS = ROOT / ".github" / "workflows"
+
+
+def where(path: Path) -> list[tuple[str, int, str]]:
+    return [(f.path.name, f.line, f.code) for f in workflows.check([path])]
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "wf.yml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_our_workflows_pass_the_trust_check() -> None:
+    names = sorted(p.name for p in OURS.iterdir())
+    assert names == ["gate.yml", "nightly-rerun.yml", "nightly.yml", "pr.yml", "validate.yml"]
+    assert workflows.check([OURS]) == []
+
+
+def test_gpu_job_on_pull_request_is_refused_for_matrix_include_and_literal_labels() -> None:
+    findings = workflows.check([FIXTURES / "gpu-on-pull-request.yml"])
+    assert [(f.line, f.code) for f in findings] == [(15, "TB-W001"), (19, "TB-W001")]
+    assert str(findings[0]) == (
+        f"{FIXTURES / 'gpu-on-pull-request.yml'}:15: TB-W001 job 'smoke' can run on a self-hosted "
+        "runner (self-hosted, gpu, cuda) and pull_request can start this workflow; outsiders must "
+        "never reach a self-hosted runner: run the job from a push to validate/** instead"
+    )
+    assert "(self-hosted, gpu, rocm)" in findings[1].message
+
+
+def test_pull_request_target_checking_out_the_pr_head_is_refused() -> None:
+    findings = workflows.check([FIXTURES / "prt-checkout-head.yml"])
+    assert [(f.line, f.code) for f in findings] == [(13, "TB-W002"), (18, "TB-W002")]
+    assert findings[0].message == (
+        "this workflow holds secrets (it runs on pull_request_target, with the base repository's "
+        "secrets) and checks out PR code (ref: ${{ github.event.pull_request.head.sha }}); read PR "
+        "content as data (git fetch, the API) or move the job to a pull_request workflow without "
+        "secrets"
+    )
+    assert findings[1].message == (
+        "this workflow holds secrets (it runs on pull_request_target, with the base repository's "
+        "secrets) and checks out PR code in run: (git checkout FETCH_HEAD); read PR content as "
+        "data instead (git fetch, git show)"
+    )
+
+
+def test_head_ref_in_run_is_refused_on_its_own_line_and_env_is_fine() -> None:
+    findings = workflows.check([FIXTURES / "head-ref-in-run.yml"])
+    assert [(f.line, f.code) for f in findings] == [(9, "TB-W003"), (13, "TB-W003")]
+    assert str(findings[0]) == (
+        f"{FIXTURES / 'head-ref-in-run.yml'}:9: TB-W003 untrusted 'github.head_ref' expanded "
+        "inside run:; anyone who names a branch or writes a title controls this shell: pass it "
+        'through env: and use "$VAR"'
+    )
+    assert "'github.event.pull_request.title'" in findings[1].message
+
+
+def test_missing_permissions_and_persisted_credentials() -> None:
+    assert where(FIXTURES / "loose-token.yml") == [
+        ("loose-token.yml", 1, "TB-W004"),
+        ("loose-token.yml", 9, "TB-W005"),
+    ]
+
+
+def test_secrets_in_a_pull_request_workflow_with_a_default_checkout() -> None:
+    findings = workflows.check([FIXTURES / "secrets-on-pull-request.yml"])
+    assert [(f.line, f.code) for f in findings] == [(5, "TB-W004"), (11, "TB-W002")]
+    assert findings[0].message == (
+        "top-level permissions must be '{}'; grant each job what it needs under "
+        "jobs.<id>.permissions"
+    )
+    assert findings[1].message == (
+        "this workflow holds secrets (it uses secrets) and checks out PR code (the default ref of "
+        "pull_request is the PR's merge commit); split the secret-using job into a workflow that "
+        "does not run PR code"
+    )
+
+
+def test_unresolvable_runner_and_runner_group_count_as_self_hosted() -> None:
+    findings = workflows.check([FIXTURES / "runner-from-expression.yml"])
+    assert [(f.line, f.code) for f in findings] == [
+        (9, "TB-W001"),
+        (11, "TB-W003"),
+        (14, "TB-W001"),
+    ]
+    assert "(an expression this check cannot resolve; use literal labels)" in findings[0].message
+    assert "issue_comment can start this workflow" in findings[0].message
+    assert "(runner group 'gpu-runners'; groups hold self-hosted runners)" in findings[2].message
+
+
+def test_invalid_yaml_is_a_finding_with_its_line() -> None:
+    assert [str(f) for f in workflows.check([FIXTURES / "not-yaml.yml"])] == [
+        f"{FIXTURES / 'not-yaml.yml'}:3: TB-W000 not valid YAML: expected ',' or ']', but got ':'"
+    ]
+
+
+def test_a_directory_is_checked_file_by_file_in_name_order() -> None:
+    assert [name for name, _, _ in where(FIXTURES)] == [
+        "gpu-on-pull-request.yml",
+        "gpu-on-pull-request.yml",
+        "head-ref-in-run.yml",
+        "head-ref-in-run.yml",
+        "loose-token.yml",
+        "loose-token.yml",
+        "not-yaml.yml",
+        "prt-checkout-head.yml",
+        "prt-checkout-head.yml",
+        "runner-from-expression.yml",
+        "runner-from-expression.yml",
+        "runner-from-expression.yml",
+        "secrets-on-pull-request.yml",
+        "secrets-on-pull-request.yml",
+    ]
+
+
+def test_matrix_axis_and_expression_inside_a_label_list(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+on: pull_request
+permissions: {}
+jobs:
+  axis:
+    strategy:
+      matrix:
+        os: [ubuntu-24.04, self-hosted]
+    runs-on: ${{ matrix.os }}
+    steps: []
+  listed:
+    strategy:
+      matrix:
+        vendor: [cuda, rocm]
+    runs-on: [self-hosted, "${{ matrix.vendor }}"]
+    steps: []
+  hosted-matrix:
+    strategy:
+      matrix:
+        os: [ubuntu-24.04, windows-2022]
+    runs-on: ${{ matrix.os }}
+    steps: []
+  labels-mapping:
+    runs-on:
+      labels: [self-hosted, gpu]
+    steps: []
+""",
+    )
+    assert [(f.line, f.code) for f in workflows.check([path])] == [
+        (8, "TB-W001"),
+        (14, "TB-W001"),
+        (24, "TB-W001"),
+    ]
+
+
+def test_self_hosted_on_a_trusted_trigger_is_fine(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+on:
+  push:
+    branches: ["validate/**"]
+  schedule:
+    - cron: "0 1 * * *"
+permissions: {}
+jobs:
+  smoke:
+    runs-on: [self-hosted, gpu, cuda]
+    steps:
+      - run: echo "${{ github.ref_name }}"
+""",
+    )
+    assert workflows.check([path]) == []
+
+
+def test_fetching_pr_refs_without_checkout_is_data(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """\
+on: pull_request_target
+permissions: {}
+jobs:
+  gate:
+    runs-on: ubuntu-24.04
+    steps:
+      - run: |
+          git fetch origin "+refs/pull/${PR}/head:refs/twinbuild/pr-head"
+          git show refs/twinbuild/pr-head:pins/manifest.toml
+      - run: gh pr checkout 12
+""",
+    )
+    assert where(path) == [("wf.yml", 10, "TB-W002")]
+
+
+def test_finding_format() -> None:
+    finding = Finding(path=Path("a/b.yml"), line=7, code="TB-W004", message="m")
+    assert str(finding) == "a/b.yml:7: TB-W004 m"
+
+
+def test_actionlint_is_skipped_with_the_reason_when_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(workflows, "_find_tool", lambda name: None)
+    result = workflows.actionlint(OURS)
+    assert result == ToolResult(
+        tool="actionlint",
+        ok=True,
+        output="",
+        skipped=(
+            "not installed (the PyPI wrapper downloads a binary at install time, which fails "
+            "offline); install the actionlint binary to run it"
+        ),
+    )
+
+
+def test_lint_reports_trust_findings_and_tool_failures_together(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    shutil.copy(FIXTURES / "loose-token.yml", tmp_path / "loose-token.yml")
+    monkeypatch.setattr(
+        workflows, "zizmor", lambda d: ToolResult(tool="zizmor", ok=False, output="error[x]: y\n")
+    )
+    monkeypatch.setattr(
+        workflows,
+        "actionlint",
+        lambda d: ToolResult(tool="actionlint", ok=True, output="", skipped="why"),
+    )
+    report = workflows.lint(tmp_path)
+    assert not report.ok
+    assert report.lines() == [
+        f"{tmp_path / 'loose-token.yml'}:1: TB-W004 no top-level 'permissions: {{}}'; start every "
+        "job from no token permissions and grant each job what it needs under "
+        "jobs.<id>.permissions",
+        f"{tmp_path / 'loose-token.yml'}:9: TB-W005 actions/checkout without "
+        "'persist-credentials: false'; the token would stay in .git/config for every later step",
+        "zizmor: failed:",
+        "error[x]: y",
+        "actionlint: skipped: why",
+    ]
+    with pytest.raises(FindingsError) as info:
+        report.raise_if_bad()
+    assert str(info.value) == "workflows: 2 trust findings, zizmor failed; see the lines above"
+
+
+def test_lint_passes_and_says_what_was_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        workflows, "zizmor", lambda d: ToolResult(tool="zizmor", ok=True, output="")
+    )
+    monkeypatch.setattr(
+        workflows,
+        "actionlint",
+        lambda d: ToolResult(tool="actionlint", ok=True, output="", skipped="why"),
+    )
+    report = workflows.lint(OURS)
+    assert report.ok
+    assert report.lines() == ["trust check: clean", "zizmor: clean", "actionlint: skipped: why"]
+    report.raise_if_bad()
+
+
+zizmor_missing = (Path(sys.executable).parent / "zizmor").is_file() is False and shutil.which(
+    "zizmor"
+) is None
+
+
+@pytest.mark.skipif(
+    zizmor_missing, reason="zizmor is in the lint dependency group, not installed here"
+)
+def test_zizmor_is_clean_on_our_workflows_and_not_on_a_bad_one(tmp_path: Path) -> None:
+    assert workflows.zizmor(OURS).ok, workflows.zizmor(OURS).output
+    bad = tmp_path / ".github" / "workflows"
+    bad.mkdir(parents=True)
+    shutil.copy(FIXTURES / "head-ref-in-run.yml", bad / "head-ref-in-run.yml")
+    result = workflows.zizmor(bad)
+    assert not result.ok
+    assert "template-injection" in result.output
