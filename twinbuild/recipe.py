@@ -817,15 +817,7 @@ def _command(scan: _Scan, cmd: list[_Word]) -> None:
     elif prog == "git":
         _git(scan, args)
     elif prog in ("curl", "wget"):
-        for w in args:
-            if "://" in w.text:
-                scan.pin(
-                    line=w.line,
-                    source="curl",
-                    name=_url_name(scan.expand(w.text)),
-                    value=w.text,
-                    text=w.raw,
-                )
+        _download(scan, prog, args)
     elif prog in ("apt-get", "apt") and args and any(a.text == "install" for a in args):
         for w in args:
             if not w.text.startswith("-") and "=" in w.text:
@@ -837,6 +829,27 @@ def _command(scan: _Scan, cmd: list[_Word]) -> None:
         for w in args:
             if _LOOSE_REQ.match(w.text) or _AT_VERSION.match(w.text) or _SHA40.fullmatch(w.text):
                 scan.unrecognised(w.line, f"{cmd[0].text} ... {w.raw}")
+
+
+def _download(scan: _Scan, prog: str, args: list[_Word]) -> None:
+    """curl/wget URLs; the output file (-o/-O) is where the download lands in the image."""
+    out_opts = ("-o", "--output") if prog == "curl" else ("-O", "--output-document")
+    dest = None
+    for k, w in enumerate(args):
+        if w.text in out_opts and k + 1 < len(args) and args[k + 1].text != "-":
+            dest = scan.resolve_dir(args[k + 1].text)
+    for w in args:
+        if "://" in w.text:
+            url = scan.expand(w.text)
+            target = dest or posixpath.join(scan.cwd, posixpath.basename(url.split("?")[0]))
+            scan.pin(
+                line=w.line,
+                source="curl",
+                name=_url_name(url),
+                value=w.text,
+                text=w.raw,
+                dest=target,
+            )
 
 
 def _url_name(url: str) -> str:

@@ -132,9 +132,7 @@ def test_rocm_recipe_branch_fetch_and_clone_settled_by_checkout() -> None:
     assert (te.value, te.floating, te.dest) == ("release/v2.4_rocm", False, "/opt/te")
     base = by["from", "rocm/sgl-dev"]
     assert (base.tag, base.floating, base.literal) == ("v0.5.5-rocm700-mi35x", False, False)
-    assert (
-        base.digest == "sha256:" + "4d5c0f3e2b1a09876543210fedcba9876543210fedcba9876543210fedcba98"
-    )
+    assert base.digest == "sha256:" + "4d5c0f3e" * 8
 
 
 def test_heredocs_mounts_indexes_wheels_and_unrecognised() -> None:
