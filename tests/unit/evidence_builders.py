@@ -1,0 +1,155 @@
+"""Builders for evidence tests: smoke reports, GitHub environments, keys and signed envelopes.
+
+Keys are generated at test time; no private key is ever stored in the repository.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from twinbuild.evidence import dsse, record, save, sign, strictjson
+from twinbuild.evidence.keys import keyid
+from twinbuild.manifest import Platform
+
+NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
+REPO = "twinbuild/twinbuild"
+REPO_ID = 700001
+HEAD = "0123456789abcdef0123456789abcdef01234567"
+MANIFEST = "sha256:" + "a" * 64
+INPUTS: dict[Platform, str] = {"cuda": "sha256:" + "c" * 64, "rocm": "sha256:" + "d" * 64}
+IMAGE_IDS: dict[Platform, str] = {"cuda": "sha256:" + "1" * 64, "rocm": "sha256:" + "2" * 64}
+IMAGE_REFS: dict[Platform, str] = {
+    "cuda": "ghcr.io/twinbuild/cuda@sha256:" + "3" * 64,
+    "rocm": "ghcr.io/twinbuild/rocm@sha256:" + "4" * 64,
+}
+GPUS: dict[Platform, dict[str, Any]] = {
+    "cuda": {"vendor": "nvidia", "model": "NVIDIA H200", "driver": "570.86", "runtime": "12.9",
+             "count": 1},
+    "rocm": {"vendor": "amd", "model": "AMD Instinct MI300X", "driver": "6.10.5",
+             "runtime": "6.4.1", "count": 8},
+}
+
+
+def entry(
+    name: str, outcome: str = "passed", *, gpu: bool = True, attempts: int = 1, flaky: bool = False
+) -> dict[str, Any]:
+    return {
+        "id": f"tests/smoke/test_gpu.py::{name}", "outcome": outcome, "attempts": attempts,
+        "flaky": flaky, "duration_s": 0.5, "markers": ["gpu"] if gpu else [],
+    }
+
+
+def smoke_report(platform: Platform = "cuda", **overrides: Any) -> dict[str, Any]:
+    """A passing smoke report in the smoke module's JSON shape; ``overrides`` replace top keys."""
+    tests = overrides.pop("tests", None)
+    if tests is None:
+        tests = [entry("test_matmul[torch]"), entry("test_import[numpy]", gpu=False)]
+    report: dict[str, Any] = {
+        "schema": 1,
+        "platform": platform,
+        "profile": "production",
+        "image": {
+            "id": IMAGE_IDS[platform], "digest": IMAGE_REFS[platform],
+            "inputs_hash": INPUTS[platform], "base_digest": "sha256:" + "b" * 64,
+        },
+        "manifest_digest": MANIFEST,
+        "gpu": dict(GPUS[platform]),
+        "tests": tests,
+        "counts": counts_of(tests),
+    }
+    report.update(overrides)
+    return report
+
+
+def counts_of(tests: list[dict[str, Any]]) -> dict[str, int]:
+    outcomes = [t["outcome"] for t in tests]
+    return {
+        "passed": outcomes.count("passed"), "failed": outcomes.count("failed"),
+        "skipped": outcomes.count("skipped"), "flaky": sum(1 for t in tests if t["flaky"]),
+    }
+
+
+def github_env(**overrides: str) -> dict[str, str]:
+    """The variables a push run on validate/pr-42 sees."""
+    env = {
+        "GITHUB_REPOSITORY": REPO,
+        "GITHUB_REPOSITORY_ID": str(REPO_ID),
+        "GITHUB_SHA": HEAD,
+        "GITHUB_REF": "refs/heads/validate/pr-42",
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/gpu.yml@refs/heads/validate/pr-42",
+        "GITHUB_RUN_ID": "9001",
+        "GITHUB_RUN_ATTEMPT": "1",
+        "GITHUB_ACTOR": "maintainer",
+        "RUNNER_NAME": "gpu-h200-1",
+        "RUNNER_ENVIRONMENT": "self-hosted",
+    }
+    env.update(overrides)
+    return env
+
+
+def write_json(path: Path, data: Any) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signer:
+    key: Ed25519PrivateKey
+
+    @property
+    def public(self) -> Ed25519PublicKey:
+        return self.key.public_key()
+
+    @property
+    def keyid(self) -> str:
+        return keyid(self.public)
+
+    @property
+    def trusted(self) -> dict[str, Ed25519PublicKey]:
+        return {self.keyid: self.public}
+
+    @classmethod
+    def new(cls) -> Signer:
+        return cls(key=Ed25519PrivateKey.generate())
+
+
+def evidence(
+    tmp_path: Path,
+    signer: Signer,
+    platform: Platform = "cuda",
+    *,
+    name: str | None = None,
+    report: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    now: datetime = NOW,
+) -> Path:
+    """Record, save and sign one platform's evidence the way the workflow does."""
+    stem = name or platform
+    report_path = write_json(tmp_path / f"{stem}.smoke.json", report or smoke_report(platform))
+    statement = record(report_path, env=env or github_env(), now=now)
+    statement_path = tmp_path / f"{stem}.statement.json"
+    save(statement, statement_path)
+    out = tmp_path / f"{stem}.dsse.json"
+    sign(statement_path, out, key=signer.key)
+    return out
+
+
+def payload_of(path: Path) -> dict[str, Any]:
+    envelope = json.loads(path.read_text(encoding="utf-8"))
+    result: dict[str, Any] = json.loads(base64.b64decode(envelope["payload"]))
+    return result
+
+
+def resign(path: Path, payload: dict[str, Any], signer: Signer, **kw: str) -> Path:
+    """Sign an arbitrary payload into ``path`` (what a forger holding a trusted key could do)."""
+    env = dsse.sign(strictjson.canonical(payload), signer.key, **kw)
+    path.write_text(strictjson.dumps(env.to_dict()), encoding="utf-8")
+    return path

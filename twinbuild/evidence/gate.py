@@ -1,0 +1,321 @@
+"""The evidence gate: does the signed GPU evidence count for this pull request?
+
+It passes only when, for each platform, exactly one signed statement says: this repository (not a
+fork) ran a ``push``/``workflow_dispatch`` workflow on a ``validate/`` branch (or the default
+branch) for the PR head (or for the same image inputs), recently, and at least one GPU test
+passed on a GPU of that platform's vendor with nothing failed. Every failed check is reported, each
+on its own line with what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Literal
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from twinbuild.errors import EvidenceRefused
+from twinbuild.evidence.record import SAFE_REF_RE
+from twinbuild.evidence.signing import Blob, Verified, verify
+from twinbuild.evidence.statement import VENDORS, Counts, Statement, format_time
+from twinbuild.manifest import PLATFORMS, Platform, Profile
+
+ALLOWED_EVENTS = ("push", "workflow_dispatch")
+_IMAGE_DIGEST_RE = re.compile(r"(?:[^@\s]+@)?sha256:([0-9a-f]{64})")
+_FORK_HELP = (
+    "a fork's run ran code (and, under pull_request, a workflow) the fork chose, so it proves "
+    "nothing and never gets GPU runners or the signing key; a maintainer reviews the PR "
+    "(including .github/) and pushes its head to validate/pr-N in {base}"
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    """What the evidence must match; the CLI fills it from the PR and the checkout of its head."""
+
+    base_repository: str  # owner/name of the repository the PR targets
+    base_repository_id: int
+    head_commit: str  # the PR head, 40 hex
+    pr: int | None = None
+    default_branch: str = "main"
+    head_inputs: Mapping[Platform, str] | None = None  # inputs hash per platform at the PR head
+    manifest_digest: str | None = None  # sha256:... of pins/manifest.toml at the PR head
+    images: Mapping[Platform, str] | None = None  # image digests that must be the ones tested
+    profile: Profile = "production"
+    max_age: timedelta = timedelta(days=14)
+    max_skew: timedelta = timedelta(minutes=5)  # clocks disagree a little; the future does not come
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Accepted:
+    """One platform's evidence that counts."""
+
+    platform: Platform
+    path: str
+    keyids: tuple[str, ...]
+    statement: Statement
+    matched_by: Literal["commit", "inputs"]
+    flaky: tuple[str, ...]  # tests that passed only on a rerun
+
+    def summary(self) -> str:
+        p = self.statement.predicate
+        c, gpu = p.results.counts, p.gpu
+        on = f"{gpu.count}x {gpu.model} (driver {gpu.driver}, {gpu.runtime})" if gpu else "no GPU"
+        flaky = f", {len(self.flaky)} flaky: {', '.join(self.flaky)}" if self.flaky else ""
+        bound = (
+            f"commit {p.source.commit[:12]}"
+            if self.matched_by == "commit"
+            else f"commit {p.source.commit[:12]} with the same inputs as the PR head"
+        )
+        return (
+            f"{self.platform}: {c.passed} passed, {c.skipped} skipped{flaky} on {on}; "
+            f"run {p.run.run_id} attempt {p.run.run_attempt} on {p.source.ref}, {bound}, "
+            f"{format_time(p.created_at)}"
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateResult:
+    accepted: tuple[Accepted, ...]
+
+    @property
+    def flaky(self) -> tuple[str, ...]:
+        return tuple(f"{a.platform}: {t}" for a in self.accepted for t in a.flaky)
+
+    def lines(self) -> list[str]:
+        return [a.summary() for a in self.accepted]
+
+
+class GateRefused(EvidenceRefused):
+    """Every refusal, one line each (``str()`` joins them)."""
+
+    def __init__(self, refusals: Sequence[str]) -> None:
+        super().__init__("\n".join(refusals))
+        self.refusals = tuple(refusals)
+
+
+@dataclass(slots=True)
+class _Checks:
+    refusals: list[str] = field(default_factory=list)
+
+    def refuse(self, path: str, check: str, message: str) -> None:
+        self.refusals.append(f"{path}: {check}: {message}")
+
+
+def gate(
+    paths: Sequence[Path | Blob],
+    *,
+    policy: Policy,
+    trusted: Mapping[str, Ed25519PublicKey],
+    now: datetime,
+) -> GateResult:
+    """Accept the evidence in ``paths`` for the PR ``policy`` describes, or raise GateRefused.
+
+    A file that cannot be read as an envelope raises ConfigError; a signature or policy failure is
+    collected, and all of them are raised together.
+    """
+    checks = _Checks()
+    verified: list[Verified] = []
+    for path in paths:
+        try:
+            verified.append(verify(path, trusted=trusted))
+        except GateRefused:
+            raise
+        except EvidenceRefused as exc:  # signature, payloadType or predicateType
+            checks.refusals.append(str(exc))
+    accepted = [a for v in verified if (a := _check(v, policy, now, checks)) is not None]
+    _check_platforms(verified, checks)
+    if checks.refusals:
+        raise GateRefused(checks.refusals)
+    return GateResult(accepted=tuple(sorted(accepted, key=lambda a: PLATFORMS.index(a.platform))))
+
+
+def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accepted | None:
+    before = len(checks.refusals)
+    p = v.statement.predicate
+    path, platform, src, run = v.path, p.platform, p.source, p.run
+    pr = f"pr-{policy.pr}" if policy.pr is not None else "pr-N"
+    base = policy.base_repository
+
+    if run.event not in ALLOWED_EVENTS:
+        if run.event in ("pull_request", "pull_request_target"):
+            why = "the PR chose the code (and, under pull_request, the workflow file)"
+        else:
+            why = "that event runs code or a workflow the repository did not choose by a push"
+        checks.refuse(
+            path, "event",
+            f"run event {run.event!r} cannot count ({why}); only push or workflow_dispatch: "
+            f"push the reviewed PR head to refs/heads/validate/{pr} in {base}",
+        )
+    repos = [(src.repository, src.repository_id), (src.head_repository, src.head_repository_id)]
+    for name, repo_id in repos:
+        if repo_id != policy.base_repository_id or name.lower() != base.lower():
+            checks.refuse(
+                path, "repository",
+                f"evidence comes from {name!r} (id {repo_id}), not {base!r} "
+                f"(id {policy.base_repository_id}); " + _FORK_HELP.format(base=base),
+            )
+            break
+    _check_ref(path, src.ref, policy, pr, checks)
+
+    matched_by: Literal["commit", "inputs"] = "commit"
+    if src.commit != policy.head_commit:
+        head_inputs = (policy.head_inputs or {}).get(platform)
+        if head_inputs is not None and head_inputs == p.build.inputs_hash:
+            matched_by = "inputs"
+        else:
+            why = (
+                f"and its inputs hash {p.build.inputs_hash} is not the PR head's {head_inputs}"
+                if head_inputs is not None
+                else "and no inputs hash at the PR head was given to compare"
+            )
+            checks.refuse(
+                path, "commit",
+                f"evidence is for commit {src.commit}, the PR head is {policy.head_commit} {why}; "
+                f"push the new head to validate/{pr} to validate it",
+            )
+    if p.build.profile != policy.profile:
+        checks.refuse(
+            path, "profile",
+            f"evidence is for the {p.build.profile} profile, the gate needs {policy.profile}; "
+            f"validate the {policy.profile} images",
+        )
+
+    age = now - p.created_at
+    if age > policy.max_age:
+        checks.refuse(
+            path, "created_at",
+            f"evidence from {format_time(p.created_at)} is older than {policy.max_age.days} days; "
+            f"re-run the validation (push to validate/{pr} again)",
+        )
+    elif -age > policy.max_skew:
+        checks.refuse(
+            path, "created_at",
+            f"evidence claims {format_time(p.created_at)}, later than now "
+            f"({format_time(now)}); a record from the future is refused, check the runner's clock",
+        )
+
+    _check_subjects(v, policy, checks)
+    flaky = _check_results(v, checks, before)
+    if len(checks.refusals) > before:
+        return None
+    return Accepted(platform=platform, path=path, keyids=v.keyids, statement=v.statement,
+                    matched_by=matched_by, flaky=flaky)
+
+
+def _check_ref(path: str, ref: str, policy: Policy, pr: str, checks: _Checks) -> None:
+    if not SAFE_REF_RE.fullmatch(ref) or ".." in ref or "//" in ref or ref.endswith(("/", ".")):
+        checks.refuse(
+            path, "ref",
+            f"{ref!r} is not a plain branch name (only A-Z a-z 0-9 . _ / - are allowed); "
+            f"push to a branch like validate/{pr}",
+        )
+        return
+    if ref != f"refs/heads/{policy.default_branch}" and not ref.startswith("refs/heads/validate/"):
+        checks.refuse(
+            path, "ref",
+            f"{ref!r} is not a validate/ branch or {policy.default_branch}; only branches "
+            f"maintainers push to count: push the reviewed PR head to validate/{pr}",
+        )
+
+
+def _check_subjects(v: Verified, policy: Policy, checks: _Checks) -> None:
+    st, path = v.statement, v.path
+    platform = st.predicate.platform
+    if policy.manifest_digest is not None:
+        recorded = "sha256:" + st.manifest_subject().sha256
+        if recorded != policy.manifest_digest:
+            checks.refuse(
+                path, "manifest",
+                f"evidence tested pins/manifest.toml {recorded}, the PR head has "
+                f"{policy.manifest_digest}; validate the PR head",
+            )
+    wanted = (policy.images or {}).get(platform)
+    if wanted is None:
+        return
+    match = _IMAGE_DIGEST_RE.fullmatch(wanted)
+    if match is None:
+        checks.refuse(
+            path, "image",
+            f"{wanted!r} is a tag without a digest; tags move, evidence binds digests: "
+            "pass repository@sha256:<64 hex>",
+        )
+    elif match.group(1) != st.image_subject().sha256:
+        checks.refuse(
+            path, "image",
+            f"the {platform} image tested was sha256:{st.image_subject().sha256}, not {wanted}; "
+            "evidence counts only for the image it tested",
+        )
+
+
+def _check_results(v: Verified, checks: _Checks, before: int) -> tuple[str, ...]:
+    p, path = v.statement.predicate, v.path
+    res, gpu = p.results, p.gpu
+    vendor = VENDORS[p.platform]
+    if gpu is None or gpu.count < 1:
+        checks.refuse(path, "gpu", f"the smoke run saw no GPU; run it on a {vendor} GPU runner")
+    elif gpu.vendor != vendor:
+        checks.refuse(
+            path, "gpu",
+            f"{p.platform} evidence ran on a {gpu.vendor} GPU ({gpu.model}); {p.platform} needs "
+            f"{vendor}: run the {p.platform} job on a {vendor} runner",
+        )
+    if res.counts != Counts.of(res.tests):
+        checks.refuse(path, "results", "counts disagree with the tests listed; re-record")
+    c = Counts.of(res.tests)
+    if not res.tests:
+        checks.refuse(path, "results", "zero tests ran; no tests is not evidence, fix the run")
+    elif c.skipped == len(res.tests):
+        checks.refuse(
+            path, "results",
+            f"all {c.skipped} tests were skipped; skipped is not evidence, run on a GPU runner",
+        )
+    elif c.failed:
+        failed = [t.id for t in res.tests if t.outcome == "failed"]
+        more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+        checks.refuse(
+            path, "results",
+            f"the run failed ({c.failed} failed: {', '.join(failed[:3])}{more}); "
+            "fix and validate again",
+        )
+    elif not any(t.gpu and t.outcome == "passed" for t in res.tests):
+        checks.refuse(
+            path, "results", "no GPU test (marker gpu) passed; only GPU tests are GPU evidence"
+        )
+    elif res.verdict != "passed" and len(checks.refusals) == before:
+        checks.refuse(path, "results", "the record's verdict is failed; validate again")
+    return tuple(t.id for t in res.tests if t.outcome == "passed" and (t.flaky or t.attempts > 1))
+
+
+def _check_platforms(verified: list[Verified], checks: _Checks) -> None:
+    for platform in PLATFORMS:
+        mine = [v for v in verified if v.statement.predicate.platform == platform]
+        if not mine:
+            checks.refusals.append(
+                f"{platform}: missing: no signed {platform} evidence; both platforms must be "
+                f"validated, add evidence/{platform}.dsse.json from the validation run"
+            )
+            continue
+        if len(mine) == 1:
+            continue
+        runs = {v.statement.predicate.run.run_id for v in mine}
+        if len(runs) == 1:
+            latest = max(v.statement.predicate.run.run_attempt for v in mine)
+            for v in mine:
+                run = v.statement.predicate.run
+                if run.run_attempt < latest:
+                    checks.refusals.append(
+                        f"{v.path}: attempt: run {run.run_id} attempt {run.run_attempt} is "
+                        f"superseded by attempt {latest}; only the latest attempt counts"
+                    )
+            mine = [v for v in mine if v.statement.predicate.run.run_attempt == latest]
+        if len(mine) > 1:
+            files = ", ".join(str(v.path) for v in mine)
+            checks.refusals.append(
+                f"{platform}: duplicate: {platform} evidence appears {len(mine)} times ({files}); "
+                "each platform counts once, keep one file per platform"
+            )

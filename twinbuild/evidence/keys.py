@@ -1,0 +1,158 @@
+"""Ed25519 keys: trusted public keys from the repository, the private key from a secret.
+
+A keyid is the sha256 (hex) of the raw 32-byte public key, so anyone can recompute it from a file
+in ``evidence/keys/``. A private key never lives in the work tree: it comes from an environment
+variable (the workflow's secret) or a file outside the repository.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from twinbuild.errors import ConfigError
+from twinbuild.evidence.store import write_atomic
+
+KEY_ENV = "TWINBUILD_EVIDENCE_KEY"
+KEYS_DIR = Path("evidence/keys")
+_MAX_KEY_BYTES = 16 * 1024
+
+
+def keyid(key: Ed25519PublicKey) -> str:
+    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def parse_public_key(data: bytes, *, source: str) -> Ed25519PublicKey:
+    """A PEM ``PUBLIC KEY`` or the base64 of the raw 32 bytes."""
+    text = data.strip()
+    if text.startswith(b"-----BEGIN"):
+        try:
+            key = serialization.load_pem_public_key(text)
+        except ValueError:
+            raise ConfigError(f"{source}: not a readable PEM public key") from None
+        if not isinstance(key, Ed25519PublicKey):
+            raise ConfigError(f"{source}: not an ed25519 key; evidence keys are ed25519")
+        return key
+    raw = _raw32(text, source, "public")
+    return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def parse_private_key(data: bytes, *, source: str) -> Ed25519PrivateKey:
+    """An unencrypted PEM ``PRIVATE KEY`` (PKCS#8) or the base64 of the raw 32-byte seed."""
+    text = data.strip()
+    if text.startswith(b"-----BEGIN"):
+        try:
+            key = serialization.load_pem_private_key(text, password=None)
+        except (ValueError, TypeError):
+            raise ConfigError(
+                f"{source}: not a readable unencrypted PEM private key; "
+                "create one with `twinbuild evidence keygen`"
+            ) from None
+        if not isinstance(key, Ed25519PrivateKey):
+            raise ConfigError(f"{source}: not an ed25519 key; evidence keys are ed25519")
+        return key
+    return Ed25519PrivateKey.from_private_bytes(_raw32(text, source, "private"))
+
+
+def _raw32(text: bytes, source: str, kind: str) -> bytes:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raw = b""
+    if len(raw) != 32:
+        raise ConfigError(
+            f"{source}: not an ed25519 {kind} key (PEM, or base64 of the raw 32 bytes)"
+        )
+    return raw
+
+
+def load_trusted(directory: Path = KEYS_DIR) -> dict[str, Ed25519PublicKey]:
+    """Every ``*.pub`` in ``directory`` by keyid; a missing folder means no trusted key."""
+    keys: dict[str, Ed25519PublicKey] = {}
+    if not directory.is_dir():
+        return keys
+    for path in sorted(directory.glob("*.pub")):
+        key = parse_public_key(_read_small(path), source=str(path))
+        keys[keyid(key)] = key
+    return keys
+
+
+def load_private(
+    *, env: Mapping[str, str], path: Path | None = None, env_var: str = KEY_ENV
+) -> Ed25519PrivateKey:
+    """The signing key from ``path`` (outside any git work tree) or else from ``env[env_var]``."""
+    if path is not None:
+        tree = work_tree_of(path)
+        if tree is not None:
+            raise ConfigError(
+                f"{path}: a private key inside the git work tree {tree} can be committed by "
+                f"accident; move it outside the repository or pass it in ${env_var}"
+            )
+        return parse_private_key(_read_small(path), source=str(path))
+    value = env.get(env_var, "")
+    if not value.strip():
+        raise ConfigError(
+            f"${env_var} is not set; the workflow passes the signing key from a secret "
+            "(or give --key PATH to a file outside the repository)"
+        )
+    return parse_private_key(value.encode("utf-8"), source=f"${env_var}")
+
+
+def work_tree_of(path: Path) -> Path | None:
+    """The git work tree that contains ``path``, if any (found by its ``.git`` entry)."""
+    for parent in path.resolve().parents:
+        if (parent / ".git").exists():
+            return parent
+    return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyPair:
+    keyid: str
+    private_path: Path
+    public_path: Path
+
+
+def keygen(private_path: Path, public_path: Path) -> KeyPair:
+    """Write a new key pair: the private key (0600, outside the work tree) and its public PEM."""
+    tree = work_tree_of(private_path)
+    if tree is not None:
+        raise ConfigError(
+            f"{private_path}: refusing to write a private key inside the git work tree {tree}; "
+            "write it outside the repository and store it as the workflow secret"
+        )
+    if private_path.exists():
+        raise ConfigError(f"{private_path}: exists; keygen never overwrites a key")
+    key = Ed25519PrivateKey.generate()
+    private_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+    public_pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    write_atomic(private_path, private_pem, mode=0o600)
+    write_atomic(public_path, public_pem, mode=0o644)
+    return KeyPair(keyid=keyid(key.public_key()), private_path=private_path,
+                   public_path=public_path)
+
+
+def _read_small(path: Path) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > _MAX_KEY_BYTES:
+            raise ConfigError(f"{path}: {size} bytes is too large for an ed25519 key")
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such key file") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None

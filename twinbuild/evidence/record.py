@@ -1,0 +1,217 @@
+"""Build the evidence statement from one smoke report and the GitHub Actions environment.
+
+The verdict is computed here from the tests, never copied: a report whose counts disagree with its
+tests is refused, and a run with no GPU, a failed test, or no GPU test passed is recorded as
+``failed``. So a ``passed`` record exists only for a run whose GPU tests passed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
+
+from twinbuild.errors import ConfigError
+from twinbuild.evidence import strictjson
+from twinbuild.evidence.statement import (
+    COMMIT_RE,
+    DIGEST_RE,
+    IMAGE_REF_RE,
+    MANIFEST_SUBJECT,
+    PROFILES,
+    VENDORS,
+    Build,
+    Counts,
+    Gpu,
+    Predicate,
+    Results,
+    Run,
+    Source,
+    Statement,
+    Subject,
+    TestResult,
+    Verdict,
+)
+from twinbuild.evidence.store import write_atomic
+from twinbuild.evidence.strictjson import Fields
+from twinbuild.manifest import PLATFORMS, Platform
+
+PR_EVENTS = ("pull_request", "pull_request_target")
+SAFE_REF_RE = re.compile(r"refs/[A-Za-z0-9._/-]+")
+_VALIDATE_PR_RE = re.compile(r"refs/heads/validate/pr-(\d+)")
+
+
+def record(
+    report: Path, *, env: Mapping[str, str], now: datetime, pr: int | None = None
+) -> Statement:
+    """The statement for the smoke run in ``report``, inside the job described by ``env``."""
+    data = strictjson.load(report)
+    top = Fields(data, "report", str(report))
+    schema = top.integer("schema")
+    if schema != 1:
+        raise ConfigError(f"{report}: report.schema: {schema} is not 1; update twinbuild")
+    platform = top.choice("platform", PLATFORMS)
+    profile = top.choice("profile", PROFILES)
+    image = top.obj("image")
+    digest = "a digest like sha256:<64 hex>"
+    image_id = image.match("id", DIGEST_RE, digest)
+    image_ref = _image_ref(image)
+    inputs_hash = image.match("inputs_hash", DIGEST_RE, digest)
+    base_digest = image.match("base_digest", DIGEST_RE, digest)
+    image.done()
+    manifest_digest = top.match("manifest_digest", DIGEST_RE, digest)
+    gpu = None
+    g = top.opt_obj("gpu")
+    if g is not None:
+        gpu = Gpu(
+            vendor=g.text("vendor"), model=g.text("model"), driver=g.text("driver"),
+            runtime=g.text("runtime"), count=g.integer("count"),
+        )
+        g.done()
+    tests = tuple(_test(t) for t in top.items("tests"))
+    c = top.obj("counts")
+    claimed = Counts(
+        passed=c.integer("passed"), failed=c.integer("failed"), skipped=c.integer("skipped"),
+        flaky=c.integer("flaky"),
+    )
+    c.done()
+    top.done()
+    counts = Counts.of(tests)
+    if claimed != counts:
+        raise ConfigError(
+            f"{report}: report.counts: {_counts(claimed)} disagrees with its tests "
+            f"({_counts(counts)}); the report is inconsistent, re-run the smoke tests"
+        )
+    build = Build(
+        profile=profile, inputs_hash=inputs_hash, base_digest=base_digest, image_id=image_id,
+        image_ref=image_ref, manifest_digest=manifest_digest,
+    )
+    source, run = _from_env(env, pr)
+    verdict: Verdict = "passed" if _validated(platform, gpu, tests) else "failed"
+    predicate = Predicate(
+        platform=platform, source=source, run=run, build=build, gpu=gpu,
+        results=Results(verdict=verdict, tests=tests, counts=counts),
+        created_at=now,
+    )
+    image_name = image_ref.split("@", 1)[0] if image_ref else f"twinbuild/{platform}"
+    subjects = (
+        Subject(name=image_name, sha256=build.image_sha256()),
+        Subject(name=MANIFEST_SUBJECT, sha256=manifest_digest.removeprefix("sha256:")),
+    )
+    return Statement(subject=subjects, predicate=predicate)
+
+
+def save(statement: Statement, path: Path) -> None:
+    """Write the unsigned statement (atomically) for `evidence sign`."""
+    write_atomic(path, strictjson.dumps(statement.to_dict()).encode("utf-8"))
+
+
+def _validated(platform: Platform, gpu: Gpu | None, tests: tuple[TestResult, ...]) -> bool:
+    return (
+        gpu is not None
+        and gpu.count > 0
+        and gpu.vendor == VENDORS[platform]
+        and not any(t.outcome == "failed" for t in tests)
+        and any(t.gpu and t.outcome == "passed" for t in tests)
+    )
+
+
+def _image_ref(image: Fields) -> str | None:
+    ref = image.data.get("digest")
+    if isinstance(ref, str) and "@" not in ref:
+        raise ConfigError(
+            f"{image.where('digest')}: {ref!r} is a tag without a digest; tags move, evidence "
+            "binds digests: push the image and record repository@sha256:..."
+        )
+    return image.opt_match("digest", IMAGE_REF_RE, "repository@sha256:<64 hex>")
+
+
+def _test(t: Fields) -> TestResult:
+    result = TestResult(
+        id=t.text("id"),
+        outcome=t.choice("outcome", ("passed", "failed", "skipped")),
+        attempts=t.integer("attempts"),
+        flaky=t.flag("flaky"),
+        duration_s=t.number("duration_s"),
+        markers=tuple(t.strings("markers")),
+    )
+    t.done()
+    return result
+
+
+def _counts(counts: Counts) -> str:
+    return (
+        f"{counts.passed} passed, {counts.failed} failed, {counts.skipped} skipped, "
+        f"{counts.flaky} flaky"
+    )
+
+
+def _env(env: Mapping[str, str], name: str) -> str:
+    value = env.get(name, "")
+    if not value:
+        raise ConfigError(
+            f"${name} is not set; `evidence record` runs inside a GitHub Actions job "
+            "(set the GITHUB_* variables by hand for a dry run)"
+        )
+    return value
+
+
+def _env_int(env: Mapping[str, str], name: str) -> int:
+    value = _env(env, name)
+    if not value.isdigit():
+        raise ConfigError(f"${name}: {value!r} is not a number")
+    return int(value)
+
+
+def _from_env(env: Mapping[str, str], pr: int | None) -> tuple[Source, Run]:
+    repository = _env(env, "GITHUB_REPOSITORY")
+    repository_id = _env_int(env, "GITHUB_REPOSITORY_ID")
+    commit = _env(env, "GITHUB_SHA")
+    if not COMMIT_RE.fullmatch(commit):
+        raise ConfigError(f"$GITHUB_SHA: {commit!r} is not a full 40-hex commit")
+    ref = _env(env, "GITHUB_REF")
+    if not SAFE_REF_RE.fullmatch(ref):
+        raise ConfigError(
+            f"$GITHUB_REF: {ref!r} has characters outside [A-Za-z0-9._/-]; "
+            "name validation branches like validate/pr-123"
+        )
+    event = _env(env, "GITHUB_EVENT_NAME")
+    head_repository, head_repository_id = repository, repository_id
+    if event in PR_EVENTS:
+        head_repository, head_repository_id, number = _pr_head(env)
+        pr = pr if pr is not None else number
+    match = _VALIDATE_PR_RE.fullmatch(ref)
+    if pr is None and match:
+        pr = int(match.group(1))
+    source = Source(
+        repository=repository, repository_id=repository_id, head_repository=head_repository,
+        head_repository_id=head_repository_id, commit=commit, ref=ref, pr=pr,
+    )
+    run = Run(
+        event=event,
+        workflow_ref=_env(env, "GITHUB_WORKFLOW_REF"),
+        run_id=_env_int(env, "GITHUB_RUN_ID"),
+        run_attempt=_env_int(env, "GITHUB_RUN_ATTEMPT"),
+        actor=_env(env, "GITHUB_ACTOR"),
+        runner_name=_env(env, "RUNNER_NAME"),
+        runner_environment=_env(env, "RUNNER_ENVIRONMENT"),
+    )
+    return source, run
+
+
+def _pr_head(env: Mapping[str, str]) -> tuple[str, int, int]:
+    """Head repository (name, id) and PR number from a pull_request event's payload."""
+    path = Path(_env(env, "GITHUB_EVENT_PATH"))
+    payload = strictjson.load(path)
+    try:
+        pull = payload["pull_request"]
+        repo = pull["head"]["repo"]
+        name, repo_id, number = repo["full_name"], repo["id"], pull["number"]
+    except (KeyError, TypeError):
+        raise ConfigError(
+            f"{path}: pull_request.head.repo is missing; not a pull_request event payload"
+        ) from None
+    if not isinstance(name, str) or not isinstance(repo_id, int) or not isinstance(number, int):
+        raise ConfigError(f"{path}: pull_request.head.repo has unexpected types")
+    return name, repo_id, number

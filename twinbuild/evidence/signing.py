@@ -1,0 +1,93 @@
+"""`evidence sign` and `evidence verify` on files: a statement in, a DSSE envelope out, and back."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from twinbuild.errors import EvidenceRefused
+from twinbuild.evidence import dsse, strictjson
+from twinbuild.evidence.statement import Statement
+from twinbuild.evidence.store import write_atomic
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Blob:
+    """Evidence not read from a file, e.g. ``git show REF:evidence/cuda.dsse.json``.
+
+    ``name`` is what messages call it.
+    """
+
+    name: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Signed:
+    path: Path
+    keyid: str
+    statement: Statement
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verified:
+    path: str  # the file, or the Blob's name
+    keyids: tuple[str, ...]
+    statement: Statement
+
+
+def sign(
+    statement_path: Path,
+    out: Path,
+    *,
+    key: Ed25519PrivateKey,
+    env: Mapping[str, str] | None = None,
+) -> Signed:
+    """Check the statement's structure, sign its canonical bytes, write the envelope atomically.
+
+    Signing a malformed statement would only produce evidence the gate refuses later, so it is
+    refused here with the same message. Inside GitHub Actions pass ``env`` (os.environ): the
+    statement was written by the smoke job, so its source and run must be this very run's.
+    """
+    source = str(statement_path)
+    statement = Statement.from_dict(strictjson.load(statement_path), source=source)
+    if env is not None:
+        _same_run(statement, env, source)
+    payload = strictjson.canonical(statement.to_dict())
+    envelope = dsse.sign(payload, key)
+    write_atomic(out, strictjson.dumps(envelope.to_dict()).encode("utf-8"))
+    return Signed(path=out, keyid=envelope.signatures[0].keyid, statement=statement)
+
+
+def verify(evidence: Path | Blob, *, trusted: Mapping[str, Ed25519PublicKey]) -> Verified:
+    """Every signature verifies with a trusted key, then the payload parses as our statement."""
+    if isinstance(evidence, Blob):
+        source, data = evidence.name, evidence.data
+    else:
+        source, data = str(evidence), strictjson.read_bytes(evidence)
+    envelope = dsse.Envelope.from_dict(strictjson.loads(data, source=source), source=source)
+    keyids = dsse.verify(envelope, trusted, source=source)
+    payload = strictjson.loads(envelope.payload, source=f"{source}: payload")
+    statement = Statement.from_dict(payload, source=source)
+    return Verified(path=source, keyids=keyids, statement=statement)
+
+
+def _same_run(statement: Statement, env: Mapping[str, str], source: str) -> None:
+    p = statement.predicate
+    pairs = [
+        ("GITHUB_SHA", "source.commit", p.source.commit),
+        ("GITHUB_REF", "source.ref", p.source.ref),
+        ("GITHUB_REPOSITORY_ID", "source.repository_id", str(p.source.repository_id)),
+        ("GITHUB_EVENT_NAME", "run.event", p.run.event),
+        ("GITHUB_RUN_ID", "run.run_id", str(p.run.run_id)),
+        ("GITHUB_RUN_ATTEMPT", "run.run_attempt", str(p.run.run_attempt)),
+    ]
+    for name, key, recorded in pairs:
+        if env.get(name) != recorded:
+            raise EvidenceRefused(
+                f"{source}: predicate.{key}: {recorded!r} is not this run's ${name} "
+                f"({env.get(name)!r}); sign only the statement this run recorded"
+            )
