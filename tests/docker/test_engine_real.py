@@ -1,0 +1,121 @@
+"""The real thing: start a private engine of our own, build the base image in it, stop it.
+
+It runs in a fresh cache folder (its own socket, data root and debootstrap), so it neither uses
+nor disturbs the engine `twinbuild engine up` keeps for everyone else. Takes about a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from twinbuild import base, dockerd, engine
+from twinbuild.dockerd import EnginePaths, EngineState
+
+pytestmark = pytest.mark.docker
+
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+PACKAGES = ["python3", "python3-venv", "python3-pip", "git", "ca-certificates"]
+
+
+class Private:
+    def __init__(self, cache: Path, paths: EnginePaths, state: EngineState) -> None:
+        self.cache, self.paths, self.state = cache, paths, state
+
+
+@pytest.fixture(scope="module")
+def private() -> Iterator[Private]:
+    if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
+        pytest.skip("starts a private dockerd: needs root on Debian/Ubuntu")
+    # A short path: the socket path must fit in 107 bytes.
+    cache = Path(tempfile.mkdtemp(prefix="tb-", dir="/tmp"))
+    paths = EnginePaths.under(cache)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("DOCKER_HOST", raising=False)  # CI exports the shared engine's; not this one
+        mp.setenv("TWINBUILD_CACHE", str(cache))
+        if dockerd.ping(dockerd.DEFAULT_HOST):
+            pytest.skip("an engine answers on the default socket; up() would use it")
+        state = dockerd.up(paths)
+        try:
+            yield Private(cache, paths, state)
+        finally:
+            dockerd.down(paths)
+            base._remove_tree(cache, base.run_command)
+
+
+def test_up_starts_then_finds_it_running(private: Private) -> None:
+    assert private.state.started is True
+    assert private.state.docker_host == f"unix://{private.paths.socket}"
+    assert private.paths.env_file.read_text() == f"DOCKER_HOST=unix://{private.paths.socket}\n"
+    again = dockerd.up(private.paths)
+    assert (again.started, again.pid) == (False, private.state.pid)
+    assert dockerd.docker_host(private.paths) == private.state.docker_host
+
+
+def test_connect_and_info(private: Private) -> None:
+    with engine.connect() as eng:
+        info = eng.info()
+    assert info.docker_host == private.state.docker_host
+    assert info.os_type == "linux"
+    assert info.server_version
+
+
+def test_base_builds_then_reuses(private: Private) -> None:
+    ran: list[str] = []
+
+    def run(argv: Sequence[str]) -> tuple[int, str]:
+        ran.append(argv[0])
+        return base.run_command(argv)
+
+    with engine.connect(private.state.docker_host) as eng:
+        first = base.ensure_base(
+            eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, cache=private.cache, run=run
+        )
+        assert first.built is True
+        assert "debootstrap" in ran
+        assert eng.image_labels(first.tag)[base.INPUTS_LABEL] == first.inputs_hash
+        assert eng.inspect_image(first.tag) is not None
+        assert list((private.cache / "base-tmp").iterdir()) == []
+
+        ran.clear()
+        second = base.ensure_base(
+            eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, cache=private.cache, run=run
+        )
+        assert second.built is False
+        assert "debootstrap" not in ran
+        assert second.image_id == first.image_id
+        assert second.total_s < 5
+
+        result = eng.run_container(
+            first.tag, ["sh", "-c", "python3 -V && git --version && cat /proc/net/dev"]
+        )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("Python 3.11.")
+    # network "none": loopback is the only interface
+    interfaces = [line.split(":")[0].strip() for line in result.output.splitlines() if ":" in line]
+    assert interfaces[-1:] == ["lo"]
+    assert "eth0" not in result.output
+
+
+def test_exec_in_a_started_container(private: Private) -> None:
+    with engine.connect(private.state.docker_host) as eng:
+        (image,) = eng.images_by_label(base.INPUTS_LABEL)
+        cid = eng.start_container(image.id)
+        try:
+            result = eng.exec(cid, ["python3", "-c", "print(6 * 7)"])
+        finally:
+            eng.remove_container(cid)
+    assert (result.exit_code, result.output) == (0, "42\n")
+
+
+def test_down_stops_it(private: Private) -> None:
+    stopped = dockerd.down(private.paths)
+    assert (stopped.stopped, stopped.pid) == (True, private.state.pid)
+    assert not private.paths.pidfile.exists()
+    assert dockerd.ping(private.state.docker_host) is False
+    assert dockerd.down(private.paths).stopped is False

@@ -1,0 +1,391 @@
+"""The base image decisions with a fake engine and a fake command runner: no debootstrap runs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from twinbuild import base
+from twinbuild.base import BaseInputs
+from twinbuild.engine import EngineInfo, ImageSummary, Network, RunResult
+from twinbuild.errors import BuildFailed, ConfigError, EngineError
+
+SUITE = "bookworm"
+MIRROR = "http://deb.debian.org/debian"
+PACKAGES = ["python3", "python3-venv", "python3-pip", "git", "ca-certificates"]
+INPUTS = BaseInputs(
+    suite=SUITE,
+    mirror=MIRROR,
+    packages=tuple(PACKAGES),
+    debootstrap_version="1.0.128",
+    arch="amd64",
+)
+
+
+@dataclass
+class FakeEngine:
+    """Images by tag and id; imports become untagged images until tagged."""
+
+    images: dict[str, dict[str, Any]] = field(default_factory=dict)  # ref -> inspect doc
+    imported: list[tuple[bytes, Mapping[str, str], Sequence[str]]] = field(default_factory=list)
+    tagged: list[tuple[str, str]] = field(default_factory=list)
+    import_error: Exception | None = None
+
+    @property
+    def docker_host(self) -> str:
+        return "unix:///fake.sock"
+
+    def info(self) -> EngineInfo:
+        raise NotImplementedError
+
+    def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
+        return self.images.get(ref)
+
+    def image_exists(self, ref: str) -> bool:
+        return ref in self.images
+
+    def image_labels(self, ref: str) -> Mapping[str, str]:
+        labels: Mapping[str, str] = self.images[ref]["Config"]["Labels"]
+        return labels
+
+    def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]:
+        seen = {}
+        for doc in self.images.values():
+            if doc["Config"]["Labels"].get(key) == value:
+                seen[doc["Id"]] = ImageSummary(
+                    id=doc["Id"], tags=(), labels=doc["Config"]["Labels"]
+                )
+        return list(seen.values())
+
+    def import_rootfs(
+        self,
+        tar_path: Path,
+        *,
+        labels: Mapping[str, str] | None = None,
+        changes: Sequence[str] = (),
+    ) -> str:
+        if self.import_error is not None:
+            raise self.import_error
+        self.imported.append((tar_path.read_bytes(), dict(labels or {}), list(changes)))
+        image_id = f"sha256:{len(self.imported):064d}"
+        self.images[image_id] = {
+            "Id": image_id,
+            "Size": 2**20,
+            "Config": {"Labels": dict(labels or {})},
+        }
+        return image_id
+
+    def tag(self, image: str, ref: str) -> None:
+        self.tagged.append((image, ref))
+        self.images[ref] = self.images[image]
+
+    def remove_image(self, ref: str, *, force: bool = False) -> None:
+        del self.images[ref]
+
+    def run_container(
+        self,
+        image: str,
+        command: Sequence[str],
+        *,
+        network: Network = "none",
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+        workdir: str | None = None,
+        binds: Mapping[str, str] | None = None,
+        timeout: int = 600,
+    ) -> RunResult:
+        raise NotImplementedError
+
+    def start_container(
+        self,
+        image: str,
+        *,
+        network: Network = "none",
+        command: Sequence[str] = ("sleep", "infinity"),
+    ) -> str:
+        raise NotImplementedError
+
+    def exec(self, container: str, command: Sequence[str], *, user: str | None = None) -> RunResult:
+        raise NotImplementedError
+
+    def remove_container(self, container: str) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class FakeRunner:
+    """Answers dpkg queries; 'debootstrap' makes a tiny tree, 'tar' writes a marker file."""
+
+    calls: list[list[str]] = field(default_factory=list)
+    results: dict[str, tuple[int, str]] = field(default_factory=dict)
+
+    def __call__(self, argv: Sequence[str]) -> tuple[int, str]:
+        argv = list(argv)
+        self.calls.append(argv)
+        if argv[0] in self.results:
+            return self.results[argv[0]]
+        if argv[0] == "dpkg-query":
+            return 0, "1.0.128"
+        if argv[0] == "dpkg":
+            return 0, "amd64\n"
+        if argv[0] == "debootstrap":
+            rootfs = Path(argv[4])
+            (rootfs / "var/cache/apt/archives").mkdir(parents=True)
+            (rootfs / "var/cache/apt/archives/git_1_amd64.deb").write_text("deb")
+            (rootfs / "etc").mkdir()
+            (rootfs / "etc/debian_version").write_text("12\n")
+            return 0, "I: Base system installed successfully.\n"
+        if argv[0] == "tar":
+            Path(argv[argv.index("-cf") + 1]).write_bytes(b"TAR")
+            return 0, ""
+        return 0, ""
+
+    def names(self) -> list[str]:
+        return [c[0] for c in self.calls]
+
+
+def _which(name: str) -> str | None:
+    return f"/usr/sbin/{name}"
+
+
+def _ensure(engine: FakeEngine, run: FakeRunner, cache: Path, **kw: Any) -> base.BaseResult:
+    args: dict[str, Any] = {"suite": SUITE, "mirror": MIRROR, "packages": PACKAGES}
+    args.update(kw)
+    return base.ensure_base(engine, cache=cache, run=run, which=_which, **args)
+
+
+def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
+    engine, run = FakeEngine(), FakeRunner()
+    first = _ensure(engine, run, tmp_path)
+    digest = INPUTS.digest()
+    assert first.built is True
+    assert first.tag == f"twinbuild/base:{digest[:12]}"
+    assert first.inputs_hash == digest
+    assert run.names() == ["dpkg-query", "dpkg", "debootstrap", "tar"]
+    debootstrap = run.calls[2]
+    assert debootstrap[:3] == [
+        "debootstrap",
+        "--variant=minbase",
+        "--include=python3,python3-venv,python3-pip,git,ca-certificates",
+    ]
+    assert (debootstrap[3], debootstrap[5]) == (SUITE, MIRROR)
+    assert engine.imported == [
+        (
+            b"TAR",
+            {"org.twinbuild.base-inputs": digest, "org.twinbuild.base-suite": SUITE},
+            ['CMD ["/bin/bash"]'],
+        )
+    ]
+    assert engine.tagged == [(first.image_id, first.tag)]
+    assert list((tmp_path / "base-tmp").iterdir()) == []  # work dir removed
+
+    run.calls.clear()
+    second = _ensure(engine, run, tmp_path)
+    assert second.built is False
+    assert (second.tag, second.image_id) == (first.tag, first.image_id)
+    assert "debootstrap" not in run.names()
+    assert len(engine.imported) == 1
+    assert second.describe() == f"{first.tag} is up to date (sha256:000000000000, 1 MiB)"
+
+
+def test_slim_drops_downloaded_debs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[bool] = []
+    real_tar = FakeRunner.__call__
+
+    def spy(self: FakeRunner, argv: Sequence[str]) -> tuple[int, str]:
+        if argv[0] == "tar":
+            rootfs = Path(argv[argv.index("-C") + 1])
+            seen.append((rootfs / "var/cache/apt/archives/git_1_amd64.deb").exists())
+        return real_tar(self, argv)
+
+    monkeypatch.setattr(FakeRunner, "__call__", spy)
+    _ensure(FakeEngine(), FakeRunner(), tmp_path)
+    assert seen == [False]
+
+
+def test_labelled_untagged_image_is_tagged_not_rebuilt(tmp_path: Path) -> None:
+    digest = INPUTS.digest()
+    doc = {"Id": "sha256:9", "Size": 5, "Config": {"Labels": {base.INPUTS_LABEL: digest}}}
+    engine, run = FakeEngine(images={"sha256:9": doc}), FakeRunner()
+    result = _ensure(engine, run, tmp_path)
+    assert (result.built, result.image_id) == (False, "sha256:9")
+    assert engine.tagged == [("sha256:9", INPUTS.tag)]
+    assert "debootstrap" not in run.names()
+
+
+def test_tag_with_foreign_label_is_rebuilt(tmp_path: Path) -> None:
+    doc = {"Id": "sha256:8", "Size": 5, "Config": {"Labels": {base.INPUTS_LABEL: "other"}}}
+    engine, run = FakeEngine(images={INPUTS.tag: doc}), FakeRunner()
+    result = _ensure(engine, run, tmp_path)
+    assert result.built is True
+    assert engine.images[INPUTS.tag]["Id"] != "sha256:8"
+
+
+def test_debootstrap_failure_keeps_log_and_no_tag(tmp_path: Path) -> None:
+    engine = FakeEngine()
+    run = FakeRunner(
+        results={"debootstrap": (1, "I: Retrieving InRelease\nE: Failed getting release file")}
+    )
+    with pytest.raises(BuildFailed) as info:
+        _ensure(engine, run, tmp_path)
+    assert str(info.value) == (
+        f"debootstrap bookworm from {MIRROR} failed (exit 1): I: Retrieving InRelease | "
+        f"E: Failed getting release file; full log: {tmp_path}/base-debootstrap.log"
+    )
+    assert (tmp_path / "base-debootstrap.log").read_text().startswith("I: Retrieving InRelease")
+    assert engine.tagged == []
+    assert list((tmp_path / "base-tmp").iterdir()) == []
+
+
+def test_import_failure_leaves_no_tag_and_no_work_dir(tmp_path: Path) -> None:
+    engine = FakeEngine(import_error=EngineError("import x: no space left on device"))
+    with pytest.raises(EngineError, match="no space left"):
+        _ensure(engine, FakeRunner(), tmp_path)
+    assert engine.tagged == []
+    assert engine.images == {}
+    assert list((tmp_path / "base-tmp").iterdir()) == []
+
+
+def test_tar_failure_message(tmp_path: Path) -> None:
+    run = FakeRunner(results={"tar": (2, "tar: ./dev/console: Cannot open\n")})
+    with pytest.raises(BuildFailed) as info:
+        _ensure(FakeEngine(), run, tmp_path)
+    assert str(info.value).startswith("tar ")
+    assert str(info.value).endswith("failed (exit 2): tar: ./dev/console: Cannot open")
+
+
+def test_missing_debootstrap_is_installed_with_apt(tmp_path: Path) -> None:
+    run = FakeRunner()
+    base.ensure_base(
+        FakeEngine(),
+        suite=SUITE,
+        mirror=MIRROR,
+        packages=PACKAGES,
+        cache=tmp_path,
+        run=run,
+        which=lambda name: None if name == "debootstrap" else f"/usr/bin/{name}",
+    )
+    assert run.calls[:2] == [
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+    ]
+
+
+def test_building_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base, "_is_root", lambda: False)
+    run = FakeRunner()
+    with pytest.raises(BuildFailed) as info:
+        _ensure(FakeEngine(), run, tmp_path)
+    assert str(info.value) == "twinbuild base runs debootstrap, which needs root; rerun it as root"
+    assert "debootstrap" not in run.names()
+
+
+def test_reuse_does_not_need_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = FakeEngine()
+    _ensure(engine, FakeRunner(), tmp_path)
+    monkeypatch.setattr(base, "_is_root", lambda: False)
+    assert _ensure(engine, FakeRunner(), tmp_path).built is False
+
+
+def test_inputs_hash_covers_every_input() -> None:
+    variants = [
+        INPUTS,
+        BaseInputs(**{**_fields(INPUTS), "suite": "trixie"}),
+        BaseInputs(**{**_fields(INPUTS), "mirror": "http://ftp.de.debian.org/debian"}),
+        BaseInputs(**{**_fields(INPUTS), "packages": ("python3",)}),
+        BaseInputs(**{**_fields(INPUTS), "debootstrap_version": "1.0.129"}),
+        BaseInputs(**{**_fields(INPUTS), "arch": "arm64"}),
+    ]
+    assert len({v.digest() for v in variants}) == len(variants)
+    shuffled = BaseInputs(**{**_fields(INPUTS), "packages": tuple(reversed(PACKAGES))})
+    assert shuffled.digest() == INPUTS.digest()
+    slash = BaseInputs(**{**_fields(INPUTS), "mirror": MIRROR + "/"})
+    assert slash.digest() == INPUTS.digest()
+
+
+def _fields(inputs: BaseInputs) -> dict[str, Any]:
+    return {
+        "suite": inputs.suite,
+        "mirror": inputs.mirror,
+        "packages": inputs.packages,
+        "debootstrap_version": inputs.debootstrap_version,
+        "arch": inputs.arch,
+    }
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        (
+            {"suite": "Bookworm;rm"},
+            "local.suite: 'Bookworm;rm' is not a Debian suite name, e.g. 'bookworm'",
+        ),
+        (
+            {"mirror": "ftp://x"},
+            "local.mirror: 'ftp://x' is not an http(s) URL, e.g. 'http://deb.debian.org/debian'",
+        ),
+        ({"packages": ["git", "--foo"]}, "local.packages[1]: '--foo' is not a Debian package name"),
+    ],
+)
+def test_bad_inputs_are_config_errors(tmp_path: Path, kw: dict[str, Any], message: str) -> None:
+    run = FakeRunner()
+    with pytest.raises(ConfigError) as info:
+        _ensure(FakeEngine(), run, tmp_path, **kw)
+    assert str(info.value) == message
+    assert run.calls == []
+
+
+def test_remove_tree_unmounts_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "w"
+    (work / "rootfs/proc").mkdir(parents=True)
+    mounted = [f"{work}/rootfs/proc"]
+    monkeypatch.setattr(base, "_mounts_under", lambda root: list(mounted))
+    run = FakeRunner()
+
+    def umount(argv: Sequence[str]) -> tuple[int, str]:
+        run.calls.append(list(argv))
+        mounted.clear()
+        return 0, ""
+
+    base._remove_tree(work, umount)
+    assert run.calls == [["umount", "--lazy", f"{work}/rootfs/proc"]]
+    assert not work.exists()
+
+
+def test_remove_tree_refuses_while_mounted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work = tmp_path / "w"
+    (work / "rootfs/sys").mkdir(parents=True)
+    monkeypatch.setattr(base, "_mounts_under", lambda root: [f"{work}/rootfs/sys"])
+    with pytest.raises(BuildFailed) as info:
+        base._remove_tree(work, lambda argv: (32, "umount: busy"))
+    assert str(info.value) == (
+        f"{work}: still mounted after umount: {work}/rootfs/sys; unmount and rm"
+    )
+    assert work.exists()
+
+
+def test_mounts_under_reads_mountinfo(tmp_path: Path) -> None:
+    assert base._mounts_under(tmp_path) == []
+    assert "/proc" in base._mounts_under(Path("/proc"))
+
+
+def test_describe_built() -> None:
+    result = base.BaseResult(
+        tag="twinbuild/base:abc",
+        image_id="sha256:0123456789abcdef",
+        inputs_hash="abc",
+        built=True,
+        size=300 * 2**20,
+        debootstrap_s=44.3,
+        import_s=3.2,
+    )
+    assert result.describe() == (
+        "built twinbuild/base:abc (sha256:0123456789ab, 300 MiB): debootstrap 44s, import 3s"
+    )

@@ -1,0 +1,400 @@
+"""The engine boundary against a fake low-level client: calls made, errors mapped, exact text."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import docker
+import docker.errors
+import pytest
+import requests
+import requests.exceptions
+
+import twinbuild.engine
+from tests.conftest import gpu_vendors
+from twinbuild.engine import Engine, ImageSummary, RunResult
+from twinbuild.errors import ConfigError, EngineError
+
+real_connect = twinbuild.engine.connect  # taken before the conftest fence replaces it
+HOST = "unix:///tmp/fake.sock"
+
+
+class FakeAPI:
+    """Canned answers for the docker.APIClient methods Engine uses; records every call."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+        self.images_db: dict[str, dict[str, Any]] = {}
+        self.import_output = '{"status":"sha256:' + "a" * 64 + '"}\r\n'
+        self.wait_error: Exception | None = None
+        self.fail: dict[str, Exception] = {}
+        self.closed = False
+
+    def _call(self, name: str, args: Any) -> None:
+        self.calls.append((name, args))
+        if name in self.fail:
+            raise self.fail[name]
+
+    def close(self) -> None:
+        self.closed = True
+
+    def ping(self) -> bool:
+        self._call("ping", None)
+        return True
+
+    def inspect_image(self, ref: str) -> dict[str, Any]:
+        self._call("inspect_image", ref)
+        if ref not in self.images_db:
+            raise docker.errors.ImageNotFound(f"No such image: {ref}")
+        return self.images_db[ref]
+
+    def images(self, filters: dict[str, str]) -> list[dict[str, Any]]:
+        self._call("images", filters)
+        return [
+            {"Id": "sha256:1", "RepoTags": ["twinbuild/base:abc"], "Labels": {"k": "v"}, "Size": 9},
+            {"Id": "sha256:2", "RepoTags": ["<none>:<none>"], "Labels": None, "Size": None},
+        ]
+
+    def import_image(self, src: Any, changes: list[str] | None) -> str:
+        self._call("import_image", (type(src).__name__, src.read(), changes))
+        return self.import_output
+
+    def tag(self, image: str, repository: str, tag: str, force: bool) -> bool:
+        self._call("tag", (image, repository, tag, force))
+        return True
+
+    def remove_image(self, ref: str, force: bool) -> None:
+        self._call("remove_image", (ref, force))
+
+    def create_host_config(self, **kwargs: Any) -> dict[str, Any]:
+        return kwargs
+
+    def create_container(self, image: str, command: list[str], **kwargs: Any) -> dict[str, str]:
+        self._call("create_container", (image, command, kwargs))
+        return {"Id": "c" * 64}
+
+    def start(self, cid: str) -> None:
+        self._call("start", cid)
+
+    def wait(self, cid: str, timeout: int) -> dict[str, int]:
+        self._call("wait", (cid, timeout))
+        if self.wait_error is not None:
+            raise self.wait_error
+        return {"StatusCode": 3}
+
+    def logs(self, cid: str, stdout: bool, stderr: bool) -> bytes:
+        return b"hello\n"
+
+    def remove_container(self, cid: str, force: bool) -> None:
+        self._call("remove_container", (cid, force))
+
+    def exec_create(self, container: str, cmd: list[str], user: str) -> dict[str, str]:
+        self._call("exec_create", (container, cmd, user))
+        return {"Id": "e1"}
+
+    def exec_start(self, exec_id: str) -> bytes:
+        return b"out"
+
+    def exec_inspect(self, exec_id: str) -> dict[str, Any]:
+        return {"ExitCode": 0}
+
+    def version(self) -> dict[str, str]:
+        return {"Version": "20.10.24", "ApiVersion": "1.41", "Os": "linux", "Arch": "amd64"}
+
+    def info(self) -> dict[str, str]:
+        return {"Driver": "overlay2"}
+
+    def _url(self, path: str) -> str:
+        return "http://docker" + path
+
+    def _get(self, url: str) -> requests.Response:
+        resp = requests.Response()
+        resp.status_code = 200
+        resp.headers["Builder-Version"] = "2"
+        return resp
+
+
+@pytest.fixture
+def api() -> FakeAPI:
+    return FakeAPI()
+
+
+@pytest.fixture
+def engine(api: FakeAPI) -> Engine:
+    return Engine(cast(docker.APIClient, api), HOST)
+
+
+def test_unmarked_tests_cannot_connect() -> None:
+    from tests.conftest import DockerBlocked
+
+    with pytest.raises(DockerBlocked, match=r"^blocked in tests without @pytest\.mark\.docker$"):
+        twinbuild.engine.connect()
+    with pytest.raises(DockerBlocked):
+        real_connect(HOST)  # the client factory is fenced too
+
+
+def test_connect_names_the_socket_when_nothing_answers(
+    monkeypatch: pytest.MonkeyPatch, api: FakeAPI
+) -> None:
+    api.fail["ping"] = requests.exceptions.ConnectionError("refused")
+    monkeypatch.setattr(twinbuild.engine, "_open_client", lambda host: api)
+    with pytest.raises(EngineError) as info:
+        real_connect(HOST)
+    assert str(info.value) == (
+        "no Docker engine answers at unix:///tmp/fake.sock; run `twinbuild engine up` or set "
+        "DOCKER_HOST"
+    )
+    assert api.closed
+
+
+def test_connect_uses_docker_host(monkeypatch: pytest.MonkeyPatch, api: FakeAPI) -> None:
+    monkeypatch.setattr(twinbuild.engine, "_open_client", lambda host: api)
+    monkeypatch.setattr(twinbuild.dockerd, "docker_host", lambda: "unix:///run/picked.sock")
+    engine = real_connect()
+    assert engine.docker_host == "unix:///run/picked.sock"
+    assert api.calls == [("ping", None)]
+
+
+def test_client_factory_failure_is_an_engine_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(host: str) -> None:
+        with twinbuild.engine._errors(f"cannot talk to the engine at {host}", host):
+            raise docker.errors.DockerException("Error while fetching server API version")
+
+    monkeypatch.setattr(twinbuild.engine, "_open_client", refuse)
+    with pytest.raises(EngineError) as info:
+        real_connect(HOST)
+    assert str(info.value).startswith("no Docker engine answers at unix:///tmp/fake.sock")
+
+
+@pytest.mark.parametrize(
+    ("raised", "message"),
+    [
+        (
+            requests.exceptions.ConnectionError("boom"),
+            "inspect image x: the engine at unix:///tmp/fake.sock does not answer "
+            "(ConnectionError); run `twinbuild engine up`",
+        ),
+        (
+            requests.exceptions.ReadTimeout("slow"),
+            "inspect image x: the engine at unix:///tmp/fake.sock timed out",
+        ),
+        (
+            docker.errors.APIError("500", explanation="driver failed\n  programming"),
+            "inspect image x: driver failed programming",
+        ),
+        (docker.errors.DockerException("odd"), "inspect image x: odd"),
+    ],
+)
+def test_errors_become_one_line(
+    engine: Engine, api: FakeAPI, raised: Exception, message: str
+) -> None:
+    api.fail["inspect_image"] = raised
+    with pytest.raises(EngineError) as info:
+        engine.inspect_image("x")
+    assert str(info.value) == message
+
+
+def test_inspect_missing_image_is_none(engine: Engine, api: FakeAPI) -> None:
+    assert engine.inspect_image("nope:1") is None
+    assert engine.image_exists("nope:1") is False
+    with pytest.raises(EngineError) as info:
+        engine.image_labels("nope:1")
+    assert str(info.value) == "image nope:1 is not in the engine at unix:///tmp/fake.sock"
+
+
+def test_image_labels(engine: Engine, api: FakeAPI) -> None:
+    api.images_db["t:1"] = {"Id": "sha256:1", "Config": {"Labels": {"a": "b"}}}
+    api.images_db["t:2"] = {"Id": "sha256:2", "Config": {"Labels": None}}
+    assert engine.image_labels("t:1") == {"a": "b"}
+    assert engine.image_labels("t:2") == {}
+    assert engine.image_exists("t:1") is True
+
+
+def test_images_by_label(engine: Engine, api: FakeAPI) -> None:
+    found = engine.images_by_label("org.twinbuild.base-inputs", "abc")
+    assert api.calls == [("images", {"label": "org.twinbuild.base-inputs=abc"})]
+    assert found == [
+        ImageSummary(id="sha256:1", tags=("twinbuild/base:abc",), labels={"k": "v"}, size=9),
+        ImageSummary(id="sha256:2", tags=(), labels={}, size=0),
+    ]
+    engine.images_by_label("k")
+    assert api.calls[-1] == ("images", {"label": "k"})
+
+
+def test_import_rootfs_streams_the_file_and_labels(
+    engine: Engine, api: FakeAPI, tmp_path: Path
+) -> None:
+    tar = tmp_path / "rootfs.tar"
+    tar.write_bytes(b"TAR")
+    image_id = engine.import_rootfs(
+        tar, labels={"org.twinbuild.base-inputs": "ab cd"}, changes=['CMD ["/bin/bash"]']
+    )
+    assert image_id == "sha256:" + "a" * 64
+    # An open file, not a path string the SDK could mistake for a URL.
+    assert api.calls == [
+        (
+            "import_image",
+            (
+                "BufferedReader",
+                b"TAR",
+                ['CMD ["/bin/bash"]', 'LABEL org.twinbuild.base-inputs="ab cd"'],
+            ),
+        )
+    ]
+
+
+def test_import_rootfs_without_id_fails(engine: Engine, api: FakeAPI, tmp_path: Path) -> None:
+    tar = tmp_path / "rootfs.tar"
+    tar.write_bytes(b"")
+    api.import_output = json.dumps({"status": "Downloading"}) + "\n"
+    with pytest.raises(EngineError) as info:
+        engine.import_rootfs(tar)
+    assert str(info.value) == (
+        f'import {tar}: the engine returned no image id: {{"status": "Downloading"}}'
+    )
+
+
+def test_tag_splits_repository(engine: Engine, api: FakeAPI) -> None:
+    engine.tag("sha256:1", "localhost:5000/twinbuild/base:abc")
+    assert api.calls == [("tag", ("sha256:1", "localhost:5000/twinbuild/base", "abc", True))]
+    with pytest.raises(ConfigError) as info:
+        engine.tag("sha256:1", "localhost:5000/base")
+    assert str(info.value) == (
+        "image reference 'localhost:5000/base' needs a repository and a tag, e.g. twinbuild/base:1"
+    )
+
+
+def test_remove_image(engine: Engine, api: FakeAPI) -> None:
+    engine.remove_image("t:1", force=True)
+    assert api.calls == [("remove_image", ("t:1", True))]
+
+
+def test_run_container_has_no_network_by_default(engine: Engine, api: FakeAPI) -> None:
+    result = engine.run_container("img", ["true"], env={"A": "1"}, binds={"/src": "/dst"})
+    assert result == RunResult(exit_code=3, output="hello\n")
+    assert not result.ok
+    name, (image, command, kwargs) = api.calls[0]
+    assert (name, image, command) == ("create_container", "img", ["true"])
+    assert kwargs["host_config"] == {
+        "network_mode": "none",
+        "binds": {"/src": {"bind": "/dst", "mode": "ro"}},
+    }
+    assert kwargs["labels"] == {"org.twinbuild.owner": "run"}
+    assert kwargs["environment"] == {"A": "1"}
+    assert api.calls[-1] == ("remove_container", ("c" * 64, True))
+
+
+def test_run_container_refuses_other_networks(engine: Engine, api: FakeAPI) -> None:
+    with pytest.raises(ConfigError) as info:
+        engine.run_container("img", ["true"], network=cast(Any, "bridge"))
+    assert str(info.value) == (
+        "network 'bridge' is not allowed; use 'none', or 'host' where a step must reach a registry"
+    )
+    assert api.calls == []
+
+
+def test_run_container_timeout_removes_container(engine: Engine, api: FakeAPI) -> None:
+    api.wait_error = requests.exceptions.ReadTimeout("late")
+    with pytest.raises(EngineError) as info:
+        engine.run_container("img", ["sleep", "9"], timeout=1)
+    assert str(info.value) == "run ['sleep', '9'] in img: still running after 1s; stopped"
+    assert api.calls[-1] == ("remove_container", ("c" * 64, True))
+
+
+def test_remove_missing_container_is_fine(engine: Engine, api: FakeAPI) -> None:
+    api.fail["remove_container"] = docker.errors.NotFound("gone")
+    engine.remove_container("c1")
+
+
+def test_start_container_and_exec(engine: Engine, api: FakeAPI) -> None:
+    cid = engine.start_container("img", network="host")
+    assert api.calls[0][1][2]["host_config"] == {"network_mode": "host"}
+    assert api.calls[0][1][1] == ["sleep", "infinity"]
+    assert engine.exec(cid, ["python3", "-V"], user="1000") == RunResult(exit_code=0, output="out")
+    assert api.calls[-1] == ("exec_create", (cid, ["python3", "-V"], "1000"))
+
+
+def test_start_container_failure_removes_it(engine: Engine, api: FakeAPI) -> None:
+    api.fail["start"] = docker.errors.APIError("500", explanation="no such file")
+    with pytest.raises(EngineError) as info:
+        engine.start_container("img")
+    assert str(info.value) == "start a container from img: no such file"
+    assert api.calls[-1] == ("remove_container", ("c" * 64, True))
+
+
+def test_info_reads_builder_version(engine: Engine) -> None:
+    info = engine.info()
+    assert (info.server_version, info.api_version, info.storage_driver) == (
+        "20.10.24",
+        "1.41",
+        "overlay2",
+    )
+    assert info.buildkit_default is True
+
+
+def test_fake_satisfies_protocol(engine: Engine) -> None:
+    check: Callable[[twinbuild.engine.EngineAPI], str] = lambda e: e.docker_host  # noqa: E731
+    assert check(engine) == HOST
+
+
+FENCED = """
+import pytest
+import twinbuild.engine
+
+def test_plain():
+    twinbuild.engine.connect()
+
+@pytest.mark.docker
+def test_needs_docker():
+    pass
+
+@pytest.mark.gpu("rocm")
+def test_needs_rocm():
+    pass
+"""
+
+
+def _run_fenced(tmp_path: Path, *args: str, env: Mapping[str, str] | None = None) -> str:
+    import shutil
+    import subprocess
+    import sys
+
+    shutil.copy(Path(__file__).parent.parent / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nmarkers =\n  docker: d\n  gpu: g\n"
+        "addopts = -p no:cacheprovider --strict-markers\n"
+    )
+    (tmp_path / "test_fenced.py").write_text(FENCED)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-rs", "-q", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), **(env or {})},
+    )
+    return proc.stdout
+
+
+def test_conftest_fences_docker_and_gpu(tmp_path: Path) -> None:
+    out = _run_fenced(tmp_path, env={"TWINBUILD_RUN_DOCKER": "0"})
+    assert "DockerBlocked: blocked in tests without @pytest.mark.docker" in out
+    assert "SKIPPED [1] test_fenced.py:8: needs a Docker engine: pass --run-docker" in out
+    if "amd" not in gpu_vendors():
+        assert "SKIPPED [1] test_fenced.py:12: needs a amd GPU: none detected here" in out
+    assert "1 failed" in out
+
+
+def test_run_docker_option_and_env_enable_docker_tests(tmp_path: Path) -> None:
+    assert "needs a Docker engine" not in _run_fenced(tmp_path, "--run-docker")
+    assert "needs a Docker engine" not in _run_fenced(tmp_path, env={"TWINBUILD_RUN_DOCKER": "1"})
+
+
+@pytest.mark.gpu
+def test_gpu_marker_runs_only_where_a_gpu_is() -> None:
+    assert gpu_vendors()

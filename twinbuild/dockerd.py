@@ -1,0 +1,445 @@
+"""Find a Docker engine, or start and stop twinbuild's private one (`twinbuild engine up|down`).
+
+The private engine is a plain ``dockerd`` with its own data root, exec root, socket and pidfile
+under the cache folder. It creates no network of its own (``--bridge=none``, no iptables rules):
+every build and container names its network, ``none`` or ``host``. This module does not import
+``docker``; it pings sockets with a few bytes of HTTP so that ``engine.py`` stays the only Docker
+boundary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+from urllib.parse import urlsplit
+
+from twinbuild.errors import EngineError
+
+DEFAULT_HOST = "unix:///var/run/docker.sock"
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+LOG_TAIL_LINES = 12
+
+Source = Literal["env", "private", "default"]
+
+
+def cache_root() -> Path:
+    """The cache folder: ``$TWINBUILD_CACHE``, else ``~/.cache/twinbuild``."""
+    env = os.environ.get("TWINBUILD_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "twinbuild"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnginePaths:
+    """Where the private engine keeps its state (all under ``<cache>/engine``)."""
+
+    root: Path
+
+    @classmethod
+    def under(cls, cache: Path | None = None) -> EnginePaths:
+        return cls(root=(cache if cache is not None else cache_root()) / "engine")
+
+    @property
+    def data_root(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def exec_root(self) -> Path:
+        # dockerd puts containerd's socket under here: keep it short (unix sockets max 107 bytes).
+        return self.root / "x"
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "docker.sock"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.root / "dockerd.pid"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "dockerd.log"
+
+    @property
+    def env_file(self) -> Path:
+        return self.root / "env"
+
+    @property
+    def config(self) -> Path:
+        # An empty config of our own, so a host /etc/docker/daemon.json cannot change the flags.
+        return self.root / "daemon.json"
+
+    @property
+    def docker_host(self) -> str:
+        return f"unix://{self.socket}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineState:
+    """Which engine twinbuild talks to and whether it answers."""
+
+    docker_host: str
+    source: Source
+    running: bool
+    started: bool = False  # this call started it
+    stopped: bool = False  # this call stopped it
+    pid: int | None = None
+
+    def describe(self) -> str:
+        """One line for a person."""
+        if self.source == "private":
+            if self.stopped:
+                return f"private engine stopped (pid {self.pid}); {self.docker_host} is gone"
+            if not self.running:
+                return (
+                    f"private engine is not running ({self.docker_host}); run `twinbuild engine up`"
+                )
+            verb = "started" if self.started else "already running"
+            return f"private engine {verb} (pid {self.pid}) at {self.docker_host}"
+        origin = "DOCKER_HOST" if self.source == "env" else "default socket"
+        if self.running:
+            return f"using the engine at {self.docker_host} ({origin}); twinbuild did not start it"
+        return f"no engine answers at {self.docker_host} ({origin})"
+
+    def export_line(self) -> str:
+        return f"export DOCKER_HOST={self.docker_host}"
+
+
+class Host(Protocol):
+    """What the engine logic needs from the machine; tests pass a fake."""
+
+    def ping(self, docker_host: str) -> bool: ...
+    def is_root(self) -> bool: ...
+    def is_debian(self) -> bool: ...
+    def which(self, name: str) -> str | None: ...
+    def run(self, argv: Sequence[str]) -> tuple[int, str]: ...
+    def spawn(self, argv: Sequence[str], log: Path) -> int: ...
+    def alive(self, pid: int) -> bool: ...
+    def cmdline(self, pid: int) -> str: ...
+    def kill(self, pid: int, sig: int) -> None: ...
+    def sleep(self, seconds: float) -> None: ...
+    def now(self) -> float: ...
+
+
+class _UnixHTTPConnection(http.client.HTTPConnection):
+    def __init__(self, path: str, timeout: float) -> None:
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(self.timeout)
+            sock.connect(self._path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+def ping(docker_host: str, timeout: float = 2.0) -> bool:
+    """True when ``GET /_ping`` on ``docker_host`` answers ``OK``."""
+    parts = urlsplit(docker_host)
+    conn: http.client.HTTPConnection
+    if parts.scheme == "unix":
+        conn = _UnixHTTPConnection(parts.path, timeout)
+    elif parts.scheme in ("tcp", "http"):
+        conn = http.client.HTTPConnection(
+            parts.hostname or "localhost", parts.port or 2375, timeout=timeout
+        )
+    else:
+        raise EngineError(
+            f"DOCKER_HOST={docker_host}: scheme {parts.scheme!r} is not supported; "
+            "use unix:// or tcp://"
+        )
+    try:
+        conn.request("GET", "/_ping")
+        resp = conn.getresponse()
+        return resp.status == 200 and resp.read(16) == b"OK"
+    except (OSError, http.client.HTTPException):
+        return False
+    finally:
+        conn.close()
+
+
+class SystemHost:
+    """The real machine."""
+
+    def ping(self, docker_host: str) -> bool:
+        return ping(docker_host)
+
+    def is_root(self) -> bool:
+        return os.geteuid() == 0
+
+    def is_debian(self) -> bool:
+        return Path("/etc/debian_version").exists()
+
+    def which(self, name: str) -> str | None:
+        return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+    def run(self, argv: Sequence[str]) -> tuple[int, str]:
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        proc = subprocess.run(
+            list(argv),
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+        return proc.returncode, proc.stdout + proc.stderr
+
+    def spawn(self, argv: Sequence[str], log: Path) -> int:
+        # posix_spawn in a new session: the daemon outlives us and owns no Popen object to warn on.
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            return os.posix_spawn(
+                argv[0],
+                list(argv),
+                dict(os.environ),
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, fd, 1),
+                    (os.POSIX_SPAWN_DUP2, fd, 2),
+                ],
+                setsid=True,
+            )
+        finally:
+            os.close(fd)
+
+    def alive(self, pid: int) -> bool:
+        # Reap it if it is our own child (the same process ran `up` and `down`), else a zombie
+        # would look alive forever.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rpartition(")")[2].split()[0] != "Z"
+
+    def cmdline(self, pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            return ""
+
+    def kill(self, pid: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
+def _read_pid(paths: EnginePaths) -> int | None:
+    try:
+        text = paths.pidfile.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _private_pid(paths: EnginePaths, host: Host) -> int | None:
+    """The pid of our private dockerd if its pidfile names a live dockerd, else None."""
+    pid = _read_pid(paths)
+    if pid is None or not host.alive(pid) or "dockerd" not in host.cmdline(pid):
+        return None
+    return pid
+
+
+def docker_host(paths: EnginePaths | None = None, host: Host | None = None) -> str:
+    """The DOCKER_HOST to use: the env var, else the private engine if alive, else the default."""
+    env = os.environ.get("DOCKER_HOST")
+    if env:
+        return env
+    paths = paths or EnginePaths.under()
+    if _private_pid(paths, host or SystemHost()) is not None:
+        return paths.docker_host
+    return DEFAULT_HOST
+
+
+def status(paths: EnginePaths | None = None, host: Host | None = None) -> EngineState:
+    """Which engine `docker_host()` picks and whether it answers (`twinbuild engine status`)."""
+    paths = paths or EnginePaths.under()
+    host = host or SystemHost()
+    env = os.environ.get("DOCKER_HOST")
+    if env and env != paths.docker_host:
+        return EngineState(docker_host=env, source="env", running=host.ping(env))
+    pid = _private_pid(paths, host)
+    if pid is not None or env:
+        running = pid is not None and host.ping(paths.docker_host)
+        return EngineState(
+            docker_host=paths.docker_host, source="private", running=running, pid=pid
+        )
+    return EngineState(docker_host=DEFAULT_HOST, source="default", running=host.ping(DEFAULT_HOST))
+
+
+def dockerd_argv(dockerd: str, paths: EnginePaths) -> list[str]:
+    """The private daemon's command line: own roots and socket, no network of its own."""
+    return [
+        dockerd,
+        f"--config-file={paths.config}",
+        f"--data-root={paths.data_root}",
+        f"--exec-root={paths.exec_root}",
+        f"--host={paths.docker_host}",
+        f"--pidfile={paths.pidfile}",
+        "--bridge=none",
+        "--iptables=false",
+        "--ip6tables=false",
+        "--ip-masq=false",
+        "--userland-proxy=false",
+    ]
+
+
+def _log_tail(paths: EnginePaths) -> str:
+    try:
+        lines = paths.log.read_text(errors="replace").splitlines()
+    except OSError:
+        return "(no log)"
+    return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:]) or "(empty log)"
+
+
+def _install_dockerd(host: Host) -> str:
+    for argv in (
+        ["apt-get", "update"],
+        ["apt-get", "install", "-y", "--no-install-recommends", "docker.io"],
+    ):
+        rc, out = host.run(argv)
+        if rc != 0:
+            tail = " | ".join(out.strip().splitlines()[-3:])
+            raise EngineError(
+                f"`{' '.join(argv)}` failed (exit {rc}): {tail}; "
+                "install docker.io by hand and rerun"
+            )
+    found = host.which("dockerd")
+    if found is None:
+        raise EngineError("apt installed docker.io but no dockerd is on PATH; check /usr/sbin")
+    return found
+
+
+def up(
+    paths: EnginePaths | None = None,
+    host: Host | None = None,
+    *,
+    timeout: float = START_TIMEOUT_S,
+) -> EngineState:
+    """Make an engine answer (`twinbuild engine up`); idempotent.
+
+    An engine named by DOCKER_HOST, or on the default socket, is used as it is. Otherwise, as root
+    on a Debian-like host, start the private engine (installing docker.io first if needed) and
+    write ``<cache>/engine/env`` with its DOCKER_HOST.
+    """
+    paths = paths or EnginePaths.under()
+    host = host or SystemHost()
+    env = os.environ.get("DOCKER_HOST")
+    if env and env != paths.docker_host:
+        if host.ping(env):
+            return EngineState(docker_host=env, source="env", running=True)
+        raise EngineError(
+            f"DOCKER_HOST={env} does not answer; start that engine, or unset DOCKER_HOST "
+            "so `twinbuild engine up` starts a private one"
+        )
+    pid = _private_pid(paths, host)
+    if pid is not None and host.ping(paths.docker_host):
+        _write_env(paths)
+        return EngineState(docker_host=paths.docker_host, source="private", running=True, pid=pid)
+    if pid is None and host.ping(DEFAULT_HOST):
+        return EngineState(docker_host=DEFAULT_HOST, source="default", running=True)
+    if not (host.is_root() and host.is_debian()):
+        raise EngineError(
+            f"no Docker engine answers at {DEFAULT_HOST} and DOCKER_HOST is unset; start Docker "
+            "or set DOCKER_HOST (twinbuild starts a private engine only as root on Debian/Ubuntu)"
+        )
+    if pid is not None:
+        # Alive but deaf: a daemon still starting, or a hung one. Give it the start timeout.
+        return _wait_answering(paths, host, pid, timeout, started=False)
+    dockerd = host.which("dockerd") or _install_dockerd(host)
+    paths.root.mkdir(parents=True, exist_ok=True)
+    paths.pidfile.unlink(missing_ok=True)
+    paths.socket.unlink(missing_ok=True)
+    if not paths.config.exists():
+        paths.config.write_text("{}\n")
+    pid = host.spawn(dockerd_argv(dockerd, paths), paths.log)
+    return _wait_answering(paths, host, pid, timeout, started=True)
+
+
+def _wait_answering(
+    paths: EnginePaths, host: Host, pid: int, timeout: float, *, started: bool
+) -> EngineState:
+    deadline = host.now() + timeout
+    while not host.ping(paths.docker_host):
+        if not host.alive(pid):
+            raise EngineError(
+                f"dockerd (pid {pid}) exited before {paths.docker_host} answered; "
+                f"log {paths.log}: {_log_tail(paths)}"
+            )
+        if host.now() >= deadline:
+            _stop_pid(host, pid, STOP_TIMEOUT_S)
+            raise EngineError(
+                f"dockerd (pid {pid}) did not answer on {paths.docker_host} within {timeout:.0f}s "
+                f"and was stopped; log {paths.log}: {_log_tail(paths)}"
+            )
+        host.sleep(0.2)
+    _write_env(paths)
+    return EngineState(
+        docker_host=paths.docker_host, source="private", running=True, started=started, pid=pid
+    )
+
+
+def _write_env(paths: EnginePaths) -> None:
+    paths.env_file.write_text(f"DOCKER_HOST={paths.docker_host}\n")
+
+
+def _stop_pid(host: Host, pid: int, timeout: float) -> None:
+    host.kill(pid, signal.SIGTERM)
+    deadline = host.now() + timeout
+    while host.alive(pid):
+        if host.now() >= deadline:
+            host.kill(pid, signal.SIGKILL)
+            kill_deadline = host.now() + 5.0
+            while host.alive(pid):
+                if host.now() >= kill_deadline:
+                    raise EngineError(f"dockerd (pid {pid}) survived SIGKILL; stop it by hand")
+                host.sleep(0.1)
+            return
+        host.sleep(0.2)
+
+
+def down(
+    paths: EnginePaths | None = None,
+    host: Host | None = None,
+    *,
+    timeout: float = STOP_TIMEOUT_S,
+) -> EngineState:
+    """Stop the private engine by its pidfile's pid (`twinbuild engine down`); idempotent.
+
+    SIGTERM, then SIGKILL after ``timeout`` seconds. Engines twinbuild did not start are never
+    touched. Images stay in the data root for the next `up`.
+    """
+    paths = paths or EnginePaths.under()
+    host = host or SystemHost()
+    pid = _private_pid(paths, host)
+    if pid is None:
+        paths.pidfile.unlink(missing_ok=True)
+        paths.env_file.unlink(missing_ok=True)
+        return EngineState(docker_host=paths.docker_host, source="private", running=False)
+    _stop_pid(host, pid, timeout)
+    paths.pidfile.unlink(missing_ok=True)
+    paths.env_file.unlink(missing_ok=True)
+    return EngineState(
+        docker_host=paths.docker_host, source="private", running=False, stopped=True, pid=pid
+    )
