@@ -353,10 +353,11 @@ class _Reader:
         if typ is str and not isinstance(value, str):
             self.error(key, f"expected a string, got {_tname(value)}{_example(name)}")
             return None
-        if typ is list:
-            if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
-                self.error(key, f"expected a list of strings, got {_tname(value)}")
-                return None
+        if typ is list and (
+            not isinstance(value, list) or not all(isinstance(x, str) for x in value)
+        ):
+            self.error(key, f"expected a list of strings, got {_tname(value)}")
+            return None
         if typ is dict and not isinstance(value, dict):
             self.error(key, f"expected a table, got {_tname(value)}")
             return None
@@ -387,7 +388,11 @@ class _Reader:
         for key in table:
             if key not in known:
                 close = difflib.get_close_matches(key, known, n=1)
-                hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+                hint = (
+                    f"; did you mean '{close[0]}'?"
+                    if close
+                    else f"; known keys: {', '.join(known)}"
+                )
                 self.error((*prefix, key), f"unknown key{hint}")
 
     # the manifest ------------------------------------------------------------------------------
@@ -404,7 +409,6 @@ class _Reader:
         pins = self.read_pins(raw)
         if self.errors:
             raise ManifestError(self.errors)
-        assert local is not None
         return Manifest(
             path=self.path,
             text=self.text,
@@ -465,7 +469,7 @@ class _Reader:
             line=self.keylines.line_of(key),
         )
 
-    def read_local(self, raw: dict[str, Any]) -> LocalProfile | None:
+    def read_local(self, raw: dict[str, Any]) -> LocalProfile:
         key = ("local",)
         table = self.get_table(raw, key)
         if table is None:
@@ -521,7 +525,9 @@ class _Reader:
                 (*key, "install"), f"unknown install '{install}'{_choices(install, INSTALLS)}"
             )
             install = None
-        return Values(kind=cast(Kind | None, kind), install=cast(Install | None, install), **strings)
+        return Values(
+            kind=kind, install=install, **strings
+        )
 
     def read_pin(self, name: str, body: Mapping[str, Any]) -> Pin | None:
         key = ("pins", name)
@@ -537,7 +543,7 @@ class _Reader:
         platforms: list[Platform] = []
         for item in listed:
             if item in PLATFORMS:
-                platforms.append(cast(Platform, item))
+                platforms.append(item)
             else:
                 self.error((*key, "platforms"), _unknown_platform(item))
         if "platforms" in body and not listed:
@@ -589,11 +595,13 @@ class _Reader:
         if v.kind == "pypi" and v.version is None and v.range is None and not typed_wrong:
             self.error(
                 (*key, "version"),
-                f"missing; pin an exact version, or declare range = \"\" and floating = \"why\" "
+                f'missing; pin an exact version, or declare range = "" and floating = "why" '
                 f"for an unpinned {name}",
             )
         if (v.install or "") in ("checkout", "file") and v.path is None:
-            self.error((*key, "path"), f"missing; install = '{v.install}' needs a path in the image")
+            self.error(
+                (*key, "path"), f"missing; install = '{v.install}' needs a path in the image"
+            )
 
 
 def _norm(name: str) -> str:
@@ -607,8 +615,8 @@ def _tname(value: object) -> str:
 
 def _example(name: str) -> str:
     return {
-        "commit": " (quote it: commit = \"<40 hex>\")",
-        "version": " (quote it: version = \"1.2.3\")",
+        "commit": ' (quote it: commit = "<40 hex>")',
+        "version": ' (quote it: version = "1.2.3")',
     }.get(name, "")
 
 

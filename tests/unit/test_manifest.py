@@ -27,7 +27,9 @@ def test_mini_manifest_loads_and_resolves() -> None:
     assert cuda["flash-linear-attention"].dist == "flash-linear-attention"
     assert cuda["megatron-lm"].dist is None
     assert cuda["torch_memory_saver"].line == 23
-    assert manifest.platforms["rocm"].base.ref.startswith("rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:")
+    assert manifest.platforms["rocm"].base.ref.startswith(
+        "rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:"
+    )
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -60,7 +62,10 @@ def test_unknown_key_suggests_close_match(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     edit(root / MANIFEST, 'version = "0.4.2"', 'verison = "0.4.2"')
     messages = _messages(root / MANIFEST)
-    assert f"{root / MANIFEST}:39: pins.flash-linear-attention.verison: unknown key; did you mean 'version'?" in messages
+    assert (
+        f"{root / MANIFEST}:39: pins.flash-linear-attention.verison: unknown key; did you mean 'version'?"
+        in messages
+    )
 
 
 def test_wrong_type(tmp_path: Path) -> None:
@@ -94,7 +99,11 @@ def test_duplicate_table_is_a_toml_error(tmp_path: Path) -> None:
 
 def test_unknown_platform(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    edit(root / MANIFEST, 'platforms = ["rocm"]\nasymmetry = "the ROCm', 'platforms = ["rcom"]\nasymmetry = "the ROCm')
+    edit(
+        root / MANIFEST,
+        'platforms = ["rocm"]\nasymmetry = "the ROCm',
+        'platforms = ["rcom"]\nasymmetry = "the ROCm',
+    )
     assert _messages(root / MANIFEST) == [
         f"{root / MANIFEST}:45: pins.numba.platforms: unknown platform 'rcom'; did you mean 'rocm'?",
     ]

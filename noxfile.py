@@ -1,0 +1,95 @@
+"""nox sessions: thin wrappers over the ``twinbuild`` CLI. CI runs these same sessions."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import nox
+
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["lint", "tests"]
+
+PYPROJECT = nox.project.load_toml("pyproject.toml")
+PYTHON = "3.11"
+
+
+def _install(session: nox.Session, *groups: str) -> None:
+    session.install("-e", ".")
+    for group in groups:
+        session.install(*nox.project.dependency_groups(PYPROJECT, group))
+
+
+def _engine_up(session: nox.Session) -> None:
+    """Start (or find) an engine and export its DOCKER_HOST to the rest of the session."""
+    host = session.run("twinbuild", "engine", "up", "--print-host", silent=True)
+    if isinstance(host, str) and host.strip():
+        session.env["DOCKER_HOST"] = host.strip().splitlines()[-1]
+
+
+@nox.session(python=PYTHON, tags=["lint"])
+def lint(session: nox.Session) -> None:
+    """Lint pins, recipes and workflows, then ruff and mypy over the code."""
+    _install(session, "lint")
+    session.run("twinbuild", "lint", *session.posargs)
+    session.run("twinbuild", "workflows", "check")
+    session.run("ruff", "check", "twinbuild", "tests", "noxfile.py")
+    session.run("ruff", "format", "--check", "twinbuild", "tests", "noxfile.py")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Unit tests, plus Docker tests against a private engine where one can be had."""
+    _install(session, "test")
+    args = ["pytest", *session.posargs]
+    if os.environ.get("TWINBUILD_NO_DOCKER") != "1":
+        _engine_up(session)
+        args.append("--run-docker")
+    session.run(*args)
+
+
+@nox.session(python=PYTHON)
+def engine(session: nox.Session) -> None:
+    """Start the private Docker engine (installs Debian's docker.io as root if needed)."""
+    _install(session)
+    session.run("twinbuild", "engine", *(session.posargs or ["up"]))
+
+
+@nox.session(python=PYTHON, default=False, tags=["images"])
+def build(session: nox.Session) -> None:
+    """Build both images (local profile by default; pass --profile production, --platform P)."""
+    _install(session)
+    _engine_up(session)
+    session.run("twinbuild", "build", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False, tags=["images"])
+def smoke(session: nox.Session) -> None:
+    """Smoke-test the built images against the manifest with pytest-testinfra."""
+    _install(session)
+    _engine_up(session)
+    session.run("twinbuild", "smoke", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def main(session: nox.Session) -> None:
+    """The main job: lint, build and smoke-test both images on the embedded default."""
+    _install(session, "lint")
+    session.run("twinbuild", "lint")
+    session.run("twinbuild", "workflows", "check")
+    _engine_up(session)
+    session.run("twinbuild", "build", "--profile", "local", *session.posargs)
+    session.run("twinbuild", "smoke", "--profile", "local", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks: decision, rebuild, cold build, smoke and lint, side by side with docker."""
+    _install(session)
+    _engine_up(session)
+    session.run("twinbuild", "bench", *session.posargs)
+    if shutil.which("nproc"):
+        session.log("machine: %s cores", os.cpu_count())

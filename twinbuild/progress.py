@@ -1,0 +1,95 @@
+"""Turn the engine's build stream into progress lines and a complete log file."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TextIO
+
+STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+BUILT = re.compile(r"Successfully built ([0-9a-f]{12,64})")
+
+
+class BuildStream:
+    """Consumes ``POST /build`` JSON messages: logs all, says one line per finished step."""
+
+    def __init__(self, log_path: Path, say: Callable[[str], None], *, label: str) -> None:
+        self.log_path = log_path
+        self.say = say
+        self.label = label
+        self.failed_step: str | None = None
+        self._tail: deque[str] = deque(maxlen=200)
+        self._log: TextIO | None = log_path.open("w")
+        self._step: str | None = None
+        self._step_start = time.monotonic()
+        self._cached = False
+        self._start = time.monotonic()
+
+    def _write(self, text: str) -> None:
+        if self._log is not None:
+            self._log.write(text)
+        self._tail.extend(text.splitlines())
+
+    def _finish_step(self) -> None:
+        if self._step is None:
+            return
+        state = "cached" if self._cached else "ran"
+        elapsed = time.monotonic() - self._step_start
+        self.say(f"[{self.label}] {self._step} ({state}, {elapsed:.1f}s)")
+        self._step = None
+
+    def consume(self, chunks: Iterable[Mapping[str, Any]]) -> str | None:
+        """Read the stream to its end; return the built image id, or None when it failed."""
+        image_id: str | None = None
+        try:
+            for chunk in chunks:
+                if "stream" in chunk:
+                    text = str(chunk["stream"])
+                    self._write(text)
+                    for line in text.splitlines():
+                        image_id = self._line(line.strip()) or image_id
+                elif "error" in chunk:
+                    message = str(chunk["error"]).strip()
+                    self._write(f"ERROR: {message}\n")
+                    self.failed_step = self._step or self.failed_step
+                    self._step = None
+                    return None
+                elif "aux" in chunk and isinstance(chunk["aux"], Mapping):
+                    found = chunk["aux"].get("ID")
+                    if isinstance(found, str):
+                        image_id = found
+                elif "status" in chunk:
+                    self._write(f"{chunk['status']}\n")
+            self._finish_step()
+            elapsed = time.monotonic() - self._start
+            if image_id is not None:
+                self.say(f"[{self.label}] done in {elapsed:.1f}s")
+            return image_id
+        finally:
+            self.close()
+
+    def _line(self, line: str) -> str | None:
+        step = STEP.match(line)
+        if step:
+            self._finish_step()
+            self._step = f"step {step.group(1)}/{step.group(2)}: {step.group(3)[:90]}"
+            self._step_start = time.monotonic()
+            self._cached = False
+            return None
+        if line.startswith("---> Using cache"):
+            self._cached = True
+        built = BUILT.search(line)
+        if built:
+            return built.group(1)
+        return None
+
+    def tail(self, lines: int) -> str:
+        return "\n".join(f"  | {line}" for line in list(self._tail)[-lines:])
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
