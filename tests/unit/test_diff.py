@@ -1,0 +1,137 @@
+"""twinbuild.diff: pin changes between two revisions of the manifest, and the images to rebuild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import edit, mini_project
+from tests.unit.gitrepos import commit_all, commit_file, init, isolate_git, needs_git
+from twinbuild.diff import diff_revs
+from twinbuild.errors import ConfigError
+
+pytestmark = [pytest.mark.git, needs_git]
+
+MANIFEST = "pins/manifest.toml"
+TMS = "https://github.com/fzyzcjy/torch_memory_saver"
+OLD_SHA = "f05a8754daf68238d54e4cf31cb3ba866684bbaf"
+NEW_SHA = "1234567890abcdef1234567890abcdef12345678"
+
+NEW_PIN = """
+[pins.tilelang]
+kind = "pypi"
+version = "0.1.8"
+platforms = ["cuda"]
+asymmetry = "the ROCm base ships its own tilelang"
+why = "FA4 kernels"
+"""
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    isolate_git(monkeypatch, tmp_path / "home")
+    root = init(mini_project(tmp_path))
+    commit_all(root, "mini project")
+    return root
+
+
+def test_moved_shared_pin_text_and_markdown(repo: Path) -> None:
+    edit(repo / MANIFEST, OLD_SHA, NEW_SHA)
+    commit_all(repo, "bump tms")
+    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+    assert result.text() == (
+        f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
+        "changed torch_memory_saver\n"
+        f"  cuda: {TMS}@{OLD_SHA} -> {TMS}@{NEW_SHA}\n"
+        f"  rocm: {TMS}@{OLD_SHA} -> {TMS}@{NEW_SHA}\n"
+        "rebuild: cuda (production, local), rocm (production, local)\n"
+    )
+    assert result.markdown() == (
+        "### Pin changes `HEAD~1`..`HEAD`\n\n"
+        "| pin | change | platform | old | new |\n"
+        "|---|---|---|---|---|\n"
+        f"| `torch_memory_saver` | changed | cuda | `{TMS}@{OLD_SHA}` | `{TMS}@{NEW_SHA}` |\n"
+        f"| `torch_memory_saver` | changed | rocm | `{TMS}@{OLD_SHA}` | `{TMS}@{NEW_SHA}` |\n"
+        "\n"
+        "**Images to rebuild:** cuda (production, local), rocm (production, local)\n"
+    )
+
+
+def test_added_removed_and_rocm_only(repo: Path) -> None:
+    text = (repo / MANIFEST).read_text()
+    start = text.index("[pins.numba]")
+    end = text.index("[pins.numpy]")
+    edit_text = text[:start] + text[end:] + NEW_PIN
+    edit_text = edit_text.replace('range = "<2"', 'range = "<1.27"')
+    commit_file(repo, MANIFEST, edit_text, "drop numba, add tilelang, narrow numpy")
+    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+    assert result.text() == (
+        f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
+        "removed numba\n"
+        "  rocm: ==0.65.1 -> (absent)\n"
+        "changed numpy\n"
+        "  rocm: <2 -> <1.27\n"
+        "added tilelang\n"
+        "  cuda: (absent) -> ==0.1.8\n"
+        "rebuild: cuda (production, local), rocm (production, local)\n"
+    )
+    assert "| `numba` | removed | rocm | `==0.65.1` | — |" in result.markdown()
+
+
+def test_why_only_change_rebuilds_nothing(repo: Path) -> None:
+    edit(repo / MANIFEST, 'why = "ROCm base fix"', 'why = "ROCm base fix (#12)"')
+    commit_all(repo, "why")
+    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+    assert result.text() == (
+        f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
+        "changed numba: why/floating only (no image change)\n"
+        "rebuild: none\n"
+    )
+
+
+def test_settings_and_layer_changes(repo: Path) -> None:
+    edit(repo / MANIFEST, 'toolkit = "12.9"', 'toolkit = "13.0"')
+    edit(repo / MANIFEST, 'layer = "late"\n', "")
+    commit_all(repo, "cuda 13, tms in the pins layer")
+    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+    assert result.text() == (
+        f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
+        "setting platforms.cuda.toolkit: 12.9 -> 13.0\n"
+        "changed torch_memory_saver\n"
+        "  cuda: layer='late' -> layer='pins'\n"
+        "  rocm: layer='late' -> layer='pins'\n"
+        "rebuild: cuda (production, local), rocm (production, local)\n"
+    )
+
+
+def test_no_change(repo: Path) -> None:
+    commit_file(repo, "README.md", "docs\n", "docs")
+    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+    assert result.text() == (
+        f"pins diff HEAD~1..HEAD ({MANIFEST})\nno pin changes\nrebuild: none\n"
+    )
+    assert result.markdown() == (
+        "### Pin changes `HEAD~1`..`HEAD`\n\nNo pin changes.\n\n**Images to rebuild:** none\n"
+    )
+
+
+def test_unknown_revision_and_missing_manifest(repo: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        diff_revs("nope", "HEAD", repo=repo)
+    assert (
+        str(caught.value)
+        == f"pins diff: unknown revision 'nope' in {repo}; fetch it or check the name"
+    )
+    with pytest.raises(ConfigError) as caught:
+        diff_revs("HEAD", "HEAD", repo=repo, manifest=Path("pins/other.toml"))
+    assert str(caught.value) == (
+        "HEAD:pins/other.toml: no manifest at that revision; pick a later one"
+    )
+
+
+def test_invalid_manifest_at_revision_names_revision(repo: Path) -> None:
+    commit_file(repo, MANIFEST, "schema = 1\n[pins\n", "break it")
+    with pytest.raises(ConfigError) as caught:
+        diff_revs("HEAD~1", "HEAD", repo=repo)
+    assert str(caught.value).startswith(f"HEAD:{MANIFEST}:2:")

@@ -1,0 +1,170 @@
+"""twinbuild.plan: which images a change affects, in git repositories made from the mini project."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import edit, mini_project
+from tests.unit.gitrepos import commit_all, git, init, isolate_git, needs_git
+from twinbuild.errors import ConfigError
+from twinbuild.plan import Plan, plan, write_github_output
+
+pytestmark = [pytest.mark.git, needs_git]
+
+MANIFEST = "pins/manifest.toml"
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    isolate_git(monkeypatch, tmp_path / "home")
+    root = init(mini_project(tmp_path))
+    commit_all(root, "mini project")
+    return root
+
+
+def builds(result: Plan) -> tuple[bool, bool]:
+    return result.builds("cuda"), result.builds("rocm")
+
+
+def test_docs_and_tests_only_plan_nothing(repo: Path) -> None:
+    (repo / "README.md").write_text("# docs\n")
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_x.py").write_text("")
+    result = plan(repo, "HEAD")
+    assert builds(result) == (False, False)
+    assert result.text() == (
+        "plan: changes since HEAD (--base)\n"
+        "cuda: skip (no image input changed)\n"
+        "rocm: skip (no image input changed)\n"
+    )
+    assert result.github_output() == "cuda=false\nrocm=false\nany=false\nreasons<<EOF\nEOF\n"
+
+
+def test_cuda_only_change_plans_cuda(repo: Path) -> None:
+    text = (repo / MANIFEST).read_text()
+    # a CUDA-only version: give flash-linear-attention a cuda override with its own reason
+    (repo / MANIFEST).write_text(
+        text.replace(
+            'why = "Qwen3-Next linear attention kernels"\n',
+            'why = "Qwen3-Next linear attention kernels"\ndivergence = "CUDA takes the fix first"\n'
+            '\n[pins.flash-linear-attention.cuda]\nversion = "0.4.3"\n',
+        )
+    )
+    result = plan(repo, "HEAD")
+    assert builds(result) == (True, False)
+    assert result.reasons == {
+        "cuda": [f"{MANIFEST} (production, local): pins.flash-linear-attention changed"]
+    }
+
+
+def test_rocm_only_pin_change_plans_rocm(repo: Path) -> None:
+    edit(repo / MANIFEST, 'version = "0.65.1"', 'version = "0.65.2"')
+    result = plan(repo, "HEAD")
+    assert builds(result) == (False, True)
+    assert result.reason_lines() == [f"rocm: {MANIFEST} (production, local): pins.numba changed"]
+
+
+def test_shared_pin_change_plans_both(repo: Path) -> None:
+    edit(repo / MANIFEST, 'version = "0.4.2"', 'version = "0.4.3"')
+    result = plan(repo, "HEAD")
+    assert builds(result) == (True, True)
+    assert result.github_output() == (
+        "cuda=true\nrocm=true\nany=true\nreasons<<EOF\n"
+        f"cuda: {MANIFEST} (production, local): pins.flash-linear-attention changed\n"
+        f"rocm: {MANIFEST} (production, local): pins.flash-linear-attention changed\n"
+        "EOF\n"
+    )
+
+
+def test_why_only_manifest_change_plans_nothing(repo: Path) -> None:
+    edit(repo / MANIFEST, 'why = "ROCm base fix"', 'why = "ROCm base fix, see #12"')
+    assert builds(plan(repo, "HEAD")) == (False, False)
+
+
+def test_base_image_change_plans_that_platform(repo: Path) -> None:
+    edit(repo / MANIFEST, 'tag = "v0.5.6-rocm700-mi35x"', 'tag = "v0.5.7-rocm700-mi35x"')
+    result = plan(repo, "HEAD")
+    assert result.reasons == {"rocm": [f"{MANIFEST} (production): platforms.rocm.base"]}
+
+
+def test_rocm_recipe_change_plans_rocm(repo: Path) -> None:
+    with (repo / "images" / "rocm" / "Dockerfile").open("a") as out:
+        out.write("ENV X=1\n")
+    result = plan(repo, "HEAD")
+    assert result.reasons == {"rocm": ["images/rocm/Dockerfile changed"]}
+
+
+def test_shared_inputs_plan_both(repo: Path) -> None:
+    (repo / "images" / "common").mkdir()
+    (repo / "images" / "common" / "smoke.py").write_text("")
+    (repo / "twinbuild").mkdir()
+    (repo / "twinbuild" / "render.py").write_text("")
+    (repo / "twinbuild" / "lint.py").write_text("")  # does not shape builds
+    result = plan(repo, "HEAD")
+    assert result.reasons == {
+        "cuda": ["images/common/smoke.py changed", "twinbuild/render.py changed"],
+        "rocm": ["images/common/smoke.py changed", "twinbuild/render.py changed"],
+    }
+
+
+def test_default_base_is_previous_commit_without_origin(repo: Path) -> None:
+    with (repo / "images" / "cuda" / "Dockerfile").open("a") as out:
+        out.write("ENV X=1\n")
+    commit_all(repo, "cuda recipe")
+    result = plan(repo)
+    assert (result.base, result.base_note) == ("HEAD~1", "no origin/main to compare with")
+    assert builds(result) == (True, False)
+
+
+def test_default_base_is_merge_base_with_origin_main(repo: Path) -> None:
+    first = git(repo, "rev-parse", "HEAD")
+    git(repo, "update-ref", "refs/remotes/origin/main", first)
+    with (repo / "images" / "rocm" / "Dockerfile").open("a") as out:
+        out.write("ENV X=1\n")
+    commit_all(repo, "rocm recipe")
+    (repo / "README.md").write_text("docs\n")
+    commit_all(repo, "docs")
+    result = plan(repo)
+    assert (result.base, result.base_note) == (first, "merge-base with origin/main")
+    assert builds(result) == (False, True)
+
+
+def test_unknown_base_plans_everything(repo: Path) -> None:
+    result = plan(repo, "no-such-rev")
+    assert builds(result) == (True, True)
+    assert result.text() == (
+        "plan: build everything (unknown base revision 'no-such-rev')\ncuda: build\nrocm: build\n"
+    )
+    assert result.reason_lines() == [
+        "cuda: unknown base revision 'no-such-rev'",
+        "rocm: unknown base revision 'no-such-rev'",
+    ]
+
+
+def test_single_commit_default_base_plans_everything(repo: Path) -> None:
+    assert plan(repo).fallback == "unknown base revision 'HEAD~1'"
+
+
+def test_not_a_git_repository_plans_everything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate_git(monkeypatch, tmp_path / "home")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    root = mini_project(tmp_path)
+    assert plan(root).fallback == f"{root} is not a git repository"
+
+
+def test_github_output_appends_and_needs_the_variable(repo: Path, tmp_path: Path) -> None:
+    out = tmp_path / "github_output"
+    out.write_text("earlier=1\n")
+    result = plan(repo, "HEAD")
+    write_github_output(result, {"GITHUB_OUTPUT": str(out)})
+    assert out.read_text() == "earlier=1\ncuda=false\nrocm=false\nany=false\nreasons<<EOF\nEOF\n"
+    with pytest.raises(ConfigError) as caught:
+        write_github_output(result, {})
+    assert str(caught.value) == (
+        "plan --github-output: GITHUB_OUTPUT is not set; run it in a GitHub Actions step "
+        "or drop --github-output"
+    )
