@@ -145,6 +145,123 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace) -> int:
+    from twinbuild.adopt import run
+
+    return run(
+        args.cuda_dockerfile, args.rocm_dockerfile, out=args.out, fmt=args.format,
+        force=args.force, allow_unrecognised=args.allow_unrecognised, stream=sys.stdout,
+    )  # fmt: skip
+
+
+def cmd_workflows_check(args: argparse.Namespace) -> int:
+    from twinbuild import workflows
+
+    if args.paths:  # explicit files or folders: the trust check alone (fixtures, one file)
+        findings = workflows.check([Path(p) for p in args.paths])
+        for finding in findings:
+            print(finding)
+        if findings:
+            raise FindingsError(f"workflows: {len(findings)} trust findings")
+        print(f"workflows: trust check clean ({', '.join(args.paths)})")
+        return 0
+    report = workflows.lint(_root(args) / ".github" / "workflows")
+    for line in report.lines():
+        print(line)
+    report.raise_if_bad()
+    return 0
+
+
+def cmd_rerun_report(args: argparse.Namespace) -> int:
+    from twinbuild import rerun
+
+    current = rerun.outcomes(rerun.load_json(Path(args.current)), source=args.current)
+    previous = (
+        None
+        if args.previous is None
+        else rerun.outcomes(rerun.load_json(Path(args.previous)), source=args.previous)
+    )
+    decision = rerun.decide(attempt=args.attempt, current=current, previous=previous)
+    _publish(decision.line(), decision.markdown(), decision.github_output(), args)
+    decision.raise_if_bad()
+    return 0
+
+
+def cmd_rerun_guard(args: argparse.Namespace) -> int:
+    from twinbuild import rerun
+
+    run = rerun.load_json(Path(args.run))
+    if not isinstance(run, dict):
+        raise ConfigError(f"{args.run}: expected a GitHub workflow run object")
+    decision = rerun.guard(run, workflow=args.workflow)
+    _publish(decision.line(), decision.markdown(), decision.github_output(), args)
+    decision.raise_if_bad()
+    return 0
+
+
+def _publish(line: str, markdown: str, output: str, args: argparse.Namespace) -> None:
+    """Print the verdict; append it to the step summary and $GITHUB_OUTPUT when asked."""
+    print(line)
+    if args.summary:
+        with Path(args.summary).open("a", encoding="utf-8") as fh:
+            fh.write(markdown)
+    if getattr(args, "github_output", False):
+        target = os.environ.get("GITHUB_OUTPUT")
+        if not target:
+            raise ConfigError("rerun-decision: --github-output needs $GITHUB_OUTPUT to be set")
+        with Path(target).open("a", encoding="utf-8") as fh:
+            fh.write(output)
+
+
+def cmd_pins_bump(args: argparse.Namespace) -> int:
+    from twinbuild.bump import BumpRequest, bump
+
+    request = BumpRequest(
+        name=args.name,
+        commit=args.commit,
+        version=args.version,
+        why=args.why,
+        platform=args.platform,
+        diverge=args.diverge,
+        reason=args.reason,
+    )
+    result = bump(Path(args.manifest), request, upstream=args.upstream, write=not args.dry_run)
+    sys.stdout.write(result.report())
+    return 0
+
+
+def cmd_pins_diff(args: argparse.Namespace) -> int:
+    from twinbuild.diff import diff_revs
+
+    result = diff_revs(args.rev_a, args.rev_b, manifest=Path(args.manifest), repo=_root(args))
+    sys.stdout.write(result.markdown() if args.format == "markdown" else result.text())
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from twinbuild.plan import plan, write_github_output
+
+    result = plan(_root(args), args.base, manifest=Path(args.manifest))
+    sys.stdout.write(result.text())
+    if args.github_output:
+        write_github_output(result)
+    return 0
+
+
+def cmd_bake(args: argparse.Namespace) -> int:
+    from twinbuild.bake import bake
+
+    result = bake(
+        _manifest(args),
+        _root(args),
+        out=Path(args.out),
+        repository=args.repository,
+        source=args.source,
+    )
+    sys.stdout.write(result.report())
+    return 0
+
+
 # -- parser --------------------------------------------------------------------------------------
 
 
@@ -199,12 +316,116 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_build)
 
+    p = sub.add_parser(
+        "import", help="draft pins/manifest.toml from two recipes that hard-code their pins"
+    )
+    p.add_argument("cuda_dockerfile", type=Path, metavar="CUDA_DOCKERFILE")
+    p.add_argument("rocm_dockerfile", type=Path, metavar="ROCM_DOCKERFILE")
+    p.add_argument(
+        "--out", type=Path, default=DEFAULT_PATH, help="draft path (default: %(default)s)"
+    )
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.add_argument(
+        "--allow-unrecognised", action="store_true",
+        help="exit 0 even when some pin-like text could not be classified",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_import)
+
+    wf = sub.add_parser("workflows", help="check the GitHub workflows").add_subparsers(
+        dest="workflows_command", required=True, metavar="WORKFLOWS_COMMAND"
+    )
+    p = wf.add_parser(
+        "check", help="trust check, zizmor and actionlint (or the trust check on PATHS)"
+    )
+    p.add_argument("--root", default=".", help="repository root holding .github/ (default: .)")
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.set_defaults(func=cmd_workflows_check)
+
+    rr = sub.add_parser(
+        "rerun-decision", help="the nightly's rerun policy (used by nightly.yml)"
+    ).add_subparsers(dest="rerun_command", required=True, metavar="RERUN_COMMAND")
+    p = rr.add_parser("report", help="verdict after an attempt: passed|rerun|flaky|failed|refuse")
+    p.add_argument("--attempt", type=int, required=True, help="github.run_attempt")
+    p.add_argument("--current", required=True, help="jobs API answer for this attempt (JSON)")
+    p.add_argument("--previous", help="jobs API answer for the previous attempt (attempt > 1)")
+    p.add_argument("--summary", help="append the verdict as markdown to this file")
+    p.add_argument("--github-output", action="store_true", help="write verdict= and jobs=")
+    p.set_defaults(func=cmd_rerun_report)
+    p = rr.add_parser("guard", help="may this finished run be re-run once? (nightly-rerun.yml)")
+    p.add_argument("--run", required=True, help="runs API answer for the run (JSON)")
+    p.add_argument("--workflow", default=".github/workflows/nightly.yml")
+    p.add_argument("--summary", help="append the verdict as markdown to this file")
+    p.set_defaults(func=cmd_rerun_guard)
+
+    from twinbuild.evidence.commands import add_parser as add_evidence
+
+    add_evidence(sub)
+
     pins = sub.add_parser("pins", help="look at and move pins").add_subparsers(
         dest="pins_command", required=True, metavar="PINS_COMMAND"
     )
     p = pins.add_parser("table", help="side-by-side markdown table of both images' pins")
     _common(p)
     p.set_defaults(func=cmd_pins_table)
+
+    p = pins.add_parser("bump", help="move one pin on every platform that carries it")
+    _common(p)
+    p.add_argument("name", help="pin name, e.g. torch_memory_saver")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--commit", help="full 40-hex commit (git pins)")
+    what.add_argument("--version", help="exact version (pypi, url, apt pins)")
+    p.add_argument("--why", required=True, help="the new pin's provenance (PR, release, merge)")
+    p.add_argument("--platform", choices=PLATFORMS, help="move only this platform")
+    p.add_argument(
+        "--diverge",
+        action="store_true",
+        help="allow --platform to split a symmetric pin (needs --reason)",
+    )
+    p.add_argument("--reason", help="why the platforms differ (written as divergence)")
+    p.add_argument(
+        "--upstream",
+        metavar="PATH_OR_URL",
+        help="local clone or mirror (path or file://) to check the commit against",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
+    p.set_defaults(func=cmd_pins_bump)
+
+    p = pins.add_parser("diff", help="pins that changed between two git revisions")
+    _common(p)
+    p.add_argument("rev_a", metavar="REV_A")
+    p.add_argument("rev_b", metavar="REV_B")
+    p.add_argument("--format", choices=("text", "markdown"), default="text")
+    p.set_defaults(func=cmd_pins_diff)
+
+    p = sub.add_parser("plan", help="which images a change affects, and why")
+    _common(p)
+    p.add_argument(
+        "--base",
+        metavar="REV",
+        help="compare with REV (default: merge-base with origin/main, else HEAD~1)",
+    )
+    p.add_argument(
+        "--github-output",
+        action="store_true",
+        help="append cuda=, rocm=, any= and reasons to $GITHUB_OUTPUT",
+    )
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("bake", help="write a docker buildx bake file for the production images")
+    _common(p)
+    p.add_argument("--out", default="docker-bake.json", help="bake file (default: %(default)s)")
+    p.add_argument(
+        "--repository",
+        default="ghcr.io/OWNER/twinbuild",
+        help="image repository for tags and the registry cache (default: %(default)s)",
+    )
+    p.add_argument(
+        "--source",
+        help="org.opencontainers.image.source (default: from a ghcr.io "
+        "repository, https://github.com/OWNER/NAME)",
+    )
+    p.set_defaults(func=cmd_bake)
     return parser
 
 

@@ -525,9 +525,7 @@ class _Reader:
                 (*key, "install"), f"unknown install '{install}'{_choices(install, INSTALLS)}"
             )
             install = None
-        return Values(
-            kind=kind, install=install, **strings
-        )
+        return Values(kind=kind, install=install, **strings)
 
     def read_pin(self, name: str, body: Mapping[str, Any]) -> Pin | None:
         key = ("pins", name)
