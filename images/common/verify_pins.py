@@ -13,6 +13,7 @@ import argparse
 import importlib.metadata as md
 import re
 import sys
+from pathlib import Path
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -23,7 +24,7 @@ def _norm(name: str) -> str:
 
 def pinned(path: str) -> dict[str, str]:
     out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
+    with Path(path).open(encoding="utf-8") as fh:
         for raw in fh:
             line = raw.split("#", 1)[0].strip()
             if not line or line.startswith("-") or "==" not in line or " @ " in line:
