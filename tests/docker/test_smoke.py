@@ -1,0 +1,280 @@
+"""The smoke runner against real containers: a conforming image passes; one changed value fails.
+
+Images are built here FROM the engine's base with fabricated distributions (tests/docker/
+smoke_image), so nothing is downloaded; every build and container uses network none.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from twinbuild import engine as engine_mod
+from twinbuild.errors import FindingsError
+from twinbuild.manifest import Manifest, loads
+from twinbuild.smoke import runner
+
+pytestmark = pytest.mark.docker
+
+IMAGE_DIR = Path(__file__).parent / "smoke_image"
+GIT = "a" * 40
+CHECKOUT = "c" * 40
+ARTIFACT_SHA = "58b4261871affb53a542080cc48faed2f8d5ef8d8b67cae9c108dc95c98fbca0"
+CUDA_BASE = "sha256:" + "1" * 64
+NO_GPU = "no nvidia GPU on this machine (looked for nvidia-smi or /dev/nvidia*)"
+
+MANIFEST = f"""schema = 1
+
+[platforms.cuda]
+base = {{ repository = "lmsysorg/sglang", tag = "v0", digest = "{CUDA_BASE}" }}
+python = "3.11"
+toolkit = "12.9"
+vendor = "nvidia"
+gpu_archs = ["9.0"]
+imports = ["tinydist", "gitdist"]
+binaries = ["/opt/smoke/bin/all_reduce_perf"]
+
+[platforms.rocm]
+base = {{ repository = "rocm/sgl-dev", tag = "v0", digest = "sha256:{"2" * 64}" }}
+python = "3.11"
+toolkit = "7.0"
+vendor = "amd"
+gpu_archs = ["gfx942"]
+
+[local]
+suite = "bookworm"
+mirror = "http://deb.debian.org/debian"
+packages = ["python3", "python3-venv", "git"]
+imports = ["tinydist"]
+
+[pins.tinydist]
+kind = "pypi"
+version = "1.2.3"
+why = "a pypi pin"
+
+[pins.gitdist]
+kind = "git"
+repo = "https://example.invalid/gitdist"
+commit = "{GIT}"
+why = "a git pin installed with pip"
+
+[pins.rangedist]
+kind = "pypi"
+range = ">=0.5,<1"
+floating = "any 0.x from 0.5"
+why = "a floating pin"
+
+[pins.checkout]
+kind = "git"
+repo = "https://example.invalid/checkout"
+commit = "{CHECKOUT}"
+dist = ""
+install = "checkout"
+path = "/opt/smoke/checkout"
+why = "a checkout pin"
+
+[pins.artifact]
+kind = "url"
+url = "https://example.invalid/artifact.bin"
+sha256 = "{ARTIFACT_SHA}"
+install = "file"
+path = "/opt/smoke/artifact.bin"
+why = "a file pin"
+"""
+
+
+@pytest.fixture(scope="module")
+def eng() -> Iterator[engine_mod.Engine]:
+    with engine_mod.connect() as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def base_id(eng: engine_mod.Engine) -> str:
+    # Built images inherit the label, so pick by tag.
+    bases = [
+        b
+        for b in eng.images_by_label("org.twinbuild.base-inputs")
+        if any(t.startswith("twinbuild/base:") for t in b.tags)
+    ]
+    if not bases:
+        pytest.fail("no twinbuild/base image in the engine; run `twinbuild base` first")
+    return bases[0].id
+
+
+def _build(eng: engine_mod.Engine, context: Path, **kwargs: Any) -> str:
+    stream = eng.api.build(
+        path=str(context), network_mode="none", rm=True, forcerm=True, decode=True, **kwargs
+    )
+    image_id = None
+    log: list[str] = []
+    for chunk in stream:
+        log.append(str(chunk.get("stream") or chunk.get("error") or ""))
+        if "aux" in chunk:
+            image_id = chunk["aux"].get("ID")
+    assert image_id, "build failed:\n" + "".join(log)[-2000:]
+    return str(image_id)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("smoke-project")
+    (root / "pins").mkdir()
+    (root / "pins/manifest.toml").write_text(MANIFEST)
+    for name in ("local", "cuda"):
+        (root / "images" / name).mkdir(parents=True)
+        shutil.copy(IMAGE_DIR / "Dockerfile", root / "images" / name / "Dockerfile")
+    shutil.copy(IMAGE_DIR / "fabricate.py", root / "fabricate.py")
+    return root
+
+
+@pytest.fixture(scope="module")
+def manifest(project: Path) -> Manifest:
+    return loads((project / "pins/manifest.toml").read_text(), Path("pins/manifest.toml"))
+
+
+@pytest.fixture(scope="module")
+def images(eng: engine_mod.Engine, project: Path, base_id: str) -> Iterator[dict[str, str]]:
+    made: dict[str, str] = {}
+    labels = {"org.twinbuild.platform": "cuda", "org.twinbuild.base-digest": CUDA_BASE}
+    try:
+        made["good"] = _build(
+            eng, project, dockerfile="images/local/Dockerfile", target="cuda",
+            buildargs={"BASE_IMAGE": base_id}, labels=labels,
+        )  # fmt: skip
+        site = '"$(cat /opt/smoke/site)"'
+        edits = {
+            "version": f"sed -i 's/^Version: 1.2.3$/Version: 1.2.4/' {site}/tinydist-1.2.3.dist-info/METADATA",
+            "commit": f"sed -i 's/{GIT}/{'b' * 40}/' {site}/gitdist-0.1.0.dist-info/direct_url.json",
+        }  # fmt: skip
+        for name, command in edits.items():
+            context = project / f"derived-{name}"
+            context.mkdir()
+            (context / "Dockerfile").write_text(f"FROM {made['good']}\nRUN {command}\n")
+            made[name] = _build(eng, context)
+        record = project / "build/local/cuda/image.json"
+        record.parent.mkdir(parents=True)
+        record.write_text(
+            json.dumps(
+                {
+                    "image_id": made["good"], "tag": "twinbuild/cuda:local",
+                    "inputs_hash": "sha256:" + "0" * 64, "manifest_digest": "sha256:" + "0" * 64,
+                    "platform": "cuda", "profile": "local",
+                    "base": {"ref": "twinbuild/base:test", "id": base_id},
+                    "skipped": [
+                        {"pin": "checkout", "reason": "checkout needs GitHub"},
+                        {"pin": "artifact", "reason": "production-only artifact"},
+                    ],
+                    "python": "/opt/venv/bin/python",
+                }
+            )
+        )  # fmt: skip
+        yield made
+    finally:
+        for image_id in reversed(made.values()):
+            eng.api.remove_image(image_id, force=True, noprune=True)
+
+
+def _smoke(manifest: Manifest, project: Path, tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
+    runner.smoke(manifest, root=project, platform="cuda", report_dir=tmp_path, echo=False, **kwargs)
+    return _summary(tmp_path, kwargs.get("profile") or "local")
+
+
+def _summary(report_dir: Path, profile: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((report_dir / f"smoke-cuda-{profile}.json").read_text())
+    return data
+
+
+def _by_id(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["id"]: t for t in summary["tests"]}
+
+
+def _containers(eng: engine_mod.Engine) -> list[Any]:
+    return list(eng.api.containers(all=True, filters={"label": engine_mod.OWNER_LABEL}))
+
+
+def test_smoke_local_build_record_passes(
+    eng: engine_mod.Engine,
+    manifest: Manifest,
+    project: Path,
+    images: dict[str, str],
+    tmp_path: Path,
+) -> None:
+    before = _containers(eng)
+    summary = _smoke(manifest, project, tmp_path)
+    tests = _by_id(summary)
+    assert summary["counts"] == {"passed": 8, "failed": 0, "skipped": 8, "flaky": 0}
+    assert summary["image"]["id"] == images["good"]
+    assert summary["image"]["base_digest"] == CUDA_BASE
+    assert summary["image"]["inputs_hash"] is None
+    assert summary["holds"] == {"gitdist": GIT, "rangedist": "0.9", "tinydist": "1.2.3"}
+    assert tests["test_conformance.py::test_pin[checkout]"]["message"] == (
+        "not in local profile: checkout (checkout needs GitHub)"
+    )
+    assert tests["test_conformance.py::test_base"]["outcome"] == "passed"
+    assert tests["test_platform.py::test_env[MILES_HARDWARE_PLATFORM]"]["outcome"] == "passed"
+    assert tests["test_platform.py::test_env[PATH]"]["outcome"] == "passed"
+    assert tests["test_platform.py::test_import[tinydist]"]["outcome"] == "passed"
+    assert tests["test_platform.py::test_binary[/opt/smoke/bin/all_reduce_perf]"]["message"] == (
+        "production contents: the local profile builds no diagnostic binaries"
+    )
+    gpu = tests["test_gpu.py::test_torch_sees_gpu"]
+    assert (gpu["outcome"], gpu["message"], gpu["markers"]) == ("skipped", NO_GPU, ["gpu"])
+    assert (tmp_path / "smoke-cuda-local.junit.xml").is_file()
+    assert "| cuda | local |" in (tmp_path / "smoke.md").read_text()
+    assert _containers(eng) == before  # the container is gone
+
+
+def test_smoke_production_by_image_id_passes(
+    manifest: Manifest, project: Path, images: dict[str, str], tmp_path: Path
+) -> None:
+    summary = _smoke(manifest, project, tmp_path, image=images["good"], profile="production")
+    tests = _by_id(summary)
+    assert summary["counts"]["failed"] == 0, [t["message"] for t in summary["tests"]]
+    assert tests["test_conformance.py::test_pin[checkout]"]["outcome"] == "passed"
+    assert tests["test_conformance.py::test_pin[artifact]"]["outcome"] == "passed"
+    assert tests["test_platform.py::test_binary[/opt/smoke/bin/all_reduce_perf]"]["outcome"] == (
+        "passed"
+    )
+    assert tests["test_platform.py::test_import[gitdist]"]["outcome"] == "passed"
+    assert summary["holds"]["checkout"] == CHECKOUT
+    assert summary["holds"]["artifact"] == ARTIFACT_SHA
+
+
+def test_smoke_changed_version_fails_naming_pin(
+    manifest: Manifest, project: Path, images: dict[str, str], tmp_path: Path
+) -> None:
+    with pytest.raises(FindingsError) as err:
+        runner.smoke(
+            manifest, root=project, platform="cuda", image=images["version"], profile="local",
+            report_dir=tmp_path, echo=False,
+        )  # fmt: skip
+    message = "pins/manifest.toml:25: pin tinydist: expected tinydist==1.2.3, found tinydist 1.2.4"
+    assert str(err.value) == (
+        f"smoke: 1 failed; first: cuda (local): {message} (reports in {tmp_path})"
+    )
+    tests = _by_id(_summary(tmp_path, "local"))
+    assert tests["test_conformance.py::test_pin[tinydist]"]["message"] == message
+    assert _summary(tmp_path, "local")["holds"]["tinydist"] == "1.2.4"
+
+
+def test_smoke_changed_commit_fails_naming_pin(
+    manifest: Manifest, project: Path, images: dict[str, str], tmp_path: Path
+) -> None:
+    with pytest.raises(FindingsError):
+        runner.smoke(
+            manifest, root=project, platform="cuda", image=images["commit"], profile="local",
+            report_dir=tmp_path, echo=False,
+        )  # fmt: skip
+    tests = _by_id(_summary(tmp_path, "local"))
+    failed = [t for t in tests.values() if t["outcome"] == "failed"]
+    assert [t["id"] for t in failed] == ["test_conformance.py::test_pin[gitdist]"]
+    assert failed[0]["message"] == (
+        f"pins/manifest.toml:30: pin gitdist: expected gitdist at commit {GIT}, "
+        f"found commit {'b' * 40}"
+    )

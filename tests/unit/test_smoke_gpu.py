@@ -1,0 +1,74 @@
+"""GPU detection and device access, from canned tool output and a fake /dev."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from twinbuild.smoke import gpu
+
+SMI = """+-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 575.57.08              Driver Version: 575.57.08      CUDA Version: 12.9     |
+"""
+
+
+def _tools(outputs: dict[str, str]) -> gpu.Runner:
+    def run(argv: Sequence[str]) -> str | None:
+        return outputs.get(" ".join(argv))
+
+    return run
+
+
+def test_nvidia_from_nvidia_smi(tmp_path: Path) -> None:
+    run = _tools(
+        {
+            "nvidia-smi --query-gpu=name,driver_version --format=csv,noheader": (
+                "NVIDIA H200, 575.57.08\nNVIDIA H200, 575.57.08\n"
+            ),
+            "nvidia-smi": SMI,
+        }
+    )
+    info = gpu.detect("cuda", run=run, dev=tmp_path)
+    assert info == gpu.GpuInfo(
+        vendor="nvidia", model="NVIDIA H200", driver="575.57.08", runtime="12.9", count=2
+    )
+
+
+def test_nvidia_device_nodes_without_the_tool(tmp_path: Path) -> None:
+    for name in ("nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()
+    info = gpu.detect("cuda", run=_tools({}), dev=tmp_path)
+    assert info is not None
+    assert (info.vendor, info.count, info.model) == ("nvidia", 2, "unknown")
+
+
+def test_amd_needs_kfd_and_render_nodes(tmp_path: Path) -> None:
+    assert gpu.detect("rocm", run=_tools({}), dev=tmp_path) is None
+    (tmp_path / "kfd").touch()
+    (tmp_path / "dri").mkdir()
+    (tmp_path / "dri/renderD128").touch()
+    run = _tools(
+        {"rocm-smi --showproductname": "GPU[0]		: Card Series: 		AMD Instinct MI300X\n"}
+    )
+    info = gpu.detect("rocm", run=run, dev=tmp_path)
+    assert info is not None
+    assert (info.vendor, info.model, info.count) == ("amd", "AMD Instinct MI300X", 1)
+    assert gpu.access("rocm", dev=tmp_path) == gpu.DeviceAccess(
+        devices=[f"{tmp_path}/kfd:{tmp_path}/kfd:rwm", f"{tmp_path}/dri:{tmp_path}/dri:rwm"],
+        group_add=["video"],
+    )
+
+
+def test_nvidia_access_is_a_device_request() -> None:
+    assert gpu.access("cuda").device_requests == [
+        {"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}
+    ]
+
+
+def test_skip_reasons() -> None:
+    info = gpu.GpuInfo(vendor="nvidia", model="m", driver="d", runtime="r", count=1)
+    assert gpu.skip_reason("cuda", info, wanted=None) is None
+    assert gpu.skip_reason("cuda", info, wanted=False) == "GPU checks turned off (--no-gpu)"
+    assert gpu.skip_reason("rocm", None, wanted=None) == (
+        "no amd GPU on this machine (looked for /dev/kfd and /dev/dri)"
+    )

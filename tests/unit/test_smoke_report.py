@@ -1,0 +1,84 @@
+"""The JSON summary (the evidence module's input), JUnit XML and markdown."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from twinbuild.smoke import report
+
+TESTS: list[dict[str, Any]] = [
+    {"id": "test_conformance.py::test_pin[tms]", "outcome": "passed", "attempts": 1,
+     "flaky": False, "duration_s": 0.1, "markers": [], "message": ""},
+    {"id": "test_gpu.py::test_matmul_matches_cpu", "outcome": "passed", "attempts": 2,
+     "flaky": True, "duration_s": 1.5, "markers": ["gpu"], "message": ""},
+    {"id": "test_conformance.py::test_pin[fla]", "outcome": "failed", "attempts": 1,
+     "flaky": False, "duration_s": 0.0, "markers": [],
+     "message": "pins/manifest.toml:37: pin fla: expected fla==0.4.2, found fla 0.4.3"},
+    {"id": "test_platform.py::test_binary[x]", "outcome": "skipped", "attempts": 1,
+     "flaky": False, "duration_s": 0.0, "markers": [], "message": "production contents"},
+]  # fmt: skip
+
+
+def _summary() -> dict[str, Any]:
+    return report.summary(
+        platform="cuda",
+        profile="local",
+        image=report.ImageRef(id="sha256:abc", inputs_hash="sha256:in"),
+        manifest_digest="sha256:m",
+        gpu=None,
+        tests=TESTS,
+        holds={"tms": "f" * 40, "fla": "0.4.3"},
+    )
+
+
+def test_summary_shape() -> None:
+    data = _summary()
+    assert list(data) == [
+        "schema", "platform", "profile", "image", "manifest_digest", "gpu", "tests", "counts",
+        "holds",
+    ]  # fmt: skip
+    assert data["schema"] == 1
+    assert data["image"] == {
+        "id": "sha256:abc",
+        "digest": None,
+        "inputs_hash": "sha256:in",
+        "base_digest": None,
+    }
+    assert data["counts"] == {"passed": 2, "failed": 1, "skipped": 1, "flaky": 1}
+    assert list(data["holds"]) == ["fla", "tms"]
+
+
+def test_write_json_and_junit(tmp_path: Path) -> None:
+    paths = report.write(_summary(), tmp_path)
+    assert paths == {
+        "json": tmp_path / "smoke-cuda-local.json",
+        "junit": tmp_path / "smoke-cuda-local.junit.xml",
+    }
+    assert json.loads(paths["json"].read_text()) == _summary()
+    suite = ET.parse(paths["junit"]).getroot()  # noqa: S314 -- our own file
+    assert (suite.get("tests"), suite.get("failures"), suite.get("skipped")) == ("4", "1", "1")
+    cases = {c.get("name"): c for c in suite.iter("testcase")}
+    failure = cases["test_pin[fla]"].find("failure")
+    assert failure is not None
+    assert failure.get("message") == TESTS[2]["message"]
+    flaky = cases["test_matmul_matches_cpu"].findall("properties/property")
+    assert [(p.get("name"), p.get("value")) for p in flaky] == [
+        ("attempts", "2"),
+        ("flaky", "true"),
+    ]
+    assert cases["test_pin[tms]"].get("classname") == "test_conformance"
+
+
+def test_markdown_lists_failures_and_flaky() -> None:
+    assert report.markdown([_summary()]) == (
+        "## twinbuild smoke\n\n"
+        "| platform | profile | image | passed | failed | skipped | flaky | GPU |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+        "| cuda | local | `sha256:abc` | 2 | 1 | 1 | 1 | none |\n\n"
+        "### cuda (local)\n\n"
+        "- **FLAKY (passed on rerun)** `test_gpu.py::test_matmul_matches_cpu`: \n"
+        "- **FAILED** `test_conformance.py::test_pin[fla]`: " + TESTS[2]["message"] + "\n"
+    )

@@ -1,0 +1,171 @@
+"""The runner's pieces without Docker: stage chains, recipe ENV, skips, host mode, errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import mini_project
+from twinbuild.errors import ConfigError, FindingsError
+from twinbuild.manifest import load
+from twinbuild.smoke import runner
+from twinbuild.smoke.spec import EnvCase, SuiteSpec
+
+RECIPE = """ARG BASE_IMAGE
+FROM ${BASE_IMAGE} AS common
+ENV A=1 PATH=/opt/venv/bin:$PATH
+ARG X=dflt
+ENV B=${X}
+
+FROM common AS cuda
+ENV A=2 C=${TORCH_MEMORY_SAVER_COMMIT}
+
+FROM common AS rocm
+ENV R=1
+"""
+
+
+class FakeEngine:
+    """Answers inspect for the images it knows; everything else is out of bounds."""
+
+    docker_host = "unix:///fake.sock"
+
+    def __init__(self, images: Mapping[str, Mapping[str, Any]]) -> None:
+        self.images = images
+        self.closed = False
+
+    def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
+        return self.images.get(ref)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_stage_chain_and_env(tmp_path: Path) -> None:
+    recipe = tmp_path / "Dockerfile"
+    recipe.write_text(RECIPE)
+    assert runner.stage_chain(recipe, "cuda") == ["common", "cuda"]
+    assert runner.stage_chain(recipe, None) == ["common", "rocm"]
+    with pytest.raises(ConfigError, match=r"no stage 'x'; stages: common, cuda, rocm"):
+        runner.stage_chain(recipe, "x")
+    env = runner.recipe_env(
+        recipe,
+        "cuda",
+        {"TORCH_MEMORY_SAVER_COMMIT": "f" * 40},
+        shown=Path("images/local/Dockerfile"),
+    )
+    assert env == [
+        EnvCase(key="A", value="2", where="images/local/Dockerfile:8"),
+        EnvCase(key="PATH", value="/opt/venv/bin:$PATH", where="images/local/Dockerfile:3"),
+        EnvCase(key="B", value="dflt", where="images/local/Dockerfile:5"),
+        EnvCase(key="C", value="f" * 40, where="images/local/Dockerfile:8"),
+    ]
+
+
+def test_env_pattern_lets_the_base_fill_variables() -> None:
+    from twinbuild.smoke.suite.test_platform import env_pattern
+
+    assert env_pattern("/opt/venv/bin:$PATH").fullmatch("/opt/venv/bin:/usr/bin:/bin")
+    assert not env_pattern("/opt/venv/bin:$PATH").fullmatch("/usr/bin:/bin")
+    assert not env_pattern("a.b").fullmatch("axb")
+
+
+def test_local_skips_from_the_build_record_or_fixed_reasons(tmp_path: Path) -> None:
+    manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
+    record = {"skipped": [{"pin": "torch_memory_saver", "reason": "needs nvcc"}]}
+    target = runner.Target(
+        platform="cuda", profile="local", image_id="sha256:i", python="p", record=record
+    )
+    skips = {c.pin.name: c.skip for c in runner.pin_cases(manifest, target)}
+    assert skips == {
+        "torch_memory_saver": "not in local profile: torch_memory_saver (needs nvcc)",
+        "megatron-bridge": None,
+        "flash-linear-attention": None,
+        "megatron-lm": None,  # the record is what the build did
+    }
+    unrecorded = runner.Target(platform="cuda", profile="local", image_id="sha256:i", python="p")
+    assert [c.skip for c in runner.pin_cases(manifest, unrecorded) if c.skip] == [
+        "not in local profile: megatron-lm (checkout of https://github.com/NVIDIA/Megatron-LM "
+        "needs GitHub; the local profile builds only pip installs)"
+    ]
+
+
+def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
+    eng = FakeEngine({})
+    with pytest.raises(ConfigError) as err:
+        runner.built_target(eng, tmp_path, "cuda", "local")  # type: ignore[arg-type]
+    assert str(err.value) == (
+        f"{tmp_path}/build/local/cuda/image.json: no build record; run `twinbuild build "
+        "--platform cuda --profile local` first, or pass --image REF"
+    )
+    path = runner.record_path(tmp_path, "local", "cuda")
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"image_id": "sha256:gone"}))
+    with pytest.raises(ConfigError) as err:
+        runner.built_target(eng, tmp_path, "cuda", "local")  # type: ignore[arg-type]
+    assert str(err.value) == (
+        f"{path}: names sha256:gone, which the engine at unix:///fake.sock lacks; rebuild it"
+    )
+
+
+def test_image_target_resolves_to_the_id_and_reads_labels(tmp_path: Path) -> None:
+    inspect = {"Id": "sha256:abc", "Config": {"Labels": {"org.twinbuild.platform": "rocm"}}}
+    eng = FakeEngine({"twinbuild/rocm:local": inspect})
+    target = runner.image_target(eng, tmp_path, "twinbuild/rocm:local", None, None)  # type: ignore[arg-type]
+    assert (target.image_id, target.platform, target.profile, target.python) == (
+        "sha256:abc", "rocm", "production", "python3",
+    )  # fmt: skip
+    with pytest.raises(ConfigError) as err:
+        runner.image_target(eng, tmp_path, "other:tag", None, None)  # type: ignore[arg-type]
+    assert str(err.value) == "--image other:tag: the engine at unix:///fake.sock has no such image"
+
+
+def test_image_and_host_exclude_each_other(tmp_path: Path) -> None:
+    manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
+    with pytest.raises(ConfigError, match="--image and --host exclude each other"):
+        runner.smoke(manifest, root=tmp_path, image="x", host=True)
+
+
+def test_host_mode_runs_the_suite_on_this_machine(tmp_path: Path) -> None:
+    """The whole suite through testinfra's local backend: the mini pins are not installed here."""
+    root = mini_project(tmp_path)
+    manifest = load(root / "pins/manifest.toml")
+    reports = tmp_path / "reports"
+    with pytest.raises(FindingsError) as err:
+        runner.smoke(
+            manifest, root=root, platform="cuda", host=True, gpu=False, report_dir=reports,
+            echo=False,
+        )  # fmt: skip
+    first = "pins/manifest.toml"  # the manifest path as loaded
+    assert str(err.value).startswith(
+        f"smoke: 4 failed; first: cuda (production): {root}/{first}:23"
+    )
+    data = json.loads((reports / "smoke-cuda-production-host.json").read_text())
+    tests = {t["id"]: t for t in data["tests"]}
+    assert data["image"]["id"] is None
+    assert tests["test_conformance.py::test_base"]["message"] == (
+        "host mode: no image to compare with the base"
+    )
+    assert (
+        tests["test_gpu.py::test_torch_sees_gpu"]["message"] == "GPU checks turned off (--no-gpu)"
+    )
+    assert tests["test_conformance.py::test_pin[flash-linear-attention]"]["message"] == (
+        f"{root}/{first}:37: pin flash-linear-attention: expected flash-linear-attention==0.4.2, "
+        "found no distribution flash-linear-attention installed"
+    )
+    assert (reports / "smoke.md").read_text().startswith("## twinbuild smoke\n")
+
+
+def test_spec_round_trips(tmp_path: Path) -> None:
+    manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
+    target = runner.Target(platform="rocm", profile="production", image_id=None, python="python3")
+    gcase = runner.gpu_case(manifest, target, None, None)
+    spec = runner.build_spec(
+        None, manifest, tmp_path, target, hostspec="local://", results=tmp_path / "r.json",
+        gpu=gcase, rerun_failed_once=True,
+    )  # fmt: skip
+    assert SuiteSpec.read(spec.write(tmp_path / "spec.json")) == spec

@@ -1,0 +1,128 @@
+"""Find the GPUs of this machine and say how a container gets them.
+
+NVIDIA: ``nvidia-smi`` (or ``/dev/nvidia[0-9]*`` when the tool is missing); a container gets
+them through a device request. AMD: ``/dev/kfd`` plus ``/dev/dri/renderD*`` (``rocm-smi`` adds
+the model); a container gets those device nodes and the ``video`` group.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from twinbuild.manifest import Platform
+
+VENDOR: dict[Platform, str] = {"cuda": "nvidia", "rocm": "amd"}
+Runner = Callable[[Sequence[str]], str | None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuInfo:
+    vendor: str  # "nvidia" | "amd"
+    model: str
+    driver: str
+    runtime: str  # CUDA version the driver supports, or the ROCm version
+    count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceAccess:
+    """What a container needs to see the GPUs (docker create's HostConfig pieces)."""
+
+    device_requests: list[dict[str, Any]] = field(default_factory=list)
+    devices: list[str] = field(default_factory=list)  # "host:container:rwm"
+    group_add: list[str] = field(default_factory=list)
+
+
+def _run(argv: Sequence[str]) -> str | None:
+    exe = shutil.which(argv[0])
+    if exe is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [exe, *argv[1:]], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return proc.stdout if proc.returncode == 0 else None
+
+
+def detect(platform: Platform, *, run: Runner = _run, dev: Path = Path("/dev")) -> GpuInfo | None:
+    """The GPUs of ``platform``'s vendor on this machine, or None."""
+    if VENDOR[platform] == "nvidia":
+        return _nvidia(run, dev)
+    return _amd(run, dev)
+
+
+def _nvidia(run: Runner, dev: Path) -> GpuInfo | None:
+    query = run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"])
+    rows = [r.split(",") for r in (query or "").splitlines() if r.strip()]
+    if rows:
+        runtime = ""
+        for line in (run(["nvidia-smi"]) or "").splitlines():
+            if "CUDA Version:" in line:
+                runtime = line.split("CUDA Version:")[1].strip(" |").split()[0]
+        return GpuInfo(
+            vendor="nvidia",
+            model=rows[0][0].strip(),
+            driver=rows[0][1].strip() if len(rows[0]) > 1 else "",
+            runtime=runtime,
+            count=len(rows),
+        )
+    nodes = [p for p in dev.glob("nvidia[0-9]*") if p.name[len("nvidia") :].isdigit()]
+    if nodes:
+        return GpuInfo(vendor="nvidia", model="unknown", driver="", runtime="", count=len(nodes))
+    return None
+
+
+def _amd(run: Runner, dev: Path) -> GpuInfo | None:
+    renders = sorted((dev / "dri").glob("renderD*"))
+    if not (dev / "kfd").exists() or not renders:
+        return None
+    model = ""
+    for line in (run(["rocm-smi", "--showproductname"]) or "").splitlines():
+        if "Card Series" in line or "Card series" in line:
+            model = line.rsplit(":", 1)[1].strip()
+            break
+    driver = ""
+    for line in (run(["rocm-smi", "--showdriverversion"]) or "").splitlines():
+        if "Driver version" in line:
+            driver = line.rsplit(":", 1)[1].strip()
+    runtime = ""
+    version_file = Path("/opt/rocm/.info/version")
+    if version_file.is_file():
+        runtime = version_file.read_text(encoding="utf-8").strip()
+    return GpuInfo(
+        vendor="amd", model=model or "unknown", driver=driver, runtime=runtime, count=len(renders)
+    )
+
+
+def access(platform: Platform, *, dev: Path = Path("/dev")) -> DeviceAccess:
+    """How a container of ``platform`` gets this machine's GPUs."""
+    if VENDOR[platform] == "nvidia":
+        return DeviceAccess(
+            device_requests=[{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
+        )
+    nodes = [dev / "kfd", dev / "dri"]
+    return DeviceAccess(devices=[f"{n}:{n}:rwm" for n in nodes if n.exists()], group_add=["video"])
+
+
+def skip_reason(platform: Platform, info: GpuInfo | None, *, wanted: bool | None) -> str | None:
+    """Why GPU checks do not run (None when they do). ``wanted``: --gpu / --no-gpu / auto."""
+    if wanted is False:
+        return "GPU checks turned off (--no-gpu)"
+    if info is None:
+        how = (
+            "nvidia-smi or /dev/nvidia*"
+            if VENDOR[platform] == "nvidia"
+            else "/dev/kfd and /dev/dri"
+        )
+        return f"no {VENDOR[platform]} GPU on this machine (looked for {how})"
+    return None

@@ -1,0 +1,537 @@
+"""Run the smoke suite against one image (by id, never by tag) or against this machine.
+
+The container starts with network ``none`` and is removed in ``finally`` whatever happens; pytest
+runs the packaged suite in a subprocess with testinfra's ``docker://<id>`` (or ``local://``) host.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from dockerfile_parse import DockerfileParser
+
+import twinbuild
+from twinbuild import engine as engine_mod
+from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
+from twinbuild.manifest import PLATFORMS, PROFILES, Manifest, Platform, Profile
+from twinbuild.recipe import parse as parse_recipe
+from twinbuild.render import RECIPES, local_skip_reason, render
+from twinbuild.smoke import gpu as gpu_mod
+from twinbuild.smoke import report
+from twinbuild.smoke.spec import BaseCase, EnvCase, GpuCase, PinCase, SuiteSpec
+
+SUITE = Path(__file__).with_name("suite")
+PYTEST_TIMEOUT_S = 3600
+LOCAL_PYTHON = "/opt/venv/bin/python"
+PRODUCTION_PYTHON = "python3"
+NOT_PRODUCTION = "production contents: the local profile builds no {what}"
+LABEL = "org.twinbuild."
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    """One thing to smoke: an image (by id) or this machine (``image_id`` None)."""
+
+    platform: Platform
+    profile: Profile
+    image_id: str | None
+    python: str
+    inspect: Mapping[str, Any] = field(default_factory=dict)
+    record: Mapping[str, Any] | None = (
+        None  # build/<profile>/<platform>/image.json, if it is this image
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    summary: dict[str, Any]
+    paths: dict[str, Path]
+    seconds: float
+
+    @property
+    def failed(self) -> int:
+        return int(self.summary["counts"]["failed"])
+
+
+# -- what to smoke ---------------------------------------------------------------------------------
+
+
+def record_path(root: Path, profile: Profile, platform: Platform) -> Path:
+    return root / "build" / profile / platform / "image.json"
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable build record ({exc}); rebuild the image") from exc
+    if not isinstance(data, dict) or not str(data.get("image_id", "")).startswith("sha256:"):
+        raise ConfigError(f"{path}: no image_id in the build record; rebuild the image")
+    return data
+
+
+def built_target(
+    eng: engine_mod.EngineAPI, root: Path, platform: Platform, profile: Profile
+) -> Target:
+    """The image the last ``twinbuild build`` recorded for ``platform`` and ``profile``."""
+    path = record_path(root, profile, platform)
+    record = read_record(path)
+    if record is None:
+        raise ConfigError(
+            f"{path}: no build record; run `twinbuild build --platform {platform} --profile "
+            f"{profile}` first, or pass --image REF"
+        )
+    image_id = str(record["image_id"])
+    inspect = eng.inspect_image(image_id)
+    if inspect is None:
+        raise ConfigError(
+            f"{path}: names {image_id}, which the engine at {eng.docker_host} lacks; rebuild it"
+        )
+    return Target(
+        platform=platform,
+        profile=profile,
+        image_id=str(inspect["Id"]),
+        python=str(record.get("python") or _python(profile)),
+        inspect=inspect,
+        record=record,
+    )
+
+
+def image_target(
+    eng: engine_mod.EngineAPI,
+    root: Path,
+    ref: str,
+    platform: Platform | None,
+    profile: Profile | None,
+) -> Target:
+    """Any image, resolved to its id first: platform and profile from flags, else its labels."""
+    inspect = eng.inspect_image(ref)
+    if inspect is None:
+        raise ConfigError(f"--image {ref}: the engine at {eng.docker_host} has no such image")
+    labels = _labels(inspect)
+    plat = platform or labels.get(LABEL + "platform")
+    if plat not in PLATFORMS:
+        raise ConfigError(
+            f"--image {ref}: no org.twinbuild.platform label; pass --platform cuda|rocm"
+        )
+    found = profile or labels.get(LABEL + "profile") or "production"
+    if found not in PROFILES:
+        raise ConfigError(
+            f"--image {ref}: unknown profile {found!r}; pass --profile local|production"
+        )
+    prof: Profile = found
+    record = read_record(record_path(root, prof, plat))
+    if record is not None and record["image_id"] != inspect["Id"]:
+        record = None  # the record describes another image
+    python = str(record.get("python")) if record and record.get("python") else _python(prof)
+    return Target(
+        platform=plat,
+        profile=prof,
+        image_id=str(inspect["Id"]),
+        python=python,
+        inspect=inspect,
+        record=record,
+    )
+
+
+def _python(profile: str) -> str:
+    return LOCAL_PYTHON if profile == "local" else PRODUCTION_PYTHON
+
+
+def _labels(inspect: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in ((inspect.get("Config") or {}).get("Labels") or {}).items()}
+
+
+# -- the spec ------------------------------------------------------------------------------------
+
+
+def pin_cases(manifest: Manifest, target: Target) -> list[PinCase]:
+    """Every pin of the platform; in the local profile, those it does not install skip with why."""
+    pins = manifest.resolve(target.platform)
+    if target.profile != "local":
+        return [PinCase(pin=p) for p in pins]
+    if target.record is not None:
+        skipped = {str(s["pin"]): str(s["reason"]) for s in target.record.get("skipped") or []}
+    else:  # no build record: assume every git pin was mirrored in, so only fixed reasons apply
+        mirrors = {p.name: "" for p in pins if p.kind == "git"}
+        skipped = {p.name: r for p in pins if (r := local_skip_reason(p, mirrors)) is not None}
+    return [
+        PinCase(
+            pin=p,
+            skip=f"not in local profile: {p.name} ({skipped[p.name]})"
+            if p.name in skipped
+            else None,
+        )
+        for p in pins
+    ]
+
+
+def stage_chain(recipe: Path, target: str | None) -> list[str]:
+    """Stage names from the first ancestor down to ``target`` (the last stage when None)."""
+    structure = DockerfileParser(fileobj=io.BytesIO(recipe.read_bytes())).structure
+    parents: dict[str, str | None] = {}
+    order: list[str] = []
+    for item in structure:
+        if str(item["instruction"]).upper() != "FROM":
+            continue
+        words = [w for w in str(item["value"]).split() if not w.startswith("--")]
+        name = words[2] if len(words) >= 3 and words[1].upper() == "AS" else str(len(order))
+        parent = words[0] if words and words[0] in parents else None
+        parents[name] = parent
+        order.append(name)
+    if not order:
+        raise ConfigError(f"{recipe}: no FROM instruction")
+    stage: str | None = target or order[-1]
+    if stage not in parents:
+        raise ConfigError(f"{recipe}: no stage {target!r}; stages: {', '.join(order)}")
+    chain: list[str] = []
+    while stage is not None:
+        chain.append(stage)
+        stage = parents[stage]
+    return chain[::-1]
+
+
+def recipe_env(
+    recipe: Path, target: str | None, build_args: Mapping[str, str], *, shown: Path | None = None
+) -> list[EnvCase]:
+    """The ENV the recipe's target stage chain sets, last value of each key, build args filled in.
+
+    ``shown`` is the path messages use (relative to the repository root).
+    """
+    envs = parse_recipe(recipe).envs
+    out: dict[str, EnvCase] = {}
+    for stage in stage_chain(recipe, target):
+        for key, raw, line in envs.get(stage, []):
+            value = raw
+            for arg, arg_value in build_args.items():
+                value = value.replace("${" + arg + "}", arg_value)
+            out[key] = EnvCase(key=key, value=value, where=f"{shown or recipe}:{line}")
+    return list(out.values())
+
+
+def base_case(
+    eng: engine_mod.EngineAPI, manifest: Manifest, target: Target
+) -> tuple[BaseCase | None, str | None]:
+    labels = _labels(target.inspect)
+    layers = [str(x) for x in (target.inspect.get("RootFS") or {}).get("Layers") or []]
+    if target.profile == "production":
+        base = manifest.platforms[target.platform].base
+        expected = base.digest
+        found = eng.inspect_image(f"{base.repository}@{base.digest}")
+    elif target.record is not None and (target.record.get("base") or {}).get("id"):
+        expected = str(target.record["base"]["id"])
+        found = eng.inspect_image(expected)
+    elif LABEL + "base-digest" in labels:
+        return None, "local profile without a build record: nothing names the base to compare"
+    else:
+        return None, "local profile without a build record or base label: the base is unknown"
+    base_layers = None
+    if found is not None:
+        base_layers = [str(x) for x in (found.get("RootFS") or {}).get("Layers") or []]
+    return BaseCase(expected=expected, labels=labels, layers=layers, base_layers=base_layers), None
+
+
+def gpu_case(
+    manifest: Manifest, target: Target, info: gpu_mod.GpuInfo | None, wanted: bool | None
+) -> GpuCase:
+    platform = target.platform
+    reason = gpu_mod.skip_reason(platform, info, wanted=wanted)
+    if reason is None and target.profile == "local":
+        reason = NOT_PRODUCTION.format(what="GPU stack (no torch, no torch_memory_saver)")
+    binaries = manifest.platforms[platform].binaries
+    perf = next((b for b in binaries if b.rsplit("/", 1)[-1] == "all_reduce_perf"), None)
+    return GpuCase(
+        skip=reason,
+        vendor=gpu_mod.VENDOR[platform],
+        perf_binary=perf,
+        info=info.to_json() if info is not None else None,
+    )
+
+
+def build_spec(
+    eng: engine_mod.EngineAPI | None,
+    manifest: Manifest,
+    root: Path,
+    target: Target,
+    *,
+    hostspec: str,
+    results: Path,
+    gpu: GpuCase,
+    rerun_failed_once: bool,
+) -> SuiteSpec:
+    spec_platform = manifest.platforms[target.platform]
+    production = target.profile == "production"
+    recipe = RECIPES[target.profile][target.platform]
+    env: list[EnvCase] = []
+    env_skip: str | None = None
+    if target.image_id is None:
+        env_skip = "host mode: the recipe's ENV applies to images only"
+    elif not (root / recipe).is_file():
+        env_skip = f"recipe {recipe} not found under {root}"
+    else:
+        args = render(manifest, target.platform, target.profile).args
+        stage = target.platform if target.profile == "local" else None
+        env = recipe_env(root / recipe, stage, args, shown=recipe)
+    base: BaseCase | None = None
+    base_skip: str | None = "host mode: no image to compare with the base"
+    if eng is not None and target.image_id is not None:
+        base, base_skip = base_case(eng, manifest, target)
+    return SuiteSpec(
+        hostspec=hostspec,
+        platform=target.platform,
+        profile=target.profile,
+        python=target.python,
+        manifest=str(manifest.path),
+        results=str(results),
+        pins=pin_cases(manifest, target),
+        env=env,
+        env_skip=env_skip,
+        binaries=list(spec_platform.binaries),
+        binaries_skip=None if production else NOT_PRODUCTION.format(what="diagnostic binaries"),
+        imports=list(spec_platform.imports if production else manifest.local.imports),
+        base=base,
+        base_skip=base_skip,
+        gpu=gpu,
+        rerun_failed_once=rerun_failed_once,
+    )
+
+
+# -- running -------------------------------------------------------------------------------------
+
+
+def start_container(
+    eng: engine_mod.EngineAPI, image_id: str, access: gpu_mod.DeviceAccess | None
+) -> str:
+    """A container of ``image_id`` on network none, with the GPUs when ``access`` says how."""
+    if access is None:
+        return eng.start_container(image_id, network="none")
+    if not isinstance(eng, engine_mod.Engine):
+        raise EngineError("GPU containers need a real engine (device requests)")
+    api = eng.api
+    host_config = api.create_host_config(
+        network_mode="none",
+        # types-docker wants DeviceRequest objects; the SDK turns these dicts into them.
+        device_requests=cast(Any, access.device_requests or None),
+        devices=access.devices or None,
+        group_add=access.group_add or None,
+    )
+    with engine_mod._errors(f"start a GPU container from {image_id}", eng.docker_host):
+        created = api.create_container(
+            image_id,
+            ["sleep", "infinity"],
+            host_config=host_config,
+            labels={engine_mod.OWNER_LABEL: "smoke"},
+        )
+        cid = str(created["Id"])
+        try:
+            api.start(cid)
+        except Exception:
+            eng.remove_container(cid)
+            raise
+    return cid
+
+
+def run_pytest(
+    spec_path: Path,
+    workdir: Path,
+    *,
+    docker_host: str | None,
+    echo: bool,
+    extra: Sequence[str] = (),
+) -> tuple[int, str]:
+    """Run the packaged suite in a subprocess; return its exit code and output."""
+    ini = workdir / "pytest.ini"
+    ini.write_text("[pytest]\naddopts = --strict-markers\n", encoding="utf-8")
+    argv = [
+        sys.executable, "-m", "pytest", str(SUITE), "-c", str(ini), "--rootdir", str(SUITE),
+        "-p", "no:cacheprovider", "-p", "no:testinfra", "-o", "console_output_style=classic",
+        "-rfEs", f"--twinbuild-spec={spec_path}", *extra,
+    ]  # fmt: skip
+    env = dict(os.environ)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    package_parent = str(Path(twinbuild.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
+    if docker_host is not None:
+        env["DOCKER_HOST"] = docker_host
+    try:
+        proc = subprocess.run(
+            argv, env=env, cwd=workdir, capture_output=True, text=True,
+            timeout=PYTEST_TIMEOUT_S, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired as exc:
+        raise TwinbuildError(
+            f"smoke suite still running after {PYTEST_TIMEOUT_S}s; stopped"
+        ) from exc
+    output = proc.stdout + proc.stderr
+    if echo:
+        sys.stdout.write(output)
+        sys.stdout.flush()
+    return proc.returncode, output
+
+
+def smoke_target(
+    manifest: Manifest,
+    root: Path,
+    target: Target,
+    *,
+    eng: engine_mod.EngineAPI | None,
+    gpu: bool | None = None,
+    rerun_failed_once: bool = False,
+    report_dir: Path,
+    echo: bool = True,
+    detect: Callable[[Platform], gpu_mod.GpuInfo | None] = gpu_mod.detect,
+) -> Outcome:
+    """Smoke one target; write its JSON summary and JUnit XML under ``report_dir``."""
+    started = time.monotonic()
+    info = detect(target.platform)
+    if gpu is True and info is None:
+        raise ConfigError(
+            f"--gpu: no {gpu_mod.VENDOR[target.platform]} GPU on this machine; drop --gpu"
+        )
+    gcase = gpu_case(manifest, target, info, gpu)
+    if target.image_id is not None and shutil.which("docker") is None:
+        raise EngineError("the docker CLI is not on PATH; testinfra's docker backend needs it")
+    with tempfile.TemporaryDirectory(prefix="twinbuild-smoke-") as tmp:
+        work = Path(tmp)
+        results = work / "results.json"
+        cid: str | None = None
+        try:
+            if target.image_id is not None:
+                assert eng is not None  # noqa: S101 -- an image target always comes with an engine
+                access = gpu_mod.access(target.platform) if gcase.skip is None else None
+                cid = start_container(eng, target.image_id, access)
+                hostspec = f"docker://{cid}"
+            else:
+                hostspec = "local://"
+            spec = build_spec(
+                eng, manifest, root, target, hostspec=hostspec, results=results, gpu=gcase,
+                rerun_failed_once=rerun_failed_once,
+            )  # fmt: skip
+            spec.write(work / "spec.json")
+            code, output = run_pytest(
+                work / "spec.json",
+                work,
+                docker_host=eng.docker_host if eng is not None else None,
+                echo=echo,
+            )
+        finally:
+            if cid is not None and eng is not None:
+                eng.remove_container(cid)
+        if not results.is_file() or code not in (0, 1):
+            tail = "\n".join(output.strip().splitlines()[-15:])
+            raise TwinbuildError(f"the smoke suite did not run (pytest exit {code}):\n{tail}")
+        ran = json.loads(results.read_text(encoding="utf-8"))
+    labels = _labels(target.inspect)
+    digests = target.inspect.get("RepoDigests") or []
+    data = report.summary(
+        platform=target.platform,
+        profile=target.profile,
+        image=report.ImageRef(
+            id=target.image_id,
+            digest=str(digests[0]) if digests else None,
+            inputs_hash=labels.get(LABEL + "inputs-hash"),
+            base_digest=labels.get(LABEL + "base-digest"),
+        ),
+        manifest_digest=manifest.digest(),
+        gpu=gcase.info if gcase.skip is None else None,
+        tests=ran["tests"],
+        holds=ran["holds"],
+    )
+    paths = report.write(data, report_dir)
+    return Outcome(summary=data, paths=paths, seconds=time.monotonic() - started)
+
+
+def smoke(
+    manifest: Manifest,
+    *,
+    root: Path,
+    platform: Platform | None = None,
+    profile: Profile | None = None,
+    image: str | None = None,
+    host: bool = False,
+    gpu: bool | None = None,
+    rerun_failed_once: bool = False,
+    report_dir: Path = Path("build/smoke"),
+    echo: bool = True,
+    connect: Callable[[], engine_mod.EngineAPI] = engine_mod.connect,
+) -> list[Outcome]:
+    """``twinbuild smoke``: each platform's built image, ``--image REF``, or ``--host``.
+
+    Writes the markdown summary to ``report_dir/smoke.md`` (and appends it to
+    ``$GITHUB_STEP_SUMMARY``); raises FindingsError naming the failures when any test failed.
+    """
+    if image is not None and host:
+        raise ConfigError("--image and --host exclude each other; pick one")
+    platforms = [platform] if platform is not None else list(PLATFORMS)
+    outcomes: list[Outcome] = []
+    if host:
+        for plat in platforms:
+            prof: Profile = profile or "production"
+            target = Target(platform=plat, profile=prof, image_id=None, python=_python(prof))
+            outcomes.append(
+                smoke_target(
+                    manifest,
+                    root,
+                    target,
+                    eng=None,
+                    gpu=gpu,
+                    rerun_failed_once=rerun_failed_once,
+                    report_dir=report_dir,
+                    echo=echo,
+                )
+            )
+    else:
+        eng = connect()
+        try:
+            if image is not None:
+                targets = [
+                    image_target(eng, root, image, platforms[0] if platforms else None, profile)
+                ]
+            else:
+                targets = [built_target(eng, root, p, profile or "local") for p in platforms]
+            for target in targets:
+                outcomes.append(
+                    smoke_target(
+                        manifest,
+                        root,
+                        target,
+                        eng=eng,
+                        gpu=gpu,
+                        rerun_failed_once=rerun_failed_once,
+                        report_dir=report_dir,
+                        echo=echo,
+                    )
+                )
+        finally:
+            eng.close()
+    md = report.markdown([o.summary for o in outcomes])
+    report_dir.mkdir(parents=True, exist_ok=True)
+    (report_dir / "smoke.md").write_text(md, encoding="utf-8")
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with Path(step_summary).open("a", encoding="utf-8") as f:
+            f.write(md)
+    failures = [
+        f"{o.summary['platform']} ({o.summary['profile']}): {t['message'] or t['id']}"
+        for o in outcomes
+        for t in o.summary["tests"]
+        if t["outcome"] == "failed"
+    ]
+    if failures:
+        raise FindingsError(
+            f"smoke: {len(failures)} failed; first: {failures[0]} (reports in {report_dir})"
+        )
+    return outcomes

@@ -1,0 +1,57 @@
+"""The environment the recipe sets, the diagnostic binaries, and the key imports."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from twinbuild.smoke.spec import EnvCase, SuiteSpec
+from twinbuild.smoke.suite.remote import run_argv
+
+_VAR = re.compile(r"\$\{\w+(?::?[-+][^}]*)?\}|\$\w+")
+
+
+def env_pattern(value: str) -> re.Pattern[str]:
+    """The recipe's value as a pattern; a ``$VAR`` left unresolved (the base's) matches anything."""
+    parts = _VAR.split(value)
+    return re.compile(".*".join(re.escape(p) for p in parts), re.DOTALL)
+
+
+def test_env(env_case: EnvCase, spec: SuiteSpec, host: Any) -> None:
+    if spec.env_skip is not None:
+        pytest.skip(spec.env_skip)
+    env = host.environment()
+    found = env.get(env_case.key)
+    expected = f"{env_case.key}={env_case.value} (set at {env_case.where})"
+    if found is None:
+        pytest.fail(f"env: expected {expected}, found {env_case.key} unset", pytrace=False)
+    if not env_pattern(env_case.value).fullmatch(found):
+        pytest.fail(f"env: expected {expected}, found {env_case.key}={found}", pytrace=False)
+
+
+def test_binary(binary: str, spec: SuiteSpec, host: Any) -> None:
+    if spec.binaries_skip is not None:
+        pytest.skip(spec.binaries_skip)
+    if "/" not in binary:
+        where = host.run("command -v %s", binary)
+        if where.rc != 0:
+            pytest.fail(f"binary {binary}: expected on PATH, found nothing", pytrace=False)
+        binary = where.stdout.strip()
+    f = host.file(binary)
+    if not f.exists:
+        pytest.fail(f"binary {binary}: expected an executable file, found nothing", pytrace=False)
+    if not f.is_file or not f.mode & 0o111:
+        pytest.fail(
+            f"binary {binary}: expected an executable file, found mode {f.mode:o}", pytrace=False
+        )
+
+
+def test_import(module: str, spec: SuiteSpec, host: Any) -> None:
+    result = run_argv(host, [spec.python, "-c", f"import {module}"])
+    if result.rc != 0:
+        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+        pytest.fail(
+            f"import {module} with {spec.python}: expected success, found {last}", pytrace=False
+        )
