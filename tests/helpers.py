@@ -12,7 +12,7 @@ MINI = FIXTURES / "mini"
 def mini_project(tmp_path: Path) -> Path:
     """A writable copy of tests/fixtures/mini (pins/ and images/)."""
     root = tmp_path / "proj"
-    shutil.copytree(MINI, root)
+    shutil.copytree(MINI, root, ignore=shutil.ignore_patterns("build", ".twinbuild"))
     return root
 
 

@@ -168,7 +168,11 @@ def build_image(
         log_path = folder / "build.log"
         with _context(folder) as context, _signals():
             _assemble(options, rendered, context, say)
-            image_id = _run_build(engine, rendered, context, labels, log_path, say)
+            built = _run_build(engine, rendered, context, labels, log_path, say)
+        found = engine.inspect_image(built)
+        if found is None:
+            raise EngineError(f"{engine.docker_host}: built image {built} vanished before tagging")
+        image_id = str(found["Id"])
         engine.tag(image_id, tag)  # only now: a failed or interrupted build never gets here
         return result(image_id, fresh=True, log=log_path)
 

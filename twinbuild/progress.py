@@ -22,7 +22,9 @@ class BuildStream:
         self.label = label
         self.failed_step: str | None = None
         self._tail: deque[str] = deque(maxlen=200)
-        self._log: TextIO | None = log_path.open("w")
+        self._log: TextIO | None = log_path.open(
+            "w", buffering=1
+        )  # line-buffered: a tail -f sees progress
         self._step: str | None = None
         self._step_start = time.monotonic()
         self._cached = False
@@ -50,7 +52,8 @@ class BuildStream:
                     text = str(chunk["stream"])
                     self._write(text)
                     for line in text.splitlines():
-                        image_id = self._line(line.strip()) or image_id
+                        # the aux ID (full) wins over "Successfully built" (short)
+                        image_id = image_id or self._line(line.strip())
                 elif "error" in chunk:
                     message = str(chunk["error"]).strip()
                     self._write(f"ERROR: {message}\n")

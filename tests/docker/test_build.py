@@ -1,0 +1,135 @@
+"""Real builds of the mini project's local images against the engine (marked docker)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import edit, mini_project
+from twinbuild.build import BuildOptions, BuildResult, build_image, image_tag
+from twinbuild.engine import Engine, connect
+from twinbuild.errors import BuildFailed, EngineError
+from twinbuild.manifest import PLATFORMS, Platform, load
+
+pytestmark = pytest.mark.docker
+
+CUDA_ONLY = """
+[pins.click]
+kind = "pypi"
+version = "8.1.7"
+platforms = ["cuda"]
+asymmetry = "only to test a CUDA-only change"
+layer = "late"
+why = "test pin"
+"""
+
+
+BUILT: list[str] = []
+
+
+@pytest.fixture
+def engine() -> Iterator[Engine]:
+    """The engine; every image a test built is removed afterwards, so reruns build afresh."""
+    with connect() as found:
+        try:
+            yield found
+        finally:
+            for image_id in set(BUILT):
+                with contextlib.suppress(EngineError):
+                    found.remove_image(image_id, force=True)
+            BUILT.clear()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = mini_project(tmp_path)
+    manifest = root / "pins/manifest.toml"
+    manifest.write_text(manifest.read_text() + CUDA_ONLY)
+    return root
+
+
+def _build(root: Path, engine: Engine, platform: Platform, *, force: bool = False) -> BuildResult:
+    options = BuildOptions(root=root, profile="local", force=force)
+    manifest = load(root / "pins/manifest.toml")
+    result = build_image(manifest, engine, platform, options, say=lambda _: None)
+    BUILT.append(result.image_id)
+    return result
+
+
+def _tagged(engine: Engine, platform: Platform) -> str:
+    found = engine.inspect_image(image_tag(platform, "local"))
+    assert found is not None
+    return str(found["Id"])
+
+
+def test_build_twice_then_cuda_only_change_rebuilds_cuda_only(
+    project: Path, engine: Engine
+) -> None:
+    first = {p: _build(project, engine, p, force=True) for p in PLATFORMS}
+    for platform, result in first.items():
+        labels = engine.image_labels(result.image_id)
+        assert labels["org.twinbuild.platform"] == platform
+        assert labels["org.twinbuild.inputs-hash"] == result.inputs_hash
+        assert labels["org.opencontainers.image.source"]
+        assert (project / f"build/local/{platform}/image.json").exists()
+        assert (project / f"build/local/{platform}/build.log").read_text()
+    skipped = {s["pin"] for s in first["cuda"].skipped}
+    assert skipped == {"torch_memory_saver", "megatron-bridge", "megatron-lm"}
+
+    again = {p: _build(project, engine, p) for p in PLATFORMS}
+    assert all(r.up_to_date for r in again.values())
+    assert {p: r.image_id for p, r in again.items()} == {p: r.image_id for p, r in first.items()}
+
+    edit(project / "pins/manifest.toml", 'version = "8.1.7"', 'version = "8.1.8"')
+    after = {p: _build(project, engine, p) for p in PLATFORMS}
+    assert after["rocm"].up_to_date and after["rocm"].image_id == first["rocm"].image_id
+    assert not after["cuda"].up_to_date and after["cuda"].image_id != first["cuda"].image_id
+    assert _tagged(engine, "cuda") == after["cuda"].image_id
+
+
+def test_failed_step_tags_nothing_and_keeps_the_previous_image(
+    project: Path, engine: Engine
+) -> None:
+    good = _build(project, engine, "rocm")
+    recipe = project / "images/local/Dockerfile"
+    edit(recipe, "FROM common AS rocm\n", "FROM common AS rocm\nRUN echo about to fail && false\n")
+    with pytest.raises(BuildFailed) as info:
+        _build(project, engine, "rocm")
+    message = str(info.value)
+    assert message.startswith("rocm: build failed at step ")
+    assert "RUN echo about to fail && false" in message
+    assert "nothing was tagged" in message
+    assert _tagged(engine, "rocm") == good.image_id
+
+
+def test_sigterm_stops_the_build_and_tags_nothing(project: Path, engine: Engine) -> None:
+    good = _build(project, engine, "rocm")
+    recipe = project / "images/local/Dockerfile"
+    marker = f"sleep 60 # {uuid.uuid4().hex}"  # never built before, so never up to date
+    edit(recipe, "FROM common AS rocm\n", f"FROM common AS rocm\nRUN {marker}\n")
+    env = {**os.environ, "DOCKER_HOST": engine.docker_host}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(project),
+         "--manifest", str(project / "pins/manifest.toml")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    log = project / "build/local/rocm/build.log"
+    while time.monotonic() < deadline:
+        if log.exists() and marker in log.read_text():
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "twinbuild: stopped by SIGTERM; nothing was tagged" in err
+    assert _tagged(engine, "rocm") == good.image_id
