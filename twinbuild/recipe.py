@@ -874,7 +874,9 @@ def _pip(scan: _Scan, args: list[_Word]) -> None:
                 i += 1
         i += 1
         if value_word is not None:
-            if opt in _PIP_INDEX_OPTS:
+            if opt in _PIP_INDEX_OPTS and "://" not in value_word.text:
+                pass  # a folder inside the image (a wheelhouse the build copied in) is no source
+            elif opt in _PIP_INDEX_OPTS:
                 scan.pin(
                     line=w.line,
                     source="pip",

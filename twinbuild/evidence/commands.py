@@ -28,7 +28,9 @@ REPORT = "report.json"
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    report = Path(args.report_dir) / REPORT
+    folder = Path(args.report_dir)
+    found = sorted(folder.glob(f"smoke-{args.platform}-*.json"))
+    report = found[0] if len(found) == 1 else folder / REPORT
     statement = evidence.record(report, env=os.environ, now=datetime.now(UTC), pr=args.pr)
     if statement.predicate.platform != args.platform:
         raise ConfigError(
@@ -177,7 +179,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     ev = group.add_subparsers(dest="evidence_command", required=True, metavar="EVIDENCE_COMMAND")
     p = ev.add_parser("record", help="build the in-toto statement from a smoke report")
     p.add_argument("--platform", choices=PLATFORMS, required=True)
-    p.add_argument("--report-dir", required=True, help=f"folder holding the smoke {REPORT}")
+    p.add_argument(
+        "--report-dir",
+        required=True,
+        help="folder holding the smoke report smoke-<platform>-<profile>.json",
+    )
     p.add_argument("--out", required=True, help="folder for <platform>.statement.json")
     p.add_argument("--pr", type=int, help="the pull request this validates")
     p.set_defaults(func=cmd_record)
