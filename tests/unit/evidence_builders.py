@@ -30,10 +30,20 @@ IMAGE_REFS: dict[Platform, str] = {
     "rocm": "ghcr.io/twinbuild/rocm@sha256:" + "4" * 64,
 }
 GPUS: dict[Platform, dict[str, Any]] = {
-    "cuda": {"vendor": "nvidia", "model": "NVIDIA H200", "driver": "570.86", "runtime": "12.9",
-             "count": 1},
-    "rocm": {"vendor": "amd", "model": "AMD Instinct MI300X", "driver": "6.10.5",
-             "runtime": "6.4.1", "count": 8},
+    "cuda": {
+        "vendor": "nvidia",
+        "model": "NVIDIA H200",
+        "driver": "570.86",
+        "runtime": "12.9",
+        "count": 1,
+    },
+    "rocm": {
+        "vendor": "amd",
+        "model": "AMD Instinct MI300X",
+        "driver": "6.10.5",
+        "runtime": "6.4.1",
+        "count": 8,
+    },
 }
 
 
@@ -41,8 +51,12 @@ def entry(
     name: str, outcome: str = "passed", *, gpu: bool = True, attempts: int = 1, flaky: bool = False
 ) -> dict[str, Any]:
     return {
-        "id": f"tests/smoke/test_gpu.py::{name}", "outcome": outcome, "attempts": attempts,
-        "flaky": flaky, "duration_s": 0.5, "markers": ["gpu"] if gpu else [],
+        "id": f"tests/smoke/test_gpu.py::{name}",
+        "outcome": outcome,
+        "attempts": attempts,
+        "flaky": flaky,
+        "duration_s": 0.5,
+        "markers": ["gpu"] if gpu else [],
     }
 
 
@@ -56,8 +70,10 @@ def smoke_report(platform: Platform = "cuda", **overrides: Any) -> dict[str, Any
         "platform": platform,
         "profile": "production",
         "image": {
-            "id": IMAGE_IDS[platform], "digest": IMAGE_REFS[platform],
-            "inputs_hash": INPUTS[platform], "base_digest": "sha256:" + "b" * 64,
+            "id": IMAGE_IDS[platform],
+            "digest": IMAGE_REFS[platform],
+            "inputs_hash": INPUTS[platform],
+            "base_digest": "sha256:" + "b" * 64,
         },
         "manifest_digest": MANIFEST,
         "gpu": dict(GPUS[platform]),
@@ -71,8 +87,10 @@ def smoke_report(platform: Platform = "cuda", **overrides: Any) -> dict[str, Any
 def counts_of(tests: list[dict[str, Any]]) -> dict[str, int]:
     outcomes = [t["outcome"] for t in tests]
     return {
-        "passed": outcomes.count("passed"), "failed": outcomes.count("failed"),
-        "skipped": outcomes.count("skipped"), "flaky": sum(1 for t in tests if t["flaky"]),
+        "passed": outcomes.count("passed"),
+        "failed": outcomes.count("failed"),
+        "skipped": outcomes.count("skipped"),
+        "flaky": sum(1 for t in tests if t["flaky"]),
     }
 
 

@@ -129,8 +129,11 @@ def test_evidence_from_another_repository_is_refused(
     tmp_path: Path, signer: Signer, field: str, name: str, repo_id: int
 ) -> None:
     cuda, rocm = _both(tmp_path, signer)
-    keys = ("head_repository", "head_repository_id") if field == "head" else (
-        "repository", "repository_id")
+    keys = (
+        ("head_repository", "head_repository_id")
+        if field == "head"
+        else ("repository", "repository_id")
+    )
     _edit(cuda, signer, lambda p: p["source"].update({keys[0]: name, keys[1]: repo_id}))
     assert _refusals([cuda, rocm], signer) == [
         f"{cuda}: repository: evidence comes from {name!r} (id {repo_id}), not "
@@ -140,10 +143,21 @@ def test_evidence_from_another_repository_is_refused(
 
 def test_a_real_fork_pull_request_run_gets_both_reasons(tmp_path: Path, signer: Signer) -> None:
     event = tmp_path / "event.json"
-    event.write_text(json.dumps({"pull_request": {"number": 42, "head": {
-        "repo": {"full_name": "mallory/twinbuild", "id": 666}}}}))
-    env = github_env(GITHUB_EVENT_NAME="pull_request", GITHUB_EVENT_PATH=str(event),
-                     GITHUB_REF="refs/pull/42/merge")
+    event.write_text(
+        json.dumps(
+            {
+                "pull_request": {
+                    "number": 42,
+                    "head": {"repo": {"full_name": "mallory/twinbuild", "id": 666}},
+                }
+            }
+        )
+    )
+    env = github_env(
+        GITHUB_EVENT_NAME="pull_request",
+        GITHUB_EVENT_PATH=str(event),
+        GITHUB_REF="refs/pull/42/merge",
+    )
     refusals = _refusals(_both(tmp_path, signer, env=env), signer)
     assert [r.split(": ")[1] for r in refusals] == ["event", "repository", "ref"] * 2
 
@@ -159,8 +173,12 @@ def test_a_ref_outside_validate_is_refused(tmp_path: Path, signer: Signer) -> No
 
 @pytest.mark.parametrize(
     "ref",
-    ["refs/heads/validate/pr-1;rm -rf ~", "refs/heads/validate/$(reboot)",
-     "refs/heads/validate/a`id`", "refs/heads/validate/../main"],
+    [
+        "refs/heads/validate/pr-1;rm -rf ~",
+        "refs/heads/validate/$(reboot)",
+        "refs/heads/validate/a`id`",
+        "refs/heads/validate/../main",
+    ],
 )
 def test_a_ref_with_shell_metacharacters_is_refused(
     tmp_path: Path, signer: Signer, ref: str
@@ -205,8 +223,14 @@ def test_another_commit_with_other_inputs_is_refused(tmp_path: Path, signer: Sig
 def test_a_superseded_attempt_is_refused(tmp_path: Path, signer: Signer) -> None:
     first = evidence(tmp_path, signer, "cuda", name="cuda-1")
     failed = smoke_report("cuda", tests=[entry("test_mm", "failed")])
-    second = evidence(tmp_path, signer, "cuda", name="cuda-2", report=failed,
-                      env=github_env(GITHUB_RUN_ATTEMPT="2"))
+    second = evidence(
+        tmp_path,
+        signer,
+        "cuda",
+        name="cuda-2",
+        report=failed,
+        env=github_env(GITHUB_RUN_ATTEMPT="2"),
+    )
     assert _refusals([first, second, evidence(tmp_path, signer, "rocm")], signer) == [
         f"{second}: results: the run failed (1 failed: tests/smoke/test_gpu.py::test_mm); "
         "fix and validate again",
@@ -232,7 +256,8 @@ def test_a_payload_edited_after_signing_is_refused(tmp_path: Path, signer: Signe
     envelope = json.loads(cuda.read_text())
     payload = payload_of(cuda)
     payload["predicate"]["results"] = payload_of(evidence(tmp_path, signer, "rocm", name="x"))[
-        "predicate"]["results"]
+        "predicate"
+    ]["results"]
     assert payload["predicate"]["results"]["verdict"] == "passed"
     envelope["payload"] = base64.b64encode(json.dumps(payload).encode()).decode()
     cuda.write_text(json.dumps(envelope))
@@ -257,12 +282,18 @@ def test_a_swapped_payload_type_is_refused(tmp_path: Path, signer: Signer) -> No
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("predicateType", "https://slsa.dev/provenance/v1",
-         "statement.predicateType: 'https://slsa.dev/provenance/v1' is not "
-         "'https://twinbuild.dev/gpu-smoke/v1'; sign the record `twinbuild evidence record` wrote"),
-        ("_type", "https://in-toto.io/Statement/v0.1",
-         "statement._type: 'https://in-toto.io/Statement/v0.1' is not "
-         "'https://in-toto.io/Statement/v1'; only in-toto Statement v1 records count"),
+        (
+            "predicateType",
+            "https://slsa.dev/provenance/v1",
+            "statement.predicateType: 'https://slsa.dev/provenance/v1' is not "
+            "'https://twinbuild.dev/gpu-smoke/v1'; sign the record `twinbuild evidence record` wrote",
+        ),
+        (
+            "_type",
+            "https://in-toto.io/Statement/v0.1",
+            "statement._type: 'https://in-toto.io/Statement/v0.1' is not "
+            "'https://in-toto.io/Statement/v1'; only in-toto Statement v1 records count",
+        ),
     ],
 )
 def test_a_swapped_statement_type_is_refused(
@@ -350,8 +381,16 @@ def test_cuda_from_two_runs_is_refused(tmp_path: Path, signer: Signer) -> None:
 
 
 def test_nvidia_results_for_rocm_are_refused(tmp_path: Path, signer: Signer) -> None:
-    report = smoke_report("rocm", gpu={"vendor": "nvidia", "model": "NVIDIA H200",
-                                       "driver": "570.86", "runtime": "12.9", "count": 1})
+    report = smoke_report(
+        "rocm",
+        gpu={
+            "vendor": "nvidia",
+            "model": "NVIDIA H200",
+            "driver": "570.86",
+            "runtime": "12.9",
+            "count": 1,
+        },
+    )
     rocm = evidence(tmp_path, signer, "rocm", report=report)
     assert _refusals([evidence(tmp_path, signer, "cuda"), rocm], signer) == [
         f"{rocm}: gpu: rocm evidence ran on a nvidia GPU (NVIDIA H200); rocm needs amd: run the "
@@ -369,9 +408,17 @@ def test_a_run_without_gpu_is_refused(tmp_path: Path, signer: Signer) -> None:
 def _forge_passed(tests: list[dict[str, Any]]) -> Callable[[dict[str, Any]], None]:
     def change(p: dict[str, Any]) -> None:
         outcomes = [t["outcome"] for t in tests]
-        p["results"] = {"verdict": "passed", "tests": tests, "counts": {
-            "passed": outcomes.count("passed"), "failed": outcomes.count("failed"),
-            "skipped": outcomes.count("skipped"), "flaky": 0}}
+        p["results"] = {
+            "verdict": "passed",
+            "tests": tests,
+            "counts": {
+                "passed": outcomes.count("passed"),
+                "failed": outcomes.count("failed"),
+                "skipped": outcomes.count("skipped"),
+                "flaky": 0,
+            },
+        }
+
     return change
 
 
@@ -379,12 +426,18 @@ def _forge_passed(tests: list[dict[str, Any]]) -> Callable[[dict[str, Any]], Non
     ("tests", "message"),
     [
         ([], "zero tests ran; no tests is not evidence, fix the run"),
-        ([entry("a", "skipped"), entry("b", "skipped")],
-         "all 2 tests were skipped; skipped is not evidence, run on a GPU runner"),
-        ([entry("a", gpu=False)],
-         "no GPU test (marker gpu) passed; only GPU tests are GPU evidence"),
-        ([entry("a"), entry("b", "failed")],
-         "the run failed (1 failed: tests/smoke/test_gpu.py::b); fix and validate again"),
+        (
+            [entry("a", "skipped"), entry("b", "skipped")],
+            "all 2 tests were skipped; skipped is not evidence, run on a GPU runner",
+        ),
+        (
+            [entry("a", gpu=False)],
+            "no GPU test (marker gpu) passed; only GPU tests are GPU evidence",
+        ),
+        (
+            [entry("a"), entry("b", "failed")],
+            "the run failed (1 failed: tests/smoke/test_gpu.py::b); fix and validate again",
+        ),
     ],
 )
 def test_a_passed_verdict_without_passing_gpu_tests_is_refused(
@@ -403,9 +456,7 @@ def test_counts_that_disagree_with_tests_are_refused(tmp_path: Path, signer: Sig
     ]
 
 
-def test_a_failed_verdict_is_refused_even_if_tests_passed(
-    tmp_path: Path, signer: Signer
-) -> None:
+def test_a_failed_verdict_is_refused_even_if_tests_passed(tmp_path: Path, signer: Signer) -> None:
     cuda, rocm = _both(tmp_path, signer)
     _edit(cuda, signer, lambda p: p["results"].update(verdict="failed"))
     assert _refusals([cuda, rocm], signer) == [
@@ -473,8 +524,11 @@ def test_duplicate_keys_inside_the_signed_payload_are_refused(
 ) -> None:
     cuda, rocm = _both(tmp_path, signer)
     payload = payload_of(cuda)
-    text = json.dumps(payload).replace('"verdict": "passed"', '"verdict": "failed", '
-                                       '"verdict": "passed"').encode()
+    text = (
+        json.dumps(payload)
+        .replace('"verdict": "passed"', '"verdict": "failed", "verdict": "passed"')
+        .encode()
+    )
     envelope = dsse.sign(text, signer.key)
     cuda.write_text(json.dumps(envelope.to_dict()))
     with pytest.raises(ConfigError) as info:

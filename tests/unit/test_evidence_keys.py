@@ -17,7 +17,8 @@ from twinbuild.evidence import keys
 
 def _pem(signer: Signer) -> bytes:
     return signer.key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
 
@@ -47,8 +48,10 @@ def test_missing_keys_folder_means_no_trusted_key(tmp_path: Path) -> None:
 
 
 def test_a_non_ed25519_public_key_is_refused(tmp_path: Path) -> None:
-    pem = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    pem = (
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )
     (tmp_path / "ec.pub").write_bytes(pem)
     with pytest.raises(ConfigError) as info:

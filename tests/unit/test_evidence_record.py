@@ -42,19 +42,29 @@ def test_statement_from_a_passing_run(tmp_path: Path) -> None:
     p = data["predicate"]
     assert p["platform"] == "cuda"
     assert p["source"] == {
-        "repository": REPO, "repository_id": REPO_ID, "head_repository": REPO,
-        "head_repository_id": REPO_ID, "commit": HEAD, "ref": "refs/heads/validate/pr-42",
+        "repository": REPO,
+        "repository_id": REPO_ID,
+        "head_repository": REPO,
+        "head_repository_id": REPO_ID,
+        "commit": HEAD,
+        "ref": "refs/heads/validate/pr-42",
         "pr": 42,
     }
     assert p["run"] == {
         "event": "push",
         "workflow_ref": f"{REPO}/.github/workflows/gpu.yml@refs/heads/validate/pr-42",
-        "run_id": 9001, "run_attempt": 1, "actor": "maintainer", "runner_name": "gpu-h200-1",
+        "run_id": 9001,
+        "run_attempt": 1,
+        "actor": "maintainer",
+        "runner_name": "gpu-h200-1",
         "runner_environment": "self-hosted",
     }
     assert p["build"] == {
-        "profile": "production", "inputs_hash": INPUTS["cuda"], "base_digest": "sha256:" + "b" * 64,
-        "image_id": "sha256:" + "1" * 64, "image_ref": IMAGE_REFS["cuda"],
+        "profile": "production",
+        "inputs_hash": INPUTS["cuda"],
+        "base_digest": "sha256:" + "b" * 64,
+        "image_id": "sha256:" + "1" * 64,
+        "image_ref": IMAGE_REFS["cuda"],
         "manifest_digest": MANIFEST,
     }
     assert p["gpu"]["model"] == "NVIDIA H200"
@@ -79,8 +89,18 @@ def test_unpushed_image_is_named_by_platform_and_id(tmp_path: Path) -> None:
         ({"tests": [entry("a", "skipped"), entry("b", "skipped")]}, "all skipped"),
         ({"tests": []}, "zero tests"),
         ({"tests": [entry("a", gpu=False)]}, "no GPU test"),
-        ({"gpu": {"vendor": "amd", "model": "MI300X", "driver": "x", "runtime": "6.4",
-                  "count": 1}}, "wrong vendor"),
+        (
+            {
+                "gpu": {
+                    "vendor": "amd",
+                    "model": "MI300X",
+                    "driver": "x",
+                    "runtime": "6.4",
+                    "count": 1,
+                }
+            },
+            "wrong vendor",
+        ),
     ],
 )
 def test_a_run_that_did_not_validate_is_recorded_failed(
@@ -124,8 +144,10 @@ def test_a_tag_without_digest_is_refused(tmp_path: Path) -> None:
     [
         ({"schema": 2}, "report.schema: 2 is not 1; update twinbuild"),
         ({"platform": "metal"}, "report.platform: 'metal' is not one of cuda, rocm"),
-        ({"manifest_digest": "abc"}, "report.manifest_digest: 'abc' is not a digest like "
-                                     "sha256:<64 hex>"),
+        (
+            {"manifest_digest": "abc"},
+            "report.manifest_digest: 'abc' is not a digest like sha256:<64 hex>",
+        ),
         ({"counts": "3"}, "report.counts: expected an object, got str"),
         ({"extra": 1}, "report.extra: unknown key"),
         ({"gpus": None}, "report.gpus: unknown key; perhaps you meant 'gpu'?"),
@@ -167,17 +189,27 @@ def test_a_branch_name_with_shell_metacharacters_is_refused(tmp_path: Path) -> N
 
 
 def test_a_pull_request_run_records_the_fork_as_head(tmp_path: Path) -> None:
-    event = write_json(tmp_path / "event.json", {
-        "pull_request": {"number": 7, "head": {"repo": {"full_name": "mallory/twinbuild",
-                                                        "id": 666}}},
-    })
+    event = write_json(
+        tmp_path / "event.json",
+        {
+            "pull_request": {
+                "number": 7,
+                "head": {"repo": {"full_name": "mallory/twinbuild", "id": 666}},
+            },
+        },
+    )
     statement = _record(
-        tmp_path, smoke_report(), GITHUB_EVENT_NAME="pull_request",
-        GITHUB_EVENT_PATH=str(event), GITHUB_REF="refs/pull/7/merge",
+        tmp_path,
+        smoke_report(),
+        GITHUB_EVENT_NAME="pull_request",
+        GITHUB_EVENT_PATH=str(event),
+        GITHUB_REF="refs/pull/7/merge",
     )
     source = statement.predicate.source
     assert (source.head_repository, source.head_repository_id, source.pr) == (
-        "mallory/twinbuild", 666, 7
+        "mallory/twinbuild",
+        666,
+        7,
     )
 
 

@@ -13,8 +13,9 @@ from twinbuild.evidence import Blob, dsse, record, save, sign, strictjson, verif
 
 
 def _statement(tmp_path: Path) -> Path:
-    statement = record(write_json(tmp_path / "smoke.json", smoke_report("rocm")),
-                       env=github_env(), now=NOW)
+    statement = record(
+        write_json(tmp_path / "smoke.json", smoke_report("rocm")), env=github_env(), now=NOW
+    )
     path = tmp_path / "rocm.statement.json"
     save(statement, path)
     return path

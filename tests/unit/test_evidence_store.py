@@ -38,7 +38,10 @@ def test_replaces_the_file_with_the_given_mode(tmp_path: Path) -> None:
     ],
 )
 def test_a_failed_write_keeps_the_previous_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, kind: type[Exception],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    error: OSError,
+    kind: type[Exception],
     message: str,
 ) -> None:
     target = tmp_path / "rocm.dsse.json"

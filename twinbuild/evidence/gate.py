@@ -147,7 +147,8 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
         else:
             why = "that event runs code or a workflow the repository did not choose by a push"
         checks.refuse(
-            path, "event",
+            path,
+            "event",
             f"run event {run.event!r} cannot count ({why}); only push or workflow_dispatch: "
             f"push the reviewed PR head to refs/heads/validate/{pr} in {base}",
         )
@@ -155,7 +156,8 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
     for name, repo_id in repos:
         if repo_id != policy.base_repository_id or name.lower() != base.lower():
             checks.refuse(
-                path, "repository",
+                path,
+                "repository",
                 f"evidence comes from {name!r} (id {repo_id}), not {base!r} "
                 f"(id {policy.base_repository_id}); " + _FORK_HELP.format(base=base),
             )
@@ -174,13 +176,15 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
                 else "and no inputs hash at the PR head was given to compare"
             )
             checks.refuse(
-                path, "commit",
+                path,
+                "commit",
                 f"evidence is for commit {src.commit}, the PR head is {policy.head_commit} {why}; "
                 f"push the new head to validate/{pr} to validate it",
             )
     if p.build.profile != policy.profile:
         checks.refuse(
-            path, "profile",
+            path,
+            "profile",
             f"evidence is for the {p.build.profile} profile, the gate needs {policy.profile}; "
             f"validate the {policy.profile} images",
         )
@@ -188,13 +192,15 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
     age = now - p.created_at
     if age > policy.max_age:
         checks.refuse(
-            path, "created_at",
+            path,
+            "created_at",
             f"evidence from {format_time(p.created_at)} is older than {policy.max_age.days} days; "
             f"re-run the validation (push to validate/{pr} again)",
         )
     elif -age > policy.max_skew:
         checks.refuse(
-            path, "created_at",
+            path,
+            "created_at",
             f"evidence claims {format_time(p.created_at)}, later than now "
             f"({format_time(now)}); a record from the future is refused, check the runner's clock",
         )
@@ -203,21 +209,29 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
     flaky = _check_results(v, checks, before)
     if len(checks.refusals) > before:
         return None
-    return Accepted(platform=platform, path=path, keyids=v.keyids, statement=v.statement,
-                    matched_by=matched_by, flaky=flaky)
+    return Accepted(
+        platform=platform,
+        path=path,
+        keyids=v.keyids,
+        statement=v.statement,
+        matched_by=matched_by,
+        flaky=flaky,
+    )
 
 
 def _check_ref(path: str, ref: str, policy: Policy, pr: str, checks: _Checks) -> None:
     if not SAFE_REF_RE.fullmatch(ref) or ".." in ref or "//" in ref or ref.endswith(("/", ".")):
         checks.refuse(
-            path, "ref",
+            path,
+            "ref",
             f"{ref!r} is not a plain branch name (only A-Z a-z 0-9 . _ / - are allowed); "
             f"push to a branch like validate/{pr}",
         )
         return
     if ref != f"refs/heads/{policy.default_branch}" and not ref.startswith("refs/heads/validate/"):
         checks.refuse(
-            path, "ref",
+            path,
+            "ref",
             f"{ref!r} is not a validate/ branch or {policy.default_branch}; only branches "
             f"maintainers push to count: push the reviewed PR head to validate/{pr}",
         )
@@ -230,7 +244,8 @@ def _check_subjects(v: Verified, policy: Policy, checks: _Checks) -> None:
         recorded = "sha256:" + st.manifest_subject().sha256
         if recorded != policy.manifest_digest:
             checks.refuse(
-                path, "manifest",
+                path,
+                "manifest",
                 f"evidence tested pins/manifest.toml {recorded}, the PR head has "
                 f"{policy.manifest_digest}; validate the PR head",
             )
@@ -240,13 +255,15 @@ def _check_subjects(v: Verified, policy: Policy, checks: _Checks) -> None:
     match = _IMAGE_DIGEST_RE.fullmatch(wanted)
     if match is None:
         checks.refuse(
-            path, "image",
+            path,
+            "image",
             f"{wanted!r} is a tag without a digest; tags move, evidence binds digests: "
             "pass repository@sha256:<64 hex>",
         )
     elif match.group(1) != st.image_subject().sha256:
         checks.refuse(
-            path, "image",
+            path,
+            "image",
             f"the {platform} image tested was sha256:{st.image_subject().sha256}, not {wanted}; "
             "evidence counts only for the image it tested",
         )
@@ -260,7 +277,8 @@ def _check_results(v: Verified, checks: _Checks, before: int) -> tuple[str, ...]
         checks.refuse(path, "gpu", f"the smoke run saw no GPU; run it on a {vendor} GPU runner")
     elif gpu.vendor != vendor:
         checks.refuse(
-            path, "gpu",
+            path,
+            "gpu",
             f"{p.platform} evidence ran on a {gpu.vendor} GPU ({gpu.model}); {p.platform} needs "
             f"{vendor}: run the {p.platform} job on a {vendor} runner",
         )
@@ -271,14 +289,16 @@ def _check_results(v: Verified, checks: _Checks, before: int) -> tuple[str, ...]
         checks.refuse(path, "results", "zero tests ran; no tests is not evidence, fix the run")
     elif c.skipped == len(res.tests):
         checks.refuse(
-            path, "results",
+            path,
+            "results",
             f"all {c.skipped} tests were skipped; skipped is not evidence, run on a GPU runner",
         )
     elif c.failed:
         failed = [t.id for t in res.tests if t.outcome == "failed"]
         more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
         checks.refuse(
-            path, "results",
+            path,
+            "results",
             f"the run failed ({c.failed} failed: {', '.join(failed[:3])}{more}); "
             "fix and validate again",
         )

@@ -142,8 +142,9 @@ def keygen(private_path: Path, public_path: Path) -> KeyPair:
     )
     write_atomic(private_path, private_pem, mode=0o600)
     write_atomic(public_path, public_pem, mode=0o644)
-    return KeyPair(keyid=keyid(key.public_key()), private_path=private_path,
-                   public_path=public_path)
+    return KeyPair(
+        keyid=keyid(key.public_key()), private_path=private_path, public_path=public_path
+    )
 
 
 def _read_small(path: Path) -> bytes:

@@ -65,14 +65,19 @@ def record(
     g = top.opt_obj("gpu")
     if g is not None:
         gpu = Gpu(
-            vendor=g.text("vendor"), model=g.text("model"), driver=g.text("driver"),
-            runtime=g.text("runtime"), count=g.integer("count"),
+            vendor=g.text("vendor"),
+            model=g.text("model"),
+            driver=g.text("driver"),
+            runtime=g.text("runtime"),
+            count=g.integer("count"),
         )
         g.done()
     tests = tuple(_test(t) for t in top.items("tests"))
     c = top.obj("counts")
     claimed = Counts(
-        passed=c.integer("passed"), failed=c.integer("failed"), skipped=c.integer("skipped"),
+        passed=c.integer("passed"),
+        failed=c.integer("failed"),
+        skipped=c.integer("skipped"),
         flaky=c.integer("flaky"),
     )
     c.done()
@@ -84,13 +89,21 @@ def record(
             f"({_counts(counts)}); the report is inconsistent, re-run the smoke tests"
         )
     build = Build(
-        profile=profile, inputs_hash=inputs_hash, base_digest=base_digest, image_id=image_id,
-        image_ref=image_ref, manifest_digest=manifest_digest,
+        profile=profile,
+        inputs_hash=inputs_hash,
+        base_digest=base_digest,
+        image_id=image_id,
+        image_ref=image_ref,
+        manifest_digest=manifest_digest,
     )
     source, run = _from_env(env, pr)
     verdict: Verdict = "passed" if _validated(platform, gpu, tests) else "failed"
     predicate = Predicate(
-        platform=platform, source=source, run=run, build=build, gpu=gpu,
+        platform=platform,
+        source=source,
+        run=run,
+        build=build,
+        gpu=gpu,
         results=Results(verdict=verdict, tests=tests, counts=counts),
         created_at=now,
     )
@@ -185,8 +198,13 @@ def _from_env(env: Mapping[str, str], pr: int | None) -> tuple[Source, Run]:
     if pr is None and match:
         pr = int(match.group(1))
     source = Source(
-        repository=repository, repository_id=repository_id, head_repository=head_repository,
-        head_repository_id=head_repository_id, commit=commit, ref=ref, pr=pr,
+        repository=repository,
+        repository_id=repository_id,
+        head_repository=head_repository,
+        head_repository_id=head_repository_id,
+        commit=commit,
+        ref=ref,
+        pr=pr,
     )
     run = Run(
         event=event,

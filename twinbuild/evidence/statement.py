@@ -159,9 +159,7 @@ class Statement:
                 "gpu": None if p.gpu is None else _fields(p.gpu),
                 "results": {
                     "verdict": p.results.verdict,
-                    "tests": [
-                        {**_fields(t), "markers": list(t.markers)} for t in p.results.tests
-                    ],
+                    "tests": [{**_fields(t), "markers": list(t.markers)} for t in p.results.tests],
                     "counts": _fields(p.results.counts),
                 },
                 "created_at": format_time(p.created_at),
@@ -287,17 +285,27 @@ def _predicate(p: Fields) -> Predicate:
     tests = tuple(_test(t) for t in res.items("tests"))
     c = res.obj("counts")
     counts = Counts(
-        passed=c.integer("passed"), failed=c.integer("failed"), skipped=c.integer("skipped"),
+        passed=c.integer("passed"),
+        failed=c.integer("failed"),
+        skipped=c.integer("skipped"),
         flaky=c.integer("flaky"),
     )
     c.done()
-    results = Results(verdict=res.choice("verdict", ("passed", "failed")), tests=tests,
-                      counts=counts)
+    results = Results(
+        verdict=res.choice("verdict", ("passed", "failed")), tests=tests, counts=counts
+    )
     res.done()
     created_at = parse_time(p.text("created_at"), p.where("created_at"))
     p.done()
-    return Predicate(platform=platform, source=source, run=run, build=build, gpu=gpu,
-                     results=results, created_at=created_at)
+    return Predicate(
+        platform=platform,
+        source=source,
+        run=run,
+        build=build,
+        gpu=gpu,
+        results=results,
+        created_at=created_at,
+    )
 
 
 def _test(t: Fields) -> TestResult:

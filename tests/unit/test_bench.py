@@ -1,0 +1,99 @@
+"""The pure pieces of the benchmarks: statistics, the table, the generated manifests."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from twinbuild.bench import (
+    Row,
+    fit_exponent,
+    generate_manifest,
+    median,
+    nlogn_ratio,
+    ratio,
+    smoke_manifest,
+    table,
+    write_project,
+)
+from twinbuild.lint import lint
+from twinbuild.manifest import load, loads
+
+
+def test_median_of_odd_and_even_counts() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 2.0, 3.0]) == 2.5
+
+
+def test_median_of_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError, match=r"^median of no values$"):
+        median([])
+
+
+def test_ratio_is_value_over_baseline_and_none_without_a_baseline() -> None:
+    assert ratio(1.0, 4.0) == 0.25
+    assert ratio(None, 4.0) is None
+    assert ratio(1.0, None) is None
+    assert ratio(1.0, 0.0) is None
+
+
+def test_fit_exponent_recovers_the_power() -> None:
+    ns = [10, 100, 1000]
+    assert fit_exponent(ns, [n**2 * 1e-6 for n in ns]) == pytest.approx(2.0)
+    assert fit_exponent(ns, [n * 1e-3 for n in ns]) == pytest.approx(1.0)
+
+
+def test_nlogn_ratio() -> None:
+    assert nlogn_ratio(100) == pytest.approx(10 * math.log(1000) / math.log(100))  # 15.0
+
+
+def test_row_median_and_table_cells() -> None:
+    rows = [
+        Row(benchmark="b", variant="base", seconds=(2.0, 4.0, 3.0), rss_mib=50.4, ratio=1.0,
+            target="baseline"),
+        Row(benchmark="b", variant="fast", seconds=(0.5,), ratio=0.1666, target="<= 1 s",
+            met=True, note="x|y"),
+        Row(benchmark="c", variant="not measured", seconds=(), met=False),
+    ]  # fmt: skip
+    assert rows[0].median == 3.0
+    assert rows[2].median is None
+    assert table(rows, "Machine: test").splitlines() == [
+        "Machine: test",
+        "",
+        "| benchmark | variant | median s | runs | ratio vs baseline | peak RSS MiB | target | met? |",
+        "|---|---|---:|---:|---:|---:|---|---|",
+        "| b | base | 3.000 | 3 | 1.00x | 50 | baseline | - |",
+        "| b | fast (x\\|y) | 0.500 | 1 | 0.17x | - | <= 1 s | yes |",
+        "| c | not measured | - | 0 | - | - | - | NO |",
+    ]
+
+
+def test_generated_manifest_has_every_kind_of_pin() -> None:
+    manifest = loads(generate_manifest(100), Path("pins/manifest.toml"))
+    pins = manifest.pins.values()
+    assert len(manifest.pins) == 100
+    assert sum(1 for p in pins if p.divergence) == 10
+    assert sum(1 for p in pins if p.asymmetry) == 10
+    assert sorted(manifest.layers()) == ["l0", "l1", "l2", "late"]
+
+
+def test_generated_100_pin_project_lints_clean(tmp_path: Path) -> None:
+    path = write_project(tmp_path, 100)
+    report = lint(load(path), tmp_path)
+    assert [str(f) for f in report.findings] == []
+
+
+def test_too_small_a_manifest_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"^generate_manifest needs n >= 10"):
+        generate_manifest(9)
+
+
+def test_smoke_manifest_pins_what_the_fabricated_image_holds() -> None:
+    manifest = loads(smoke_manifest(3), Path("m.toml"))
+    assert [(r.name, r.version) for r in manifest.resolve("cuda")] == [
+        ("benchdist-00000", "1.0.0"),
+        ("benchdist-00001", "1.0.1"),
+        ("benchdist-00002", "1.0.2"),
+    ]
