@@ -7,10 +7,8 @@ floating) with a ``TODO`` reason, so ``twinbuild lint`` refuses it until a perso
 
 from __future__ import annotations
 
-import os
 import posixpath
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +19,7 @@ from packaging.utils import canonicalize_name
 from tomlkit.items import Table
 
 from twinbuild import drift, recipe
+from twinbuild.atomic import write_atomic
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.recipe import RecipePin, Unrecognised
 
@@ -408,18 +407,7 @@ def write_draft(text: str, out: Path, *, force: bool = False) -> None:
     if out.exists() and not force:
         raise ConfigError(f"{out}: already exists; pass --force to overwrite it, "
                           "or --out another path")  # fmt: skip
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            Path(tmp).replace(out)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise ConfigError(f"{out}: cannot write the draft: {exc.strerror or exc}") from exc
+    write_atomic(out, text)
 
 
 def run(

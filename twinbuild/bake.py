@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from twinbuild.bump import write_atomic
+from twinbuild.atomic import write_atomic
 from twinbuild.errors import ConfigError
 from twinbuild.manifest import PLATFORMS, Manifest, Platform, Profile
 from twinbuild.render import GENERATED, RECIPES, render

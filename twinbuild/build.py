@@ -29,6 +29,7 @@ from typing import Any
 import filelock
 
 from twinbuild import __version__
+from twinbuild.atomic import write_atomic
 from twinbuild.engine import Engine
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted, LockBusy
 from twinbuild.inputs import input_files, inputs_hash
@@ -335,10 +336,7 @@ def _run_build(
 
 
 def _write_record(path: Path, data: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    partial.replace(path)
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read_record(root: Path, platform: Platform, profile: Profile) -> dict[str, Any] | None:

@@ -9,9 +9,7 @@ manifest lint before anything is written, and the write is atomic.
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +18,7 @@ import tomlkit
 from packaging.version import InvalidVersion, Version
 from tomlkit.items import Null, Table, Whitespace
 
+from twinbuild.atomic import write_atomic
 from twinbuild.diff import rebuild_needed
 from twinbuild.errors import ConfigError
 from twinbuild.lint import FULL_SHA, HEX_PREFIX, is_placeholder, lint_manifest
@@ -125,22 +124,6 @@ def bump(
         text=new_text,
         written=write,
     )
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` in one step: a reader sees the old file or the new one."""
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        Path(tmp).chmod(mode)
-        Path(tmp).replace(path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # -- the edit ------------------------------------------------------------------------------------

@@ -6,13 +6,12 @@ pin is compared by its effective values per platform (overrides applied), not by
 
 from __future__ import annotations
 
-import os
-import subprocess
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Literal
 
 from twinbuild.errors import ConfigError
+from twinbuild.git import run_git
 from twinbuild.manifest import (
     DEFAULT_PATH,
     PLATFORMS,
@@ -25,7 +24,6 @@ from twinbuild.manifest import (
 )
 
 Status = Literal["added", "removed", "changed"]
-GIT_TIMEOUT_S = 60
 #: Fields that do not reach the image (they are not in ``platform_digest``).
 _NOTES = ("line", "why", "floating")
 
@@ -212,25 +210,6 @@ def _settings(old: Manifest, new: Manifest) -> list[SettingChange]:
 
 
 # -- reading revisions ---------------------------------------------------------------------------
-
-
-def run_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run git in ``repo``; never prompts, never raises for a non-zero exit."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        return subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-            env=env,
-        )
-    except FileNotFoundError:
-        raise ConfigError("git: not found on PATH; install git") from None
-    except subprocess.TimeoutExpired:
-        command = " ".join(args)
-        raise ConfigError(f"git -C {repo} {command}: no answer in {GIT_TIMEOUT_S}s") from None
 
 
 def text_at(rev: str, manifest: Path, *, repo: Path) -> str | None:

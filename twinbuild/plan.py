@@ -14,8 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinbuild.diff import compare, run_git, text_at
+from twinbuild.diff import compare, text_at
 from twinbuild.errors import ConfigError
+from twinbuild.git import run_git
 from twinbuild.manifest import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load, loads
 
 #: Modules whose change reshapes every build (both platforms).

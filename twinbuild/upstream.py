@@ -7,15 +7,12 @@ a merge commit names one reviewed unit of change.
 
 from __future__ import annotations
 
-import os
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from twinbuild.errors import ConfigError, UpstreamRefused
-
-GIT_TIMEOUT_S = 60
+from twinbuild.git import run_git
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,31 +59,13 @@ def local_path(upstream: str) -> Path:
     return Path(upstream)
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    try:
-        return subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-            env=env,
-        )
-    except FileNotFoundError:
-        raise ConfigError("git: not found on PATH; install git to use --upstream") from None
-    except subprocess.TimeoutExpired:
-        command = " ".join(args)
-        raise ConfigError(f"git -C {repo} {command}: no answer in {GIT_TIMEOUT_S}s") from None
-
-
 def default_branch(repo: Path) -> str:
     """The upstream default branch as a ref: origin/HEAD of a clone, else HEAD (bare mirror)."""
     for args in (
         ("symbolic-ref", "-q", "refs/remotes/origin/HEAD"),
         ("symbolic-ref", "-q", "HEAD"),
     ):
-        proc = _git(repo, *args)
+        proc = run_git(repo, *args)
         if proc.returncode == 0 and proc.stdout.strip():
             return proc.stdout.strip()
     raise ConfigError(
@@ -107,26 +86,26 @@ def check_commit(upstream: str, commit: str, *, pin: str) -> UpstreamCheck:
     repo = local_path(upstream)
     if not repo.exists():
         raise ConfigError(f"--upstream {upstream}: no such directory; pass a local clone or mirror")
-    if _git(repo, "rev-parse", "--git-dir").returncode != 0:
+    if run_git(repo, "rev-parse", "--git-dir").returncode != 0:
         raise ConfigError(f"--upstream {upstream}: not a git repository; pass a clone or mirror")
     branch_ref = default_branch(repo)
     branch = _short(branch_ref)
-    if _git(repo, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+    if run_git(repo, "cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
         raise UpstreamRefused(
             f"pins.{pin}: commit {commit} is not in {upstream} (a fork, or a clone that needs "
             f"git fetch); pin a commit on {branch}"
         )
-    if _git(repo, "merge-base", "--is-ancestor", commit, branch_ref).returncode != 0:
+    if run_git(repo, "merge-base", "--is-ancestor", commit, branch_ref).returncode != 0:
         raise UpstreamRefused(
             f"pins.{pin}: commit {commit} is not on {upstream}'s default branch {branch} "
             f"(a side branch or an unmerged PR); pin the merge commit on {branch}"
         )
-    shown = _git(repo, "show", "-s", "--format=%P%n%s", commit).stdout.split("\n", 1)
+    shown = run_git(repo, "show", "-s", "--format=%P%n%s", commit).stdout.split("\n", 1)
     parents = tuple(shown[0].split())
     subject = shown[1].strip() if len(shown) > 1 else ""
     merged_by = None
     if len(parents) <= 1:
-        merges = _git(
+        merges = run_git(
             repo, "rev-list", "--ancestry-path", "--merges", "--reverse", f"{commit}..{branch_ref}"
         ).stdout.split()
         merged_by = merges[0] if merges else None

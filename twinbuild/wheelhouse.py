@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from twinbuild.errors import BuildFailed, ConfigError, DiskFull
+from twinbuild.git import run_git
 from twinbuild.render import GENERATED, Rendered, requirement
 
 
@@ -76,22 +77,17 @@ def copy_mirrors(rendered: Rendered, context: Path, mirrors: Mapping[str, str]) 
         dest = context / GENERATED / "mirrors" / f"{pin.name}.git"
         if dest.exists():
             shutil.rmtree(dest)
-        _git("clone", "--quiet", "--bare", "--no-local", source, str(dest))
-        found = subprocess.run(
-            ["git", "-C", str(dest), "cat-file", "-e", f"{pin.commit or pin.ref}^{{commit}}"],
-            capture_output=True, check=False,
-        )  # fmt: skip
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        cloned = run_git(dest.parent, "clone", "--quiet", "--bare", "--no-local", source, dest.name)
+        if cloned.returncode != 0:
+            tail = cloned.stderr.strip()[-300:]
+            raise BuildFailed(f"pins.{pin.name}: git clone {source}: {tail}")
+        found = run_git(dest, "cat-file", "-e", f"{pin.commit or pin.ref}^{{commit}}")
         if found.returncode != 0:
             raise ConfigError(
                 f"pins.{pin.name}: commit {pin.commit or pin.ref} is not in the mirror {source}; "
                 "fetch it into the mirror or fix the pin"
             )
-
-
-def _git(*argv: str) -> None:
-    proc = subprocess.run(["git", *argv], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise BuildFailed(f"git {' '.join(argv[:2])}: {proc.stderr.strip()[-300:]}")
 
 
 def _link(src: Path, dst: Path) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
+from twinbuild.atomic import write_atomic
 from twinbuild.errors import ConfigError
 from twinbuild.evidence import strictjson
 from twinbuild.evidence.statement import (
@@ -33,7 +34,6 @@ from twinbuild.evidence.statement import (
     TestResult,
     Verdict,
 )
-from twinbuild.evidence.store import write_atomic
 from twinbuild.evidence.strictjson import Fields
 from twinbuild.manifest import PLATFORMS, Platform
 

@@ -2,7 +2,8 @@
 
 Write a temporary file next to the target, flush it to disk, then ``os.replace`` it over the
 target (atomic on POSIX within one file system). A full disk, a crash or Ctrl-C before the rename
-leaves the previous evidence untouched and no temporary file behind.
+leaves the previous file untouched and no temporary file behind. Every file twinbuild writes for
+others to read (the manifest after a bump, drafts, build records, evidence, keys) goes through here.
 """
 
 from __future__ import annotations
@@ -16,8 +17,15 @@ from pathlib import Path
 from twinbuild.errors import ConfigError, DiskFull
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` atomically; ``mode`` is set before the file is visible."""
+def write_atomic(path: Path, data: bytes | str, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` atomically; ``mode`` is set before the file is visible.
+
+    Without ``mode`` an existing file keeps its mode, and a new one gets 0o644.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    if mode is None:
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     directory = path.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
