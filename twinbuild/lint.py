@@ -91,12 +91,12 @@ class _Collector:
 
     def add(self, code: str, message: str, *key: str) -> None:
         line = self.manifest.line_of(*key)
-        self.findings.append(
-            Finding(path=str(self.manifest.path), line=line, code=code, message=message)
-        )
+        self.add_at(self.manifest.path, line, code, message)
 
     def add_at(self, path: Path | str, line: int, code: str, message: str) -> None:
-        self.findings.append(Finding(path=str(path), line=line, code=code, message=message))
+        finding = Finding(path=str(path), line=line, code=code, message=message)
+        if finding not in self.findings:  # a common value checked once per platform
+            self.findings.append(finding)
 
 
 def lint_manifest(manifest: Manifest, *, strict: bool = False) -> LintReport:
@@ -148,12 +148,16 @@ def _lint_pin(out: _Collector, manifest: Manifest, pin: Pin, *, strict: bool) ->
             out.add("TB007", f"pins.{pin.name}.{field_name}: '{reason}' is a placeholder; "
                     "write the real reason", *key, field_name)  # fmt: skip
     floats: list[str] = []
+    float_key: tuple[str, ...] = key
     for platform, r in resolved.items():
         where = (*key, platform) if platform in pin.overrides else key
-        floats += _lint_values(out, r, where)
+        found = _lint_values(out, r, where)
+        if found and not floats:
+            float_key = where
+        floats += found
     if floats and pin.floating is None:
         out.add("TB005", f"pins.{pin.name}: {floats[0]}; pin it, or declare floating = \"why\"",
-                *key)  # fmt: skip
+                *float_key, "ref")  # fmt: skip
     elif floats and pin.floating is not None:
         finding = Finding(
             path=str(manifest.path), line=manifest.line_of(*key, "floating"), code="TB010",

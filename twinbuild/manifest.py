@@ -134,6 +134,13 @@ class Pin:
         if override is None:
             return self.common
         changes = {k: getattr(override, k) for k in VALUE_KEYS if getattr(override, k) is not None}
+        # A platform that sets one of a pair replaces the other: a ref overrides the common
+        # commit, a range overrides the common version (and the other way round).
+        for one, other in (("commit", "ref"), ("version", "range")):
+            if one in changes and other not in changes:
+                changes[other] = None
+            elif other in changes and one not in changes:
+                changes[one] = None
         return replace(self.common, **changes)
 
 
