@@ -1,0 +1,163 @@
+"""Build faults that a real engine cannot be made to show on demand, against a fake engine.
+
+The fake records what it was asked; each fault must leave no tag behind.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import filelock
+import pytest
+import requests
+
+from tests.helpers import mini_project
+from twinbuild.build import BuildOptions, BuildResult, build_image, out_dir
+from twinbuild.engine import Engine, ImageSummary
+from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
+from twinbuild.manifest import load
+
+BUILT = "sha256:" + "b" * 64
+GOOD = [
+    {"stream": "Step 1/2 : FROM base\n"},
+    {"stream": " ---> Using cache\n"},
+    {"stream": "Step 2/2 : RUN pip install -r /tmp/pins.txt\n"},
+    {"stream": " ---> Running in 0123456789ab\n"},
+    {"aux": {"ID": BUILT}},
+    {"stream": "Successfully built bbbbbbbbbbbb\n"},
+]
+
+
+class FakeAPI:
+    def __init__(self, chunks: list[dict[str, Any]], *, then: Exception | None = None) -> None:
+        self.chunks = chunks
+        self.then = then
+        self.calls: list[dict[str, Any]] = []
+
+    def build(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.calls.append(kwargs)
+        return self._stream()
+
+    def _stream(self) -> Iterator[dict[str, Any]]:
+        yield from self.chunks
+        if self.then is not None:
+            raise self.then
+
+
+class FakeEngine:
+    docker_host = "unix:///fake/docker.sock"
+
+    def __init__(self, api: FakeAPI, existing: list[ImageSummary] | None = None) -> None:
+        self.api = api
+        self.existing = existing or []
+        self.tags: list[tuple[str, str]] = []
+
+    def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]:
+        return [i for i in self.existing if i.labels.get(key) == value]
+
+    def tag(self, image: str, ref: str) -> None:
+        self.tags.append((image, ref))
+
+    def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
+        return {"Id": BUILT if ref.startswith("sha256:b") else ref}
+
+
+def _build(root: Path, engine: FakeEngine, said: list[str] | None = None) -> BuildResult:
+    options = BuildOptions(root=root, profile="production", lock_timeout=0.3)
+    manifest = load(root / "pins/manifest.toml")
+    sink = said if said is not None else []
+    return build_image(manifest, cast(Engine, engine), "rocm", options, say=sink.append)
+
+
+def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    engine = FakeEngine(FakeAPI(GOOD))
+    said: list[str] = []
+    result = _build(root, engine, said)
+    assert engine.tags == [(BUILT, "twinbuild/rocm:production")]
+    call = engine.api.calls[0]
+    assert call["labels"]["org.twinbuild.inputs-hash"] == result.inputs_hash
+    assert call["labels"]["org.twinbuild.platform"] == "rocm"
+    assert call["network_mode"] == "host"
+    assert call["buildargs"]["BASE_IMAGE"].startswith("rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:")
+    assert said[0].startswith("[rocm/production] step 1/2: FROM base (cached, ")
+    assert said[1].startswith("[rocm/production] step 2/2: RUN pip install -r /tmp/pins.txt (ran, ")
+    assert (out_dir(BuildOptions(root=root, profile="production"), "rocm") / "image.json").exists()
+
+
+def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    first = _build(root, FakeEngine(FakeAPI(GOOD)))
+    labels = {
+        "org.twinbuild.inputs-hash": first.inputs_hash,
+        "org.twinbuild.platform": "rocm",
+        "org.twinbuild.profile": "production",
+    }
+    existing = [ImageSummary(id=BUILT, tags=(), labels=labels)]
+    engine = FakeEngine(FakeAPI(GOOD), existing)
+    again = _build(root, engine)
+    assert again.up_to_date
+    assert engine.api.calls == []
+
+
+def test_failing_step_names_the_step_and_tags_nothing(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    chunks = [*GOOD[:4], {"stream": "ERROR: no matching distribution\n"},
+              {"error": "The command '/bin/sh -c pip install' returned a non-zero code: 1"}]  # fmt: skip
+    engine = FakeEngine(FakeAPI(chunks))
+    with pytest.raises(BuildFailed) as info:
+        _build(root, engine)
+    first_line = str(info.value).splitlines()[0]
+    assert first_line.startswith(
+        "rocm: build failed at step 2/2: RUN pip install -r /tmp/pins.txt; nothing was tagged; "
+        "whole log: "
+    )
+    assert "  | ERROR: The command '/bin/sh -c pip install' returned a non-zero code: 1" in str(
+        info.value
+    )
+    assert engine.tags == []
+
+
+def test_engine_gone_mid_build(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    gone = requests.exceptions.ConnectionError("Connection aborted")
+    engine = FakeEngine(FakeAPI(GOOD[:3], then=gone))
+    with pytest.raises(EngineError) as info:
+        _build(root, engine)
+    assert str(info.value) == (
+        "unix:///fake/docker.sock: the engine went away during the build of rocm "
+        "(ConnectionError: Connection aborted); nothing was tagged"
+    )
+    assert engine.tags == []
+
+
+def test_disk_full(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    full = [*GOOD[:3], {"error": "write /var/lib/docker/tmp/x: no space left on device"}]
+    engine = FakeEngine(FakeAPI(full))
+    with pytest.raises(DiskFull) as info:
+        _build(root, engine)
+    assert str(info.value).startswith("rocm: disk full during the build; see ")
+    assert engine.tags == []
+
+
+def test_a_second_build_of_the_same_image_waits_then_gives_up(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    folder = out_dir(BuildOptions(root=root, profile="production"), "rocm")
+    folder.mkdir(parents=True)
+    engine = FakeEngine(FakeAPI(GOOD))
+    said: list[str] = []
+    with filelock.FileLock(folder / "build.lock"), pytest.raises(LockBusy) as info:
+        _build(root, engine, said)
+    assert str(info.value) == (
+        f"twinbuild/rocm:production: still locked by another build after 0s "
+        f"({folder / 'build.lock'}); wait for it or stop it"
+    )
+    assert said == [
+        "twinbuild/rocm:production: another build of this image is running; waiting for it "
+        f"({folder / 'build.lock'})"
+    ]
+    assert engine.api.calls == []
+    assert engine.tags == []
