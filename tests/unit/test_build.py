@@ -20,7 +20,7 @@ from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest import load
 
 BUILT = "sha256:" + "b" * 64
-GOOD = [
+GOOD: list[dict[str, Any]] = [
     {"stream": "Step 1/2 : FROM base\n"},
     {"stream": " ---> Using cache\n"},
     {"stream": "Step 2/2 : RUN pip install -r /tmp/pins.txt\n"},
@@ -104,7 +104,7 @@ def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
 
 def test_failing_step_names_the_step_and_tags_nothing(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    chunks = [*GOOD[:4], {"stream": "ERROR: no matching distribution\n"},
+    chunks: list[dict[str, Any]] = [*GOOD[:4], {"stream": "ERROR: no matching distribution\n"},
               {"error": "The command '/bin/sh -c pip install' returned a non-zero code: 1"}]  # fmt: skip
     engine = FakeEngine(FakeAPI(chunks))
     with pytest.raises(BuildFailed) as info:
@@ -135,7 +135,10 @@ def test_engine_gone_mid_build(tmp_path: Path) -> None:
 
 def test_disk_full(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    full = [*GOOD[:3], {"error": "write /var/lib/docker/tmp/x: no space left on device"}]
+    full: list[dict[str, Any]] = [
+        *GOOD[:3],
+        {"error": "write /var/lib/docker/tmp/x: no space left on device"},
+    ]
     engine = FakeEngine(FakeAPI(full))
     with pytest.raises(DiskFull) as info:
         _build(root, engine)
