@@ -13,7 +13,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, cast, get_args
 
 import docker
 import docker.errors
@@ -64,6 +64,15 @@ class RunResult:
         return self.exit_code == 0
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuAccess:
+    """How a container is given the host's GPUs."""
+
+    device_requests: Sequence[Mapping[str, Any]] = ()
+    devices: Sequence[str] = ()
+    group_add: Sequence[str] = ()
+
+
 class EngineAPI(Protocol):
     """The engine operations the rest of twinbuild uses (fakes implement this in unit tests)."""
 
@@ -101,6 +110,7 @@ class EngineAPI(Protocol):
         *,
         network: Network = "none",
         command: Sequence[str] = ("sleep", "infinity"),
+        gpus: GpuAccess | None = None,
     ) -> str: ...
     def exec(
         self, container: str, command: Sequence[str], *, user: str | None = None
@@ -306,9 +316,22 @@ class Engine:
         *,
         network: Network = "none",
         command: Sequence[str] = ("sleep", "infinity"),
+        gpus: GpuAccess | None = None,
     ) -> str:
-        """Start a long-lived container to `exec` into; the caller removes it."""
-        host_config = self.api.create_host_config(network_mode=_check_network(network))
+        """Start a long-lived container to `exec` into; the caller removes it.
+
+        ``gpus`` hands it the machine's GPUs: NVIDIA through a device request, AMD through its
+        device nodes and the video group.
+        """
+        extra: dict[str, Any] = {}
+        if gpus is not None:
+            # types-docker wants DeviceRequest objects; the SDK turns these dicts into them.
+            extra = {
+                "device_requests": cast(Any, list(gpus.device_requests)) or None,
+                "devices": list(gpus.devices) or None,
+                "group_add": list(gpus.group_add) or None,
+            }
+        host_config = self.api.create_host_config(network_mode=_check_network(network), **extra)
         with self._errors(f"start a container from {image}"):
             created = self.api.create_container(
                 image, list(command), host_config=host_config, labels={OWNER_LABEL: "exec"}

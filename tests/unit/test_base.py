@@ -11,7 +11,7 @@ import pytest
 
 from twinbuild import base
 from twinbuild.base import BaseInputs
-from twinbuild.engine import EngineInfo, ImageSummary, Network, RunResult
+from twinbuild.engine import EngineInfo, GpuAccess, ImageSummary, Network, RunResult
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 
 SUITE = "bookworm"
@@ -106,6 +106,7 @@ class FakeEngine:
         *,
         network: Network = "none",
         command: Sequence[str] = ("sleep", "infinity"),
+        gpus: GpuAccess | None = None,
     ) -> str:
         raise NotImplementedError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from twinbuild.engine import GpuAccess
 from twinbuild.smoke import gpu
 
 SMI = """+-----------------------------------------------------------------------------------------+
@@ -53,16 +54,16 @@ def test_amd_needs_kfd_and_render_nodes(tmp_path: Path) -> None:
     info = gpu.detect("rocm", run=run, dev=tmp_path)
     assert info is not None
     assert (info.vendor, info.model, info.count) == ("amd", "AMD Instinct MI300X", 1)
-    assert gpu.access("rocm", dev=tmp_path) == gpu.DeviceAccess(
-        devices=[f"{tmp_path}/kfd:{tmp_path}/kfd:rwm", f"{tmp_path}/dri:{tmp_path}/dri:rwm"],
-        group_add=["video"],
+    assert gpu.access("rocm", dev=tmp_path) == GpuAccess(
+        devices=(f"{tmp_path}/kfd:{tmp_path}/kfd:rwm", f"{tmp_path}/dri:{tmp_path}/dri:rwm"),
+        group_add=("video",),
     )
 
 
 def test_nvidia_access_is_a_device_request() -> None:
-    assert gpu.access("cuda").device_requests == [
-        {"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}
-    ]
+    assert gpu.access("cuda").device_requests == (
+        {"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]},
+    )
 
 
 def test_skip_reasons() -> None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from twinbuild.engine import GpuAccess
 from twinbuild.manifest import Platform
 
 VENDOR: dict[Platform, str] = {"cuda": "nvidia", "rocm": "amd"}
@@ -30,15 +31,6 @@ class GpuInfo:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeviceAccess:
-    """What a container needs to see the GPUs (docker create's HostConfig pieces)."""
-
-    device_requests: list[dict[str, Any]] = field(default_factory=list)
-    devices: list[str] = field(default_factory=list)  # "host:container:rwm"
-    group_add: list[str] = field(default_factory=list)
 
 
 def _run(argv: Sequence[str]) -> str | None:
@@ -104,14 +96,15 @@ def _amd(run: Runner, dev: Path) -> GpuInfo | None:
     )
 
 
-def access(platform: Platform, *, dev: Path = Path("/dev")) -> DeviceAccess:
+def access(platform: Platform, *, dev: Path = Path("/dev")) -> GpuAccess:
     """How a container of ``platform`` gets this machine's GPUs."""
     if VENDOR[platform] == "nvidia":
-        return DeviceAccess(
-            device_requests=[{"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]}]
+        return GpuAccess(
+            device_requests=({"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]},)
         )
     nodes = [dev / "kfd", dev / "dri"]
-    return DeviceAccess(devices=[f"{n}:{n}:rwm" for n in nodes if n.exists()], group_add=["video"])
+    devices = [f"{n}:{n}:rwm" for n in nodes if n.exists()]
+    return GpuAccess(devices=tuple(devices), group_add=("video",))
 
 
 def skip_reason(platform: Platform, info: GpuInfo | None, *, wanted: bool | None) -> str | None:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from dockerfile_parse import DockerfileParser
 
@@ -313,35 +313,10 @@ def build_spec(
 
 
 def start_container(
-    eng: engine_mod.EngineAPI, image_id: str, access: gpu_mod.DeviceAccess | None
+    eng: engine_mod.EngineAPI, image_id: str, access: engine_mod.GpuAccess | None
 ) -> str:
     """A container of ``image_id`` on network none, with the GPUs when ``access`` says how."""
-    if access is None:
-        return eng.start_container(image_id, network="none")
-    if not isinstance(eng, engine_mod.Engine):
-        raise EngineError("GPU containers need a real engine (device requests)")
-    api = eng.api
-    host_config = api.create_host_config(
-        network_mode="none",
-        # types-docker wants DeviceRequest objects; the SDK turns these dicts into them.
-        device_requests=cast(Any, access.device_requests or None),
-        devices=access.devices or None,
-        group_add=access.group_add or None,
-    )
-    with engine_mod._errors(f"start a GPU container from {image_id}", eng.docker_host):
-        created = api.create_container(
-            image_id,
-            ["sleep", "infinity"],
-            host_config=host_config,
-            labels={engine_mod.OWNER_LABEL: "smoke"},
-        )
-        cid = str(created["Id"])
-        try:
-            api.start(cid)
-        except Exception:
-            eng.remove_container(cid)
-            raise
-    return cid
+    return eng.start_container(image_id, network="none", gpus=access)
 
 
 def run_pytest(
