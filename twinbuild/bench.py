@@ -425,12 +425,12 @@ class _Session:
         sample = child(
             {"kind": "build", "root": str(self.root), "platforms": list(platforms), **job}, self.env
         )
+        base = sample.data.get("base")
+        if base and base["built"]:
+            self.created.append(base["image_id"])  # before its children: removed after them
         for r in sample.data.get("results", []):
             if not r["up_to_date"]:
                 self.created.append(r["image_id"])
-        base = sample.data.get("base")
-        if base and base["built"]:
-            self.created.append(base["image_id"])
         return sample
 
     def docker(self, *args: str) -> Sample:
@@ -550,14 +550,14 @@ def _cleanup(engine: Any, s: _Session, before: dict[str, Any], say: Say) -> None
                 engine.tag(old, tag)
             else:
                 engine.api.remove_image(tag, noprune=True)
-    left = 0
-    for image_id in reversed(s.created):
-        try:
-            engine.api.remove_image(image_id, force=True)
-        except Exception:
-            left += engine.inspect_image(image_id) is not None
+    left = list(reversed(s.created))
+    for _ in range(3):  # a parent refuses while a child is there; the next pass gets it
+        for image_id in left:
+            with contextlib.suppress(Exception):
+                engine.api.remove_image(image_id, force=True)
+        left = [i for i in left if engine.inspect_image(i) is not None]
     if left:
-        say(f"bench: {left} images could not be removed")
+        say(f"bench: {len(left)} images could not be removed: {' '.join(left)}")
 
 
 def _interleave(runs: int, *variants: Callable[[], Sample]) -> list[list[Sample]]:
