@@ -24,13 +24,13 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, Literal
 
 import filelock
 
 from twinbuild import __version__
 from twinbuild.atomic import write_atomic
-from twinbuild.engine import Engine
+from twinbuild.engine import Builder, BuilderUnavailable, Engine
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted, LockBusy
 from twinbuild.inputs import input_files, inputs_hash
 from twinbuild.manifest import Manifest, Platform, Profile
@@ -42,6 +42,7 @@ LABEL = "org.twinbuild"
 REPOSITORY = "twinbuild/{platform}"
 LOG_TAIL = 20
 Say = Callable[[str], None]
+BuilderChoice = Literal["auto", "buildkit", "classic"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -53,6 +54,7 @@ class BuildOptions:
     out_dir: Path | None = None  # default: <root>/build
     cache: Path | None = None  # wheel cache; default: the engine cache folder
     lock_timeout: float = 1800.0
+    builder: BuilderChoice = "auto"  # BuildKit where the engine has it, else the classic builder
     source: str = "https://github.com/twinbuild/twinbuild"
     revision: str | None = None
 
@@ -116,6 +118,8 @@ def plan_inputs(
         spec = manifest.platforms[platform].base
         base_info = {"ref": spec.ref, "id": spec.digest}
     builder = {"builder": "engine-api", "target": rendered.target or ""}
+    if options.builder != "auto":
+        builder["kind"] = options.builder
     digest = inputs_hash(options.root, rendered, base_id=base_info["id"], builder=builder)
     return rendered, digest, base_info
 
@@ -169,7 +173,7 @@ def build_image(
         log_path = folder / "build.log"
         with _context(folder) as context, _signals():
             _assemble(options, rendered, context, say)
-            built = _run_build(engine, rendered, context, labels, log_path, say)
+            built = _run_build(engine, rendered, context, labels, log_path, say, options.builder)
         found = engine.inspect_image(built)
         if found is None:
             raise EngineError(f"{engine.docker_host}: built image {built} vanished before tagging")
@@ -303,22 +307,32 @@ def _run_build(
     labels: Mapping[str, str],
     log_path: Path,
     say: Say,
+    choice: BuilderChoice = "auto",
 ) -> str:
     stream = BuildStream(log_path, say, label=f"{rendered.platform}/{rendered.profile}")
+    kinds: list[Builder] = ["buildkit", "classic"] if choice == "auto" else [choice]
     with _tar_context(context) as tar:
         try:
-            chunks = engine.api.build(
-                fileobj=tar, custom_context=True, dockerfile=rendered.recipe.as_posix(),
-                buildargs=dict(rendered.args), labels=dict(labels), target=rendered.target,
-                network_mode="none" if rendered.profile == "local" else "host",
-                rm=True, forcerm=True, decode=True, pull=False,
-            )  # fmt: skip
+            for kind in kinds:
+                try:
+                    chunks = engine.build(
+                        tar, dockerfile=rendered.recipe.as_posix(), buildargs=rendered.args,
+                        labels=labels, target=rendered.target,
+                        network="none" if rendered.profile == "local" else "host", builder=kind,
+                    )  # fmt: skip
+                    break
+                except BuilderUnavailable:
+                    if kind == kinds[-1]:
+                        raise
+                    say(f"[{stream.label}] no BuildKit in this engine: classic builder")
+                    tar.seek(0)
             image_id = stream.consume(chunks)
         except EngineError:
+            stream.close()
+            raise
+        except (BuildFailed, Interrupted):
             raise
         except Exception as exc:  # the SDK raises requests/docker errors when the engine goes away
-            if isinstance(exc, BuildFailed | Interrupted):
-                raise
             stream.close()
             raise EngineError(
                 f"{engine.docker_host}: the engine went away during the build of "

@@ -326,6 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="build even when up to date")
     p.add_argument("--jobs", type=int, default=1, help="build platforms concurrently")
     p.add_argument(
+        "--builder", choices=("auto", "buildkit", "classic"), default="auto",
+        help="BuildKit where the engine has it, else the classic builder (default: auto)",
+    )  # fmt: skip
+    p.add_argument(
         "--mirror",
         action="append",
         default=[],

@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
+from twinbuild import buildkit_trace
+
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 BUILT = re.compile(r"Successfully built ([0-9a-f]{12,64})")
 
@@ -29,6 +31,9 @@ class BuildStream:
         self._step_start = time.monotonic()
         self._cached = False
         self._start = time.monotonic()
+        self._vertexes: dict[str, buildkit_trace.Vertex] = {}
+        self._reported: set[str] = set()
+        self._started: set[str] = set()
 
     def _write(self, text: str) -> None:
         if self._log is not None:
@@ -60,6 +65,8 @@ class BuildStream:
                     self.failed_step = self._step or self.failed_step
                     self._step = None
                     return None
+                elif chunk.get("id") == "moby.buildkit.trace" and isinstance(chunk.get("aux"), str):
+                    self._trace(str(chunk["aux"]))
                 elif "aux" in chunk and isinstance(chunk["aux"], Mapping):
                     found = chunk["aux"].get("ID")
                     if isinstance(found, str):
@@ -73,6 +80,37 @@ class BuildStream:
             return image_id
         finally:
             self.close()
+
+    def _trace(self, aux: str) -> None:
+        """One BuildKit status message: log its lines, say each step once it completes."""
+        try:
+            status = buildkit_trace.decode(aux)
+        except ValueError as exc:
+            self._write(f"(unreadable BuildKit progress: {exc})\n")
+            return
+        for vertex in status.vertexes:
+            known = self._vertexes.setdefault(vertex.digest, vertex)
+            known.name = vertex.name or known.name
+            known.cached = known.cached or vertex.cached
+            known.started = vertex.started or known.started
+            known.completed = vertex.completed or known.completed
+            known.error = vertex.error or known.error
+            if known.error:
+                self.failed_step = known.name
+            if known.started and known.digest not in self._started:
+                self._started.add(known.digest)
+                self._write(f"started: {known.name}\n")
+            if known.completed and known.digest not in self._reported:
+                self._reported.add(known.digest)
+                state = "cached" if known.cached else "ran"
+                elapsed = known.completed - (known.started or known.completed)
+                self._write(f"#{len(self._reported)} {known.name} ({state}, {elapsed:.1f}s)\n")
+                if not known.name.startswith("[internal]"):
+                    self.say(f"[{self.label}] {known.name[:100]} ({state}, {elapsed:.1f}s)")
+        for digest, data in status.logs:
+            name = self._vertexes.get(digest, buildkit_trace.Vertex(digest=digest)).name
+            for line in data.decode(errors="replace").splitlines():
+                self._write(f"{name[:40]} | {line}\n")
 
     def _line(self, line: str) -> str | None:
         step = STEP.match(line)

@@ -107,7 +107,7 @@ def test_failed_step_tags_nothing_and_keeps_the_previous_image(
     with pytest.raises(BuildFailed) as info:
         _build(project, engine, "rocm")
     message = str(info.value)
-    assert message.startswith("rocm: build failed at step ")
+    assert message.startswith("rocm: build failed at ")
     assert "RUN echo about to fail && false" in message
     assert "nothing was tagged" in message
     assert _tagged(engine, "rocm") == good.image_id

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import MINI
 from twinbuild import engine as engine_mod
+from twinbuild.base import ensure_base
 from twinbuild.errors import FindingsError
-from twinbuild.manifest import Manifest, loads
+from twinbuild.manifest import Manifest, load, loads
 from twinbuild.smoke import runner
 
 pytestmark = pytest.mark.docker
@@ -96,15 +98,10 @@ def eng() -> Iterator[engine_mod.Engine]:
 
 @pytest.fixture(scope="module")
 def base_id(eng: engine_mod.Engine) -> str:
-    # Built images inherit the label, so pick by tag.
-    bases = [
-        b
-        for b in eng.images_by_label("org.twinbuild.base-inputs")
-        if any(t.startswith("twinbuild/base:") for t in b.tags)
-    ]
-    if not bases:
-        pytest.fail("no twinbuild/base image in the engine; run `twinbuild base` first")
-    return bases[0].id
+    """The embedded base of the mini project's [local] table (built once, then reused)."""
+    local = load(MINI / "pins/manifest.toml").local
+    found = ensure_base(eng, suite=local.suite, mirror=local.mirror, packages=local.packages)
+    return found.image_id
 
 
 def _build(eng: engine_mod.Engine, context: Path, **kwargs: Any) -> str:

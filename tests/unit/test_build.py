@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import filelock
 import pytest
@@ -15,7 +15,7 @@ import requests
 
 from tests.helpers import mini_project
 from twinbuild.build import BuildOptions, BuildResult, build_image, out_dir
-from twinbuild.engine import Engine, ImageSummary
+from twinbuild.engine import BuilderUnavailable, Engine, ImageSummary
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest import load
 
@@ -31,14 +31,19 @@ GOOD: list[dict[str, Any]] = [
 
 
 class FakeAPI:
-    def __init__(self, chunks: list[dict[str, Any]], *, then: Exception | None = None) -> None:
+    """What the fake engine streams back, and the build calls it got."""
+
+    def __init__(
+        self,
+        chunks: list[dict[str, Any]],
+        *,
+        then: Exception | None = None,
+        buildkit: bool = True,
+    ) -> None:
         self.chunks = chunks
         self.then = then
+        self.buildkit = buildkit
         self.calls: list[dict[str, Any]] = []
-
-    def build(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
-        self.calls.append(kwargs)
-        return self._stream()
 
     def _stream(self) -> Iterator[dict[str, Any]]:
         yield from self.chunks
@@ -56,6 +61,12 @@ class FakeEngine:
 
     def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]:
         return [i for i in self.existing if i.labels.get(key) == value]
+
+    def build(self, context: IO[bytes], **kwargs: Any) -> Iterator[dict[str, Any]]:
+        self.api.calls.append(kwargs)
+        if kwargs["builder"] == "buildkit" and not self.api.buildkit:
+            raise BuilderUnavailable(f"{self.docker_host}: no BuildKit")
+        return self.api._stream()
 
     def tag(self, image: str, ref: str) -> None:
         self.tags.append((image, ref))
@@ -80,7 +91,8 @@ def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None
     call = engine.api.calls[0]
     assert call["labels"]["org.twinbuild.inputs-hash"] == result.inputs_hash
     assert call["labels"]["org.twinbuild.platform"] == "rocm"
-    assert call["network_mode"] == "host"
+    assert call["network"] == "host"
+    assert call["builder"] == "buildkit"
     assert call["buildargs"]["BASE_IMAGE"].startswith("rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:")
     assert said[0].startswith("[rocm/production] step 1/2: FROM base (cached, ")
     assert said[1].startswith("[rocm/production] step 2/2: RUN pip install -r /tmp/pins.txt (ran, ")
@@ -164,3 +176,13 @@ def test_a_second_build_of_the_same_image_waits_then_gives_up(tmp_path: Path) ->
     ]
     assert engine.api.calls == []
     assert engine.tags == []
+
+
+def test_an_engine_without_buildkit_gets_the_classic_builder(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    engine = FakeEngine(FakeAPI(GOOD, buildkit=False))
+    said: list[str] = []
+    _build(root, engine, said)
+    assert [c["builder"] for c in engine.api.calls] == ["buildkit", "classic"]
+    assert said[0] == "[rocm/production] no BuildKit in this engine: classic builder"
+    assert engine.tags == [(BUILT, "twinbuild/rocm:production")]
