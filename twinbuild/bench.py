@@ -342,6 +342,7 @@ def _job_build(job: dict[str, Any]) -> dict[str, Any]:
                 "built": base.built,
                 "image_id": base.image_id,
                 "tag": base.tag,
+                "inputs": base.inputs_hash,
             }
 
         def one(p: str) -> dict[str, Any]:
@@ -418,6 +419,7 @@ class _Session:
     say: Say
     quick: bool
     created: list[str] = field(default_factory=list)  # image ids, oldest first
+    bases: list[str] = field(default_factory=list)  # inputs hashes of bases this run built
     rows: list[Row] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -428,6 +430,7 @@ class _Session:
         base = sample.data.get("base")
         if base and base["built"]:
             self.created.append(base["image_id"])  # before its children: removed after them
+            self.bases.append(base["inputs"])
         for r in sample.data.get("results", []):
             if not r["up_to_date"]:
                 self.created.append(r["image_id"])
@@ -550,6 +553,9 @@ def _cleanup(engine: Any, s: _Session, before: dict[str, Any], say: Say) -> None
                 engine.tag(old, tag)
             else:
                 engine.api.remove_image(tag, noprune=True)
+    for inputs in s.bases:  # every image built on a base we made carries its label: ours too
+        rows = engine.api.images(all=True, filters={"label": f"org.twinbuild.base-inputs={inputs}"})
+        s.created[:0] = [str(r["Id"]) for r in rows if str(r["Id"]) not in s.created]
     left = list(reversed(s.created))
     for _ in range(3):  # a parent refuses while a child is there; the next pass gets it
         for image_id in left:
