@@ -126,14 +126,32 @@ def plan_inputs(
 
 def find_up_to_date(
     engine: Engine, platform: Platform, profile: Profile, digest: str
-) -> str | None:
+) -> tuple[str, bool] | None:
+    """An image built from exactly these inputs: (its id, whether the tag already names it).
+
+    The tag is asked first (one inspect); listing images by label scans every image.
+    """
+    wanted = {
+        f"{LABEL}.inputs-hash": digest,
+        f"{LABEL}.platform": platform,
+        f"{LABEL}.profile": profile,
+    }
+    tagged = engine.inspect_image(image_tag(platform, profile))
+    if tagged is not None:
+        labels = (tagged.get("Config") or {}).get("Labels") or {}
+        if all(labels.get(k) == v for k, v in wanted.items()):
+            return str(tagged["Id"]), True
     for image in engine.images_by_label(f"{LABEL}.inputs-hash", digest):
-        if (
-            image.labels.get(f"{LABEL}.platform") == platform
-            and image.labels.get(f"{LABEL}.profile") == profile
-        ):
-            return image.id
+        if all(image.labels.get(k) == v for k, v in wanted.items()):
+            return image.id, False
     return None
+
+
+def _reuse(engine: Engine, found: tuple[str, bool], tag: str) -> str:
+    image_id, tagged = found
+    if not tagged:
+        engine.tag(image_id, tag)
+    return image_id
 
 
 def build_image(
@@ -147,37 +165,33 @@ def build_image(
     python = "/opt/venv/bin/python" if options.profile == "local" else "python3"
 
     def result(image_id: str, *, fresh: bool, log: Path | None) -> BuildResult:
-        found = BuildResult(
+        built = BuildResult(
             platform=platform, profile=options.profile, image_id=image_id, tag=tag,
             inputs_hash=digest, manifest_digest=manifest.digest(), up_to_date=not fresh,
             seconds=time.monotonic() - start, base=base_info, skipped=skipped, python=python,
             log=str(log) if log else None,
         )  # fmt: skip
-        _write_record(out_dir(options, platform) / "image.json", found.record())
-        return found
+        _write_record(out_dir(options, platform) / "image.json", built.record())
+        return built
 
-    if not options.force and (
-        existing := find_up_to_date(engine, platform, options.profile, digest)
-    ):
-        engine.tag(existing, tag)
-        return result(existing, fresh=False, log=None)
+    if not options.force and (found := find_up_to_date(engine, platform, options.profile, digest)):
+        return result(_reuse(engine, found, tag), fresh=False, log=None)
     folder = out_dir(options, platform)
     folder.mkdir(parents=True, exist_ok=True)
     with _lock(folder / "build.lock", tag, options.lock_timeout, say):
         if not options.force and (
-            existing := find_up_to_date(engine, platform, options.profile, digest)
+            found := find_up_to_date(engine, platform, options.profile, digest)
         ):
-            engine.tag(existing, tag)
-            return result(existing, fresh=False, log=None)
+            return result(_reuse(engine, found, tag), fresh=False, log=None)
         labels = _labels(manifest, platform, options, digest, base_info)
         log_path = folder / "build.log"
         with _context(folder) as context, _signals():
             _assemble(options, rendered, context, say)
             built = _run_build(engine, rendered, context, labels, log_path, say, options.builder)
-        found = engine.inspect_image(built)
-        if found is None:
+        inspected = engine.inspect_image(built)
+        if inspected is None:
             raise EngineError(f"{engine.docker_host}: built image {built} vanished before tagging")
-        image_id = str(found["Id"])
+        image_id = str(inspected["Id"])
         engine.tag(image_id, tag)  # only now: a failed or interrupted build never gets here
         return result(image_id, fresh=True, log=log_path)
 

@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 
 from twinbuild import recipe as recipes
 from twinbuild.manifest import PLATFORMS, Manifest, Pin, Platform, Profile, ResolvedPin
-from twinbuild.render import GENERATED, RECIPES, render
+from twinbuild.render import GENERATED, RECIPES, pin_args, render
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 HEX_PREFIX = re.compile(r"^[0-9a-f]{4,39}$")
@@ -88,6 +88,7 @@ class _Collector:
         self.manifest = manifest
         self.findings: list[Finding] = []
         self.floating: list[Finding] = []
+        self._seen: set[Finding] = set()
 
     def add(self, code: str, message: str, *key: str) -> None:
         line = self.manifest.line_of(*key)
@@ -95,7 +96,8 @@ class _Collector:
 
     def add_at(self, path: Path | str, line: int, code: str, message: str) -> None:
         finding = Finding(path=str(path), line=line, code=code, message=message)
-        if finding not in self.findings:  # a common value checked once per platform
+        if finding not in self._seen:  # a common value is checked once per platform
+            self._seen.add(finding)
             self.findings.append(finding)
 
 
@@ -110,17 +112,26 @@ def lint_manifest(manifest: Manifest, *, strict: bool = False) -> LintReport:
                 f"pin {spec.base.repository}:{spec.base.tag} by digest",
                 "platforms", name, "base", "digest",
             )  # fmt: skip
+    # Resolve each platform once: per-pin resolution would make the lint quadratic in pins.
+    per_platform = {p: {r.name: r for r in manifest.resolve(p)} for p in PLATFORMS}
     for pin in manifest.pins.values():
-        _lint_pin(out, manifest, pin, strict=strict)
+        resolved = {p: per_platform[p][pin.name] for p in pin.platforms}
+        _lint_pin(out, manifest, pin, resolved, strict=strict)
     return LintReport(findings=out.findings, floating=out.floating)
 
 
-def _lint_pin(out: _Collector, manifest: Manifest, pin: Pin, *, strict: bool) -> None:
+def _lint_pin(
+    out: _Collector,
+    manifest: Manifest,
+    pin: Pin,
+    resolved: dict[Platform, ResolvedPin],
+    *,
+    strict: bool,
+) -> None:
     key = ("pins", pin.name)
     if is_placeholder(pin.why):
         out.add("TB007", f"pins.{pin.name}.why: give the pin's provenance, not '{pin.why}'",
                 *key, "why")  # fmt: skip
-    resolved = {p: r for p in pin.platforms for r in [_resolve_one(manifest, pin, p)]}
     values = {r.value_key() for r in resolved.values()}
     if len(pin.platforms) == len(PLATFORMS):
         if len(values) > 1 and pin.divergence is None:
@@ -169,10 +180,6 @@ def _lint_pin(out: _Collector, manifest: Manifest, pin: Pin, *, strict: bool) ->
     elif not floats and pin.floating is not None:
         out.add("TB011", f"pins.{pin.name}: declared floating but pinned on every platform; "
                 "drop 'floating'", *key, "floating")  # fmt: skip
-
-
-def _resolve_one(manifest: Manifest, pin: Pin, platform: Platform) -> ResolvedPin:
-    return next(r for r in manifest.resolve(platform) if r.name == pin.name)
 
 
 def _differences(resolved: dict[Platform, ResolvedPin]) -> str:
@@ -238,13 +245,14 @@ def lint_recipes(manifest: Manifest, root: Path) -> list[Finding]:
     its profile installs on its platform."""
     out = _Collector(manifest)
     parsed: dict[Path, recipes.Recipe] = {}
+    production_args = {a for p in PLATFORMS for a in render(manifest, p, "production").args}
     for profile, per_platform in RECIPES.items():
         for platform, rel in per_platform.items():
             path = root / rel
             if path not in parsed:
                 parsed[path] = recipes.parse(path)
                 _literal_pins(out, parsed[path], rel)
-            _inputs(out, manifest, parsed[path], rel, platform, profile)
+            _inputs(out, manifest, parsed[path], rel, platform, profile, production_args)
     return out.findings
 
 
@@ -276,12 +284,13 @@ def _inputs(
     rel: Path,
     platform: Platform,
     profile: Profile,
+    production_args: set[str],
 ) -> None:
     rendered = render(manifest, platform, profile)
     given = set(rendered.args)
     for arg in parsed.args:
         if arg.default is None and arg.name not in given and arg.name not in BUILTIN_ARGS:
-            if _declared_for_other_platform(manifest, arg.name):
+            if arg.name in production_args:  # the other platform's pin, in a shared recipe
                 continue
             out.add_at(rel, arg.line, "TB103",
                        f"ARG {arg.name} has no default and the manifest gives no such build arg "
@@ -298,8 +307,7 @@ def _inputs(
             layer = f"{GENERATED}/pip/{pin.layer}.txt"
             hit = any(c in copied for c in (layer, f"{GENERATED}/pip", GENERATED))
         else:
-            names = [k for k in rendered.args if k.startswith(pin.arg_prefix() + "_")]
-            hit = any(n in declared and n in parsed.used_vars for n in names)
+            hit = any(n in declared and n in parsed.used_vars for n in pin_args(pin))
         if not hit:
             how = (
                 f"copy {GENERATED}/pip/{pin.layer}.txt and pip install it"
@@ -312,10 +320,6 @@ def _inputs(
                 f"{how}, or remove the pin",
                 "pins", pin.name,
             )  # fmt: skip
-
-
-def _declared_for_other_platform(manifest: Manifest, arg: str) -> bool:
-    return any(arg in render(manifest, p, "production").args for p in PLATFORMS)
 
 
 def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:

@@ -207,9 +207,17 @@ class Manifest:
     local: LocalProfile
     pins: Mapping[str, Pin]
     keylines: KeyLines = field(repr=False)
+    _resolved: dict[Platform, list[ResolvedPin]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def resolve(self, platform: Platform) -> list[ResolvedPin]:
-        return [_resolve(pin, platform) for pin in self.pins.values() if platform in pin.platforms]
+        """Every pin of ``platform`` with its effective values (computed once per manifest)."""
+        found = self._resolved.get(platform)
+        if found is None:
+            found = [_resolve(p, platform) for p in self.pins.values() if platform in p.platforms]
+            self._resolved[platform] = found
+        return list(found)
 
     def digest(self) -> str:
         return "sha256:" + hashlib.sha256(self.text.encode()).hexdigest()
