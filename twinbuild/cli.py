@@ -262,6 +262,16 @@ def cmd_bake(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from twinbuild.bench import run
+
+    out = Path(args.out)
+    run(_root(args), out, quick=args.quick, say=print)
+    print((out / "bench.md").read_text(), end="")
+    print(f"wrote {out / 'bench.md'} and {out / 'bench.json'}")
+    return 0
+
+
 def cmd_smoke(args: argparse.Namespace) -> int:
     from twinbuild.smoke.runner import smoke
 
