@@ -9,13 +9,16 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.helpers import MINI
+from tests.unit.evidence_builders import github_env
 from twinbuild import engine as engine_mod
+from twinbuild import evidence
 from twinbuild.base import ensure_base
 from twinbuild.errors import FindingsError
 from twinbuild.manifest import Manifest, load, loads
@@ -28,6 +31,7 @@ GIT = "a" * 40
 CHECKOUT = "c" * 40
 ARTIFACT_SHA = "58b4261871affb53a542080cc48faed2f8d5ef8d8b67cae9c108dc95c98fbca0"
 CUDA_BASE = "sha256:" + "1" * 64
+INPUTS = "sha256:" + "c" * 64
 NO_GPU = "no nvidia GPU on this machine (looked for nvidia-smi or /dev/nvidia*)"
 
 MANIFEST = f"""schema = 1
@@ -138,7 +142,11 @@ def manifest(project: Path) -> Manifest:
 @pytest.fixture(scope="module")
 def images(eng: engine_mod.Engine, project: Path, base_id: str) -> Iterator[dict[str, str]]:
     made: dict[str, str] = {}
-    labels = {"org.twinbuild.platform": "cuda", "org.twinbuild.base-digest": CUDA_BASE}
+    labels = {
+        "org.twinbuild.platform": "cuda",
+        "org.twinbuild.base-digest": CUDA_BASE,
+        "org.twinbuild.inputs-hash": INPUTS,
+    }
     try:
         made["good"] = _build(
             eng, project, dockerfile="images/local/Dockerfile", target="cuda",
@@ -208,7 +216,7 @@ def test_smoke_local_build_record_passes(
     assert summary["counts"] == {"passed": 8, "failed": 0, "skipped": 8, "flaky": 0}
     assert summary["image"]["id"] == images["good"]
     assert summary["image"]["base_digest"] == CUDA_BASE
-    assert summary["image"]["inputs_hash"] is None
+    assert summary["image"]["inputs_hash"] == INPUTS
     assert summary["holds"] == {"gitdist": GIT, "rangedist": "0.9", "tinydist": "1.2.3"}
     assert tests["test_conformance.py::test_pin[checkout]"]["message"] == (
         "not in local profile: checkout (checkout needs GitHub)"
@@ -241,6 +249,12 @@ def test_smoke_production_by_image_id_passes(
     assert tests["test_platform.py::test_import[gitdist]"]["outcome"] == "passed"
     assert summary["holds"]["checkout"] == CHECKOUT
     assert summary["holds"]["artifact"] == ARTIFACT_SHA
+    # The report is what `evidence record` reads: here, with no GPU, it records a failed run.
+    (report,) = tmp_path.glob("smoke-cuda-production.json")
+    statement = evidence.record(report, env=github_env(), now=datetime.now(UTC))
+    assert statement.predicate.results.verdict == "failed"
+    assert statement.predicate.build.inputs_hash == INPUTS
+    assert statement.subject[0].sha256 == images["good"].removeprefix("sha256:")
 
 
 def test_smoke_changed_version_fails_naming_pin(

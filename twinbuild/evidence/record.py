@@ -33,6 +33,8 @@ from twinbuild.evidence.statement import (
     Subject,
     TestResult,
     Verdict,
+    parse_gpu,
+    parse_test,
 )
 from twinbuild.evidence.strictjson import Fields
 from twinbuild.manifest import PLATFORMS, Platform
@@ -61,18 +63,10 @@ def record(
     base_digest = image.match("base_digest", DIGEST_RE, digest)
     image.done()
     manifest_digest = top.match("manifest_digest", DIGEST_RE, digest)
-    gpu = None
-    g = top.opt_obj("gpu")
-    if g is not None:
-        gpu = Gpu(
-            vendor=g.text("vendor"),
-            model=g.text("model"),
-            driver=g.text("driver"),
-            runtime=g.text("runtime"),
-            count=g.integer("count"),
-        )
-        g.done()
-    tests = tuple(_test(t) for t in top.items("tests"))
+    gpu = parse_gpu(top.opt_obj("gpu"))
+    # A failure's message and what the image holds stay in the smoke report, not the evidence.
+    tests = tuple(parse_test(t, ignore=("message",)) for t in top.items("tests"))
+    top.ignore("holds")
     c = top.obj("counts")
     claimed = Counts(
         passed=c.integer("passed"),
@@ -138,19 +132,6 @@ def _image_ref(image: Fields) -> str | None:
             "binds digests: push the image and record repository@sha256:..."
         )
     return image.opt_match("digest", IMAGE_REF_RE, "repository@sha256:<64 hex>")
-
-
-def _test(t: Fields) -> TestResult:
-    result = TestResult(
-        id=t.text("id"),
-        outcome=t.choice("outcome", ("passed", "failed", "skipped")),
-        attempts=t.integer("attempts"),
-        flaky=t.flag("flaky"),
-        duration_s=t.number("duration_s"),
-        markers=tuple(t.strings("markers")),
-    )
-    t.done()
-    return result
 
 
 def _counts(counts: Counts) -> str:

@@ -270,19 +270,9 @@ def _predicate(p: Fields) -> Predicate:
         manifest_digest=b.match("manifest_digest", DIGEST_RE, digest),
     )
     b.done()
-    gpu = None
-    g = p.opt_obj("gpu")
-    if g is not None:
-        gpu = Gpu(
-            vendor=g.text("vendor"),
-            model=g.text("model"),
-            driver=g.text("driver"),
-            runtime=g.text("runtime"),
-            count=g.integer("count"),
-        )
-        g.done()
+    gpu = parse_gpu(p.opt_obj("gpu"))
     res = p.obj("results")
-    tests = tuple(_test(t) for t in res.items("tests"))
+    tests = tuple(parse_test(t) for t in res.items("tests"))
     c = res.obj("counts")
     counts = Counts(
         passed=c.integer("passed"),
@@ -308,15 +298,31 @@ def _predicate(p: Fields) -> Predicate:
     )
 
 
-def _test(t: Fields) -> TestResult:
-    markers = tuple(t.strings("markers"))
+def parse_gpu(g: Fields | None) -> Gpu | None:
+    """The GPU a run saw, as the smoke report and the statement both write it."""
+    if g is None:
+        return None
+    gpu = Gpu(
+        vendor=g.text("vendor"),
+        model=g.text("model"),
+        driver=g.text("driver"),
+        runtime=g.text("runtime"),
+        count=g.integer("count"),
+    )
+    g.done()
+    return gpu
+
+
+def parse_test(t: Fields, *, ignore: tuple[str, ...] = ()) -> TestResult:
+    """One test's result; ``ignore`` names keys a smoke report has and evidence leaves out."""
+    t.ignore(*ignore)
     result = TestResult(
         id=t.text("id"),
         outcome=t.choice("outcome", ("passed", "failed", "skipped")),
         attempts=t.integer("attempts"),
         flaky=t.flag("flaky"),
         duration_s=t.number("duration_s"),
-        markers=markers,
+        markers=tuple(t.strings("markers")),
     )
     t.done()
     return result

@@ -200,6 +200,10 @@ class Fields:
                 raise ConfigError(f"{self.where(key)}[{i}]: expected a string, got {_tname(v)}")
         return cast("list[str]", items)
 
+    def ignore(self, *keys: str) -> None:
+        """Keys this reader knows and deliberately does not read (they pass ``done``)."""
+        self.seen.update(keys)
+
     def done(self) -> None:
         for key in self.data:
             if key not in self.seen:
