@@ -348,6 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_build)
 
+    p = sub.add_parser("bench", help="benchmarks, side by side with plain docker build")
+    p.add_argument("--root", default=".", help="repository root (default: .)")
+    p.add_argument("--out", default="build/bench", help="folder for bench.md and bench.json")
+    p.add_argument("--quick", action="store_true", help="fewer runs, no base-included build")
+    p.set_defaults(func=cmd_bench)
+
     p = sub.add_parser(
         "smoke", help="check built images (by id, network none) against the manifest"
     )
