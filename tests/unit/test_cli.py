@@ -1,0 +1,79 @@
+"""The CLI: every command is wired, and errors end in one line and a distinct exit code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import mini_project
+from twinbuild.cli import build_parser, main
+
+COMMANDS = {
+    "lint", "render", "engine", "base", "build", "smoke", "bench", "import", "workflows",
+    "rerun-decision", "evidence", "pins", "plan", "bake",
+}  # fmt: skip
+
+
+def test_every_command_is_wired() -> None:
+    parser = build_parser()
+    actions = [a for a in parser._actions if a.dest == "command"]
+    assert set(actions[0].choices or ()) == COMMANDS
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["pins", "--help"], ["table", "bump", "diff"]),
+        (["evidence", "--help"], ["record", "sign", "verify", "gate", "keygen"]),
+    ],
+)
+def test_subcommands(argv: list[str], words: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert all(word in out for word in words)
+
+
+def test_python_dash_m_and_a_missing_manifest(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "twinbuild", "lint", "--manifest", str(missing)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        f"twinbuild: {missing}: manifest not found; create it or pass --manifest PATH\n"
+    )
+
+
+def test_render_prints_what_the_build_receives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = mini_project(tmp_path)
+    assert (
+        main(
+            ["render", "rocm", "--root", str(root), "--manifest", str(root / "pins/manifest.toml")]
+        )
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "  MEGATRON_LM_COMMIT=0123456789abcdef0123456789abcdef01234567\n" in out
+    assert "file .twinbuild/pip/pins.txt:\n" in out
+    assert "  numba==0.65.1\n" in out
+
+
+def test_pins_table_marks_one_platform_and_floating_pins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = mini_project(tmp_path)
+    assert main(["pins", "table", "--manifest", str(root / "pins/manifest.toml")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("### Pins (6 pins: 0 divergent, 2 one-platform, 1 floating)\n")
+    assert (
+        "| numpy | pypi | — | `<2` | only rocm: ROCm wheels are built against numpy 1.x; 🔓 floating:"
+        in out
+    )
