@@ -159,15 +159,34 @@ def base_inputs(
     *, suite: str, mirror: str, packages: Sequence[str], run: Runner = run_command
 ) -> BaseInputs:
     """The inputs as they are on this host (debootstrap must be installed)."""
+    version, arch = _host_facts(run)
     return BaseInputs(
         suite=suite,
         mirror=mirror,
         packages=tuple(packages),
-        debootstrap_version=_must(
-            run, ["dpkg-query", "-W", "-f=${Version}", "debootstrap"], "read debootstrap version"
-        ),
-        arch=_must(run, ["dpkg", "--print-architecture"], "read host architecture"),
+        debootstrap_version=version,
+        arch=arch,
     )
+
+
+_HOST_FACTS: list[tuple[str, str]] = []
+
+
+def _host_facts(run: Runner) -> tuple[str, str]:
+    """debootstrap's version and the host architecture (asked of the real host once a process)."""
+    found = _HOST_FACTS[0] if _HOST_FACTS and run is run_command else None
+    if found is None:
+        found = (
+            _must(
+                run,
+                ["dpkg-query", "-W", "-f=${Version}", "debootstrap"],
+                "read debootstrap version",
+            ),
+            _must(run, ["dpkg", "--print-architecture"], "read host architecture"),
+        )
+        if run is run_command:
+            _HOST_FACTS.append(found)
+    return found
 
 
 def _mounts_under(root: Path) -> list[str]:
