@@ -462,7 +462,7 @@ class _Session:
         recipe.write_text("".join(lines))
 
 
-def machine_line() -> str:
+def machine_line(env: dict[str, str] | None = None) -> str:
     mem = "?"
     with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -472,6 +472,7 @@ def machine_line() -> str:
         docker_v = (
             subprocess.run(
                 ["docker", "version", "--format", "{{.Server.Version}}"],
+                env=env,
                 capture_output=True,
                 text=True,
                 check=False,
@@ -539,7 +540,7 @@ def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> 
             _cleanup(engine, s, before, say)
             shutil.rmtree(work, ignore_errors=True)
     header = (
-        machine_line()
+        machine_line(env)
         + f"; {'quick' if quick else 'full'} run, {time.perf_counter() - started:.0f}s"
     )
     result = {
