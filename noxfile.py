@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 
 import nox
 
@@ -87,9 +86,7 @@ def main(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
-    """Benchmarks: decision, rebuild, cold build, smoke and lint, side by side with docker."""
+    """Benchmarks side by side with docker; writes build/bench/bench.md and bench.json."""
     _install(session)
     _engine_up(session)
     session.run("twinbuild", "bench", *session.posargs)
-    if shutil.which("nproc"):
-        session.log("machine: %s cores", os.cpu_count())
