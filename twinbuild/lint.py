@@ -15,6 +15,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from twinbuild import recipe as recipes
+from twinbuild.findings import Finding
 from twinbuild.manifest import PLATFORMS, Manifest, Pin, Platform, Profile, ResolvedPin
 from twinbuild.render import GENERATED, RECIPES, pin_args, render
 
@@ -51,21 +52,6 @@ CODES: dict[str, str] = {
     "TB104": "manifest pin that no recipe uses",
     "TB105": "recipe line looks like a pin but cannot be classified",
 }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Finding:
-    path: str
-    line: int
-    code: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.code} {self.message}"
-
-    def github(self) -> str:
-        message = self.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        return f"::error file={self.path},line={self.line},title={self.code}::{message}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

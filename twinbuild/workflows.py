@@ -26,6 +26,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from twinbuild.errors import ConfigError, FindingsError
+from twinbuild.findings import Finding
 
 # Events whose payload (and, for pull_request, whose code) a fork or any GitHub user controls.
 UNTRUSTED_TRIGGERS = frozenset(
@@ -65,19 +66,6 @@ _UNTRUSTED_CONTEXT = re.compile(
 )
 _EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
 _MATRIX_REF = re.compile(r"^\$\{\{\s*matrix\.([A-Za-z0-9_-]+)\s*\}\}$")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Finding:
-    """One trust problem in one workflow file."""
-
-    path: Path
-    line: int
-    code: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.code} {self.message}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,18 +192,25 @@ def _check_file(path: Path) -> list[Finding]:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        return [Finding(path=path, line=1, code="TB-W000", message=f"cannot read: {exc.strerror}")]
+        return [
+            Finding(path=str(path), line=1, code="TB-W000", message=f"cannot read: {exc.strerror}")
+        ]
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 1
         return [
-            Finding(path=path, line=line, code="TB-W000", message=f"not valid YAML: {exc.problem}")
+            Finding(
+                path=str(path), line=line, code="TB-W000", message=f"not valid YAML: {exc.problem}"
+            )
         ]
     if not isinstance(root, MappingNode):
         return [
             Finding(
-                path=path, line=1, code="TB-W000", message="not a workflow (no top-level mapping)"
+                path=str(path),
+                line=1,
+                code="TB-W000",
+                message="not a workflow (no top-level mapping)",
             )
         ]
     return _Workflow(path, text, root).findings()
@@ -259,7 +254,7 @@ class _Workflow:
         self.out: list[Finding] = []
 
     def add(self, line: int, code: str, message: str) -> None:
-        self.out.append(Finding(path=self.path, line=line, code=code, message=message))
+        self.out.append(Finding(path=str(self.path), line=line, code=code, message=message))
 
     def findings(self) -> list[Finding]:
         self._permissions()

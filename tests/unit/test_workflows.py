@@ -10,7 +10,8 @@ import pytest
 
 from twinbuild import workflows
 from twinbuild.errors import FindingsError
-from twinbuild.workflows import Finding, ToolResult
+from twinbuild.findings import Finding
+from twinbuild.workflows import ToolResult
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "workflows"
@@ -18,7 +19,7 @@ OURS = ROOT / ".github" / "workflows"
 
 
 def where(path: Path) -> list[tuple[str, int, str]]:
-    return [(f.path.name, f.line, f.code) for f in workflows.check([path])]
+    return [(Path(f.path).name, f.line, f.code) for f in workflows.check([path])]
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -207,7 +208,7 @@ jobs:
 
 
 def test_finding_format() -> None:
-    finding = Finding(path=Path("a/b.yml"), line=7, code="TB-W004", message="m")
+    finding = Finding(path="a/b.yml", line=7, code="TB-W004", message="m")
     assert str(finding) == "a/b.yml:7: TB-W004 m"
 
 

@@ -1,0 +1,21 @@
+"""One finding of a check, as every check prints it: ``path:line: CODE message``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    path: str
+    line: int
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.code} {self.message}"
+
+    def github(self) -> str:
+        """The same finding as a GitHub Actions annotation."""
+        message = self.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+        return f"::error file={self.path},line={self.line},title={self.code}::{message}"
