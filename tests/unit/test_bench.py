@@ -7,16 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild.bench import (
+from twinbuild.bench.generate import generate_manifest, smoke_manifest, write_project
+from twinbuild.bench.stats import (
     Row,
     fit_exponent,
-    generate_manifest,
     median,
     nlogn_ratio,
     ratio,
-    smoke_manifest,
     table,
-    write_project,
 )
 from twinbuild.lint import lint
 from twinbuild.manifest import load, loads
