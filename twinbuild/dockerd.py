@@ -368,6 +368,7 @@ def up(
         # Alive but deaf: a daemon still starting, or a hung one. Give it the start timeout.
         return _wait_answering(paths, host, pid, timeout, started=False)
     dockerd = host.which("dockerd") or _install_dockerd(host)
+    _stop_orphaned_containerd(paths, host)
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.pidfile.unlink(missing_ok=True)
     paths.socket.unlink(missing_ok=True)
@@ -398,6 +399,24 @@ def _wait_answering(
     return EngineState(
         docker_host=paths.docker_host, source="private", running=True, started=started, pid=pid
     )
+
+
+def _stop_orphaned_containerd(paths: EnginePaths, host: Host) -> None:
+    """Stop the containerd a dead dockerd of ours left behind.
+
+    dockerd starts its own containerd under the exec root. When dockerd is killed, that containerd
+    lives on, and a new dockerd waits for it in vain ("timeout waiting for containerd to start").
+    Only a process whose command line names our exec root is touched.
+    """
+    pidfile = paths.exec_root / "containerd" / "containerd.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (OSError, ValueError):
+        return
+    if host.alive(pid) and "containerd" in cmdline and str(paths.exec_root) in cmdline:
+        _stop_pid(host, pid, STOP_TIMEOUT_S)
+    pidfile.unlink(missing_ok=True)
 
 
 def _write_env(paths: EnginePaths) -> None:

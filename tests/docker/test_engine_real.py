@@ -6,13 +6,20 @@ nor disturbs the engine `twinbuild engine up` keeps for everyone else. Takes abo
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import subprocess
+import sys
 import tempfile
+import time
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import edit, mini_project
 from twinbuild import base, dockerd, engine
 from twinbuild.dockerd import EnginePaths, EngineState
 
@@ -111,6 +118,46 @@ def test_exec_in_a_started_container(private: Private) -> None:
         finally:
             eng.remove_container(cid)
     assert (result.exit_code, result.output) == (0, "42\n")
+
+
+def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) -> None:
+    """A real fault: dockerd dies (SIGKILL) during a build. The build fails with exit 3 and the
+    image the tag named before is still the one it names."""
+    root = mini_project(tmp_path)
+    edit(
+        root / "pins/manifest.toml",
+        'packages = ["python3", "python3-venv", "git"]',
+        f"packages = {json.dumps(PACKAGES)}",
+    )  # fmt: skip  (the base this module built)
+    env = {**os.environ, "DOCKER_HOST": private.state.docker_host,
+           "TWINBUILD_CACHE": str(private.cache)}  # fmt: skip
+    argv = [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(root),
+            "--manifest", str(root / "pins/manifest.toml")]  # fmt: skip
+    good = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    assert good.returncode == 0, good.stderr
+    with engine.connect(private.state.docker_host) as eng:
+        before = (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id")
+    assert before
+
+    marker = f"sleep 120 # {uuid.uuid4().hex}"
+    edit(root / "images/local/Dockerfile", "FROM common AS rocm\n",
+         f"FROM common AS rocm\nRUN {marker}\n")  # fmt: skip
+    build = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)  # fmt: skip
+    log = root / "build/local/rocm/build.log"
+    deadline = time.monotonic() + 180
+    while not (log.exists() and marker in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert private.state.pid is not None
+    os.kill(private.state.pid, signal.SIGKILL)
+    _, err = build.communicate(timeout=120)
+    assert build.returncode == 3, err
+    assert "the engine went away during the build of rocm" in err
+    assert "nothing was tagged" in err
+
+    private.state = dockerd.up(private.paths)  # a fresh daemon on the same data root
+    with engine.connect(private.state.docker_host) as eng:
+        assert (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id") == before
 
 
 def test_down_stops_it(private: Private) -> None:
