@@ -135,3 +135,27 @@ def test_sigterm_stops_the_build_and_tags_nothing(project: Path, engine: Engine)
     assert proc.returncode == 130, err
     assert "twinbuild: stopped by SIGTERM; nothing was tagged" in err
     assert _tagged(engine, "rocm") == good.image_id
+
+
+def test_two_builds_of_one_image_at_once_are_serialized(project: Path, engine: Engine) -> None:
+    recipe = project / "images/local/Dockerfile"
+    marker = f"sleep 5 # {uuid.uuid4().hex}"  # a recipe never built before
+    edit(recipe, "FROM common AS rocm\n", f"FROM common AS rocm\nRUN {marker}\n")
+    env = {**os.environ, "DOCKER_HOST": engine.docker_host}
+    argv = [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root",
+            str(project), "--manifest", str(project / "pins/manifest.toml")]  # fmt: skip
+    first = subprocess.Popen(
+        argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    log = project / "build/local/rocm/build.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and marker in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    second = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    out_first, _ = first.communicate(timeout=120)
+    assert first.returncode == 0
+    assert second.returncode == 0, second.stderr
+    assert "twinbuild/rocm:local: built in" in out_first
+    assert "another build of this image is running; waiting for it" in second.stdout
+    assert "twinbuild/rocm:local: up to date" in second.stdout
+    BUILT.append(_tagged(engine, "rocm"))
