@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -98,6 +98,9 @@ def bump(
 ) -> BumpResult:
     """Move a pin in the manifest at ``path``; refuse (and write nothing) if the result is bad."""
     old = load(path)
+    found = old.find(request.name)  # `torch_memory_saver` names the pin `torch-memory-saver` too
+    if found is not None:
+        request = replace(request, name=found.name)
     new_text = edit(old, request)
     new = _reload(old, new_text)
     findings = lint_manifest(new).findings
@@ -163,7 +166,7 @@ def _check_request(old: Manifest, request: BumpRequest) -> Pin:
     name = request.name
     if (request.commit is None) == (request.version is None):
         raise ConfigError(f"pins bump {name}: pass exactly one of --commit SHA or --version V")
-    pin = old.pins.get(name)
+    pin = old.find(name)
     if pin is None:
         close = difflib.get_close_matches(name, list(old.pins), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else "; twinbuild pins table lists them"

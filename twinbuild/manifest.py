@@ -237,6 +237,14 @@ class Manifest:
         blob = json.dumps(data, sort_keys=True, default=lambda o: _plain(o, skip=("line",)))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
+    def find(self, name: str) -> Pin | None:
+        """The pin called ``name``, or the one it names after -/_/. normalisation."""
+        found = self.pins.get(name)
+        if found is not None:
+            return found
+        wanted = _norm(name)
+        return next((pin for key, pin in self.pins.items() if _norm(key) == wanted), None)
+
     def line_of(self, *key: str) -> int:
         return self.keylines.line_of(key)
 

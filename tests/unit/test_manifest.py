@@ -133,3 +133,12 @@ def _messages(path: Path) -> list[str]:
     with pytest.raises(ManifestError) as info:
         load(path)
     return info.value.messages
+
+
+def test_find_matches_names_after_normalisation() -> None:
+    manifest = load(MINI / MANIFEST)
+    found = manifest.find("torch-memory-saver")
+    assert found is not None
+    assert found.name == "torch_memory_saver"
+    assert manifest.find("Flash_Linear.Attention") is manifest.pins["flash-linear-attention"]
+    assert manifest.find("no-such-pin") is None
