@@ -154,8 +154,8 @@ def test_divergent_pin_moves_every_override(manifest: Path) -> None:
             "{m}:42: pins.numba: a pypi pin takes --version, not --commit",
         ),
         (
-            BumpRequest(name="torch-memory-saver", commit=NEW_SHA, why="fix"),
-            "{m}: no pin named 'torch-memory-saver'; did you mean 'torch_memory_saver'?",
+            BumpRequest(name="torch-memory-savers", commit=NEW_SHA, why="fix"),
+            "{m}: no pin named 'torch-memory-savers'; did you mean 'torch_memory_saver'?",
         ),
         (
             BumpRequest(name="numba", version="0.66.0", why="TODO"),
