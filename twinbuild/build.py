@@ -97,6 +97,14 @@ def image_tag(platform: Platform, profile: Profile) -> str:
     return f"{REPOSITORY.format(platform=platform)}:{profile}"
 
 
+def builder_settings(rendered: Rendered, choice: BuilderChoice = "auto") -> dict[str, str]:
+    """The builder part of the inputs hash; the evidence gate recomputes hashes with it too."""
+    settings = {"builder": "engine-api", "target": rendered.target or ""}
+    if choice != "auto":
+        settings["kind"] = choice
+    return settings
+
+
 def plan_inputs(
     manifest: Manifest, engine: Engine, platform: Platform, options: BuildOptions, say: Say
 ) -> tuple[Rendered, str, dict[str, str]]:
@@ -117,9 +125,7 @@ def plan_inputs(
         rendered = render(manifest, platform, "production")
         spec = manifest.platforms[platform].base
         base_info = {"ref": spec.ref, "id": spec.digest}
-    builder = {"builder": "engine-api", "target": rendered.target or ""}
-    if options.builder != "auto":
-        builder["kind"] = options.builder
+    builder = builder_settings(rendered, options.builder)
     digest = inputs_hash(options.root, rendered, base_id=base_info["id"], builder=builder)
     return rendered, digest, base_info
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from twinbuild import evidence
+from twinbuild.build import builder_settings
 from twinbuild.errors import ConfigError
 from twinbuild.evidence import Blob, Policy
 from twinbuild.inputs import inputs_hash
@@ -109,7 +110,7 @@ def head_inputs(head: str, manifest_path: Path) -> tuple[dict[Platform, str], st
             rendered = render(manifest, platform, "production")
             hashes[platform] = inputs_hash(
                 Path(tmp), rendered, base_id=manifest.platforms[platform].base.digest,
-                builder={"builder": "engine-api", "target": ""},
+                builder=builder_settings(rendered),
             )  # fmt: skip
     return hashes, manifest.digest()
 

@@ -1,0 +1,42 @@
+"""The gate's view of the PR head (read from git objects) hashes exactly as the build does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from tests.helpers import edit, mini_project
+from tests.unit.gitrepos import git, isolate_git, needs_git
+from twinbuild.build import BuildOptions, plan_inputs
+from twinbuild.engine import Engine
+from twinbuild.evidence.commands import head_inputs
+from twinbuild.manifest import PLATFORMS, load
+
+MANIFEST = Path("pins/manifest.toml")
+
+
+@needs_git
+def test_head_inputs_equal_the_build_inputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate_git(monkeypatch, tmp_path / "home")
+    root = mini_project(tmp_path)
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "mini")
+    head = git(root, "rev-parse", "HEAD")
+    # The working tree moves on; the gate must see the commit, not the checkout.
+    edit(root / MANIFEST, 'version = "0.65.1"', 'version = "0.66.0"')
+    monkeypatch.chdir(root)
+    hashes, digest = head_inputs(head, MANIFEST)
+
+    git(root, "checkout", "-q", "--", ".")
+    manifest = load(root / MANIFEST)
+    options = BuildOptions(root=root, profile="production")
+    no_engine = cast(Engine, None)  # the production profile never asks the engine to hash
+    for platform in PLATFORMS:
+        _, expected, _ = plan_inputs(manifest, no_engine, platform, options, lambda _: None)
+        assert hashes[platform] == expected
+    assert digest == manifest.digest()
