@@ -33,6 +33,7 @@ from twinbuild.evidence.statement import (
     Subject,
     TestResult,
     Verdict,
+    parse_counts,
     parse_gpu,
     parse_test,
 )
@@ -67,14 +68,7 @@ def record(
     # A failure's message and what the image holds stay in the smoke report, not the evidence.
     tests = tuple(parse_test(t, ignore=("message",)) for t in top.items("tests"))
     top.ignore("holds")
-    c = top.obj("counts")
-    claimed = Counts(
-        passed=c.integer("passed"),
-        failed=c.integer("failed"),
-        skipped=c.integer("skipped"),
-        flaky=c.integer("flaky"),
-    )
-    c.done()
+    claimed = parse_counts(top.obj("counts"))
     top.done()
     counts = Counts.of(tests)
     if claimed != counts:

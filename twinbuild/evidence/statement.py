@@ -273,14 +273,7 @@ def _predicate(p: Fields) -> Predicate:
     gpu = parse_gpu(p.opt_obj("gpu"))
     res = p.obj("results")
     tests = tuple(parse_test(t) for t in res.items("tests"))
-    c = res.obj("counts")
-    counts = Counts(
-        passed=c.integer("passed"),
-        failed=c.integer("failed"),
-        skipped=c.integer("skipped"),
-        flaky=c.integer("flaky"),
-    )
-    c.done()
+    counts = parse_counts(res.obj("counts"))
     results = Results(
         verdict=res.choice("verdict", ("passed", "failed")), tests=tests, counts=counts
     )
@@ -311,6 +304,18 @@ def parse_gpu(g: Fields | None) -> Gpu | None:
     )
     g.done()
     return gpu
+
+
+def parse_counts(c: Fields) -> Counts:
+    """A run's counts, as the smoke report and the statement both write them."""
+    counts = Counts(
+        passed=c.integer("passed"),
+        failed=c.integer("failed"),
+        skipped=c.integer("skipped"),
+        flaky=c.integer("flaky"),
+    )
+    c.done()
+    return counts
 
 
 def parse_test(t: Fields, *, ignore: tuple[str, ...] = ()) -> TestResult:
