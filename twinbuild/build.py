@@ -12,7 +12,6 @@ The order of work is what makes a build safe to interrupt:
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import tarfile
@@ -30,6 +29,7 @@ import filelock
 
 from twinbuild import __version__
 from twinbuild.atomic import write_atomic
+from twinbuild.dockerd import cache_root
 from twinbuild.engine import Builder, BuilderUnavailable, Engine
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted, LockBusy
 from twinbuild.inputs import input_files, inputs_hash
@@ -294,9 +294,7 @@ def _assemble(options: BuildOptions, rendered: Rendered, context: Path, say: Say
         path.write_text(body)
     (context / GENERATED / "mirrors").mkdir(parents=True, exist_ok=True)
     if rendered.profile == "local":
-        cache = options.cache or Path(
-            os.environ.get("TWINBUILD_CACHE", Path.home() / ".cache/twinbuild")
-        )
+        cache = options.cache or cache_root()
         counts = download_wheels(rendered, context, cache)
         if counts:
             say(f"wheelhouse: {sum(counts.values())} pins in {len(counts)} layers")
