@@ -79,10 +79,10 @@ def _fence_docker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
     """Tests without the docker marker cannot make a Docker client."""
     if request.node.get_closest_marker("docker") is not None:
         return
-    import twinbuild.engine
+    import twinbuild.engine.client
 
     def blocked(*_args: object, **_kwargs: object) -> None:
         raise DockerBlocked(BLOCKED)
 
-    monkeypatch.setattr(twinbuild.engine, "connect", blocked)
-    monkeypatch.setattr(twinbuild.engine, "_open_client", blocked)
+    monkeypatch.setattr(twinbuild.engine.client, "connect", blocked)
+    monkeypatch.setattr(twinbuild.engine.client, "_open_client", blocked)

@@ -1,3 +1,3 @@
-from twinbuild.cli import main
+from twinbuild.cli.main import main
 
 raise SystemExit(main())

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import edit, mini_project
-from twinbuild.build import BuildOptions, BuildResult, build_image, image_tag
-from twinbuild.engine import Engine, connect
+from twinbuild.build.image import BuildOptions, BuildResult, build_image, image_tag
+from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
-from twinbuild.manifest import PLATFORMS, Platform, load
+from twinbuild.manifest.model import PLATFORMS, Platform, load
 
 pytestmark = pytest.mark.docker
 

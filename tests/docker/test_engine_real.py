@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import edit, mini_project
-from twinbuild import base, dockerd, engine
-from twinbuild.dockerd import EnginePaths, EngineState
+from twinbuild.engine import base
+from twinbuild.engine import client as engine
+from twinbuild.engine import daemon as dockerd
+from twinbuild.engine.daemon import EnginePaths, EngineState
 
 pytestmark = pytest.mark.docker
 

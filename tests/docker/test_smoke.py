@@ -17,11 +17,11 @@ import pytest
 
 from tests.helpers import MINI
 from tests.unit.evidence_builders import github_env
-from twinbuild import engine as engine_mod
 from twinbuild import evidence
-from twinbuild.base import ensure_base
+from twinbuild.engine import client as engine_mod
+from twinbuild.engine.base import ensure_base
 from twinbuild.errors import FindingsError
-from twinbuild.manifest import Manifest, load, loads
+from twinbuild.manifest.model import Manifest, load, loads
 from twinbuild.smoke import runner
 
 pytestmark = pytest.mark.docker

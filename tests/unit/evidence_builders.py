@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from twinbuild.evidence import dsse, record, save, sign, strictjson
 from twinbuild.evidence.keys import keyid
-from twinbuild.manifest import Platform
+from twinbuild.manifest.model import Platform
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 REPO = "twinbuild/twinbuild"

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild import adopt, drift
 from twinbuild.errors import ConfigError, FindingsError
+from twinbuild.importer import draft as adopt
+from twinbuild.importer import report as drift
 
 RECIPES = Path(__file__).parent.parent / "fixtures" / "recipes"
 EXPECTED = RECIPES / "expected"
@@ -76,7 +77,8 @@ def _filled(text: str) -> str:
 
 @pytest.mark.usefixtures("in_recipes")
 def test_filled_draft_loads_and_passes_the_manifest_lint(tmp_path: Path) -> None:
-    from twinbuild import lint, manifest
+    from twinbuild.lint import checks as lint
+    from twinbuild.manifest import model as manifest
 
     draft = adopt.draft(both())
     path = tmp_path / "pins" / "manifest.toml"
@@ -88,7 +90,8 @@ def test_filled_draft_loads_and_passes_the_manifest_lint(tmp_path: Path) -> None
 
 @pytest.mark.usefixtures("in_recipes")
 def test_unfilled_draft_is_refused_by_the_lint(tmp_path: Path) -> None:
-    from twinbuild import lint, manifest
+    from twinbuild.lint import checks as lint
+    from twinbuild.manifest import model as manifest
 
     findings = lint.lint_manifest(manifest.loads(adopt.draft(both()), tmp_path / "m.toml")).findings
     codes = {f.code for f in findings}

@@ -1,4 +1,4 @@
-"""twinbuild.bake: a docker buildx bake file in bake's documented JSON shape, with staged contexts."""
+"""twinbuild.build.bake: a docker buildx bake file in bake's documented JSON shape, with staged contexts."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import mini_project
-from twinbuild.bake import bake, check_repository, definition
+from twinbuild.build.bake import bake, check_repository, definition
 from twinbuild.errors import ConfigError
-from twinbuild.manifest import load
-from twinbuild.render import render
+from twinbuild.manifest.model import load
+from twinbuild.manifest.render import render
 
 # The attributes the Bake file reference (docs.docker.com/build/bake/reference/) documents.
 TOP_LEVEL = {"group", "target", "variable", "function"}

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from twinbuild import base
-from twinbuild.base import BaseInputs
-from twinbuild.engine import EngineInfo, GpuAccess, ImageSummary, Network, RunResult
+from twinbuild.engine import base
+from twinbuild.engine.base import BaseInputs
+from twinbuild.engine.client import EngineInfo, GpuAccess, ImageSummary, Network, RunResult
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 
 SUITE = "bookworm"

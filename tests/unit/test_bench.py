@@ -16,8 +16,8 @@ from twinbuild.bench.stats import (
     ratio,
     table,
 )
-from twinbuild.lint import lint
-from twinbuild.manifest import load, loads
+from twinbuild.lint.checks import lint
+from twinbuild.manifest.model import load, loads
 
 
 def test_median_of_odd_and_even_counts() -> None:

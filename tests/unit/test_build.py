@@ -14,10 +14,10 @@ import pytest
 import requests
 
 from tests.helpers import mini_project
-from twinbuild.build import BuildOptions, BuildResult, build_image, out_dir
-from twinbuild.engine import BuilderUnavailable, Engine, ImageSummary
+from twinbuild.build.image import BuildOptions, BuildResult, build_image, out_dir
+from twinbuild.engine.client import BuilderUnavailable, Engine, ImageSummary
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
-from twinbuild.manifest import load
+from twinbuild.manifest.model import load
 
 BUILT = "sha256:" + "b" * 64
 GOOD: list[dict[str, Any]] = [

@@ -1,4 +1,4 @@
-"""twinbuild.bump: move a pin in place, symmetric unless declared, refusing bad values."""
+"""twinbuild.pins.bump: move a pin in place, symmetric unless declared, refusing bad values."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import commit_file, git, init, isolate_git, needs_git
-from twinbuild.bump import BumpRequest, bump
 from twinbuild.errors import ConfigError, UpstreamRefused
-from twinbuild.manifest import load
+from twinbuild.manifest.model import load
+from twinbuild.pins.bump import BumpRequest, bump
 
 NEW_SHA = "1234567890abcdef1234567890abcdef12345678"
 TMS_REPO = "https://github.com/fzyzcjy/torch_memory_saver"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import mini_project
-from twinbuild.cli import build_parser, main
+from twinbuild.cli.main import build_parser, main
 
 COMMANDS = {
     "lint", "render", "engine", "base", "build", "smoke", "bench", "import", "workflows",

@@ -1,4 +1,4 @@
-"""twinbuild.diff: pin changes between two revisions of the manifest, and the images to rebuild."""
+"""twinbuild.pins.diff: pin changes between two revisions of the manifest, and the images to rebuild."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import commit_all, commit_file, init, isolate_git, needs_git
-from twinbuild.diff import diff_revs
 from twinbuild.errors import ConfigError
+from twinbuild.pins.diff import diff_revs
 
 pytestmark = [pytest.mark.git, needs_git]
 

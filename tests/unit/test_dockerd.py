@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild import dockerd
-from twinbuild.dockerd import DEFAULT_HOST, EnginePaths, EngineState
+from twinbuild.engine import daemon as dockerd
+from twinbuild.engine.daemon import DEFAULT_HOST, EnginePaths, EngineState
 from twinbuild.errors import EngineError
 
 

@@ -14,12 +14,12 @@ import pytest
 import requests
 import requests.exceptions
 
-import twinbuild.engine
+import twinbuild.engine.client
 from tests.conftest import gpu_vendors
-from twinbuild.engine import Engine, ImageSummary, RunResult
+from twinbuild.engine.client import Engine, ImageSummary, RunResult
 from twinbuild.errors import ConfigError, EngineError
 
-real_connect = twinbuild.engine.connect  # taken before the conftest fence replaces it
+real_connect = twinbuild.engine.client.connect  # taken before the conftest fence replaces it
 HOST = "unix:///tmp/fake.sock"
 
 
@@ -132,7 +132,7 @@ def test_unmarked_tests_cannot_connect() -> None:
     from tests.conftest import DockerBlocked
 
     with pytest.raises(DockerBlocked, match=r"^blocked in tests without @pytest\.mark\.docker$"):
-        twinbuild.engine.connect()
+        twinbuild.engine.client.connect()
     with pytest.raises(DockerBlocked):
         real_connect(HOST)  # the client factory is fenced too
 
@@ -141,7 +141,7 @@ def test_connect_names_the_socket_when_nothing_answers(
     monkeypatch: pytest.MonkeyPatch, api: FakeAPI
 ) -> None:
     api.fail["ping"] = requests.exceptions.ConnectionError("refused")
-    monkeypatch.setattr(twinbuild.engine, "_open_client", lambda host: api)
+    monkeypatch.setattr(twinbuild.engine.client, "_open_client", lambda host: api)
     with pytest.raises(EngineError) as info:
         real_connect(HOST)
     assert str(info.value) == (
@@ -152,8 +152,8 @@ def test_connect_names_the_socket_when_nothing_answers(
 
 
 def test_connect_uses_docker_host(monkeypatch: pytest.MonkeyPatch, api: FakeAPI) -> None:
-    monkeypatch.setattr(twinbuild.engine, "_open_client", lambda host: api)
-    monkeypatch.setattr(twinbuild.dockerd, "docker_host", lambda: "unix:///run/picked.sock")
+    monkeypatch.setattr(twinbuild.engine.client, "_open_client", lambda host: api)
+    monkeypatch.setattr(twinbuild.engine.daemon, "docker_host", lambda: "unix:///run/picked.sock")
     engine = real_connect()
     assert engine.docker_host == "unix:///run/picked.sock"
     assert api.calls == [("ping", None)]
@@ -161,10 +161,10 @@ def test_connect_uses_docker_host(monkeypatch: pytest.MonkeyPatch, api: FakeAPI)
 
 def test_client_factory_failure_is_an_engine_error(monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(host: str) -> None:
-        with twinbuild.engine._errors(f"cannot talk to the engine at {host}", host):
+        with twinbuild.engine.client._errors(f"cannot talk to the engine at {host}", host):
             raise docker.errors.DockerException("Error while fetching server API version")
 
-    monkeypatch.setattr(twinbuild.engine, "_open_client", refuse)
+    monkeypatch.setattr(twinbuild.engine.client, "_open_client", refuse)
     with pytest.raises(EngineError) as info:
         real_connect(HOST)
     assert str(info.value).startswith("no Docker engine answers at unix:///tmp/fake.sock")
@@ -337,16 +337,16 @@ def test_info_reads_builder_version(engine: Engine) -> None:
 
 
 def test_fake_satisfies_protocol(engine: Engine) -> None:
-    check: Callable[[twinbuild.engine.EngineAPI], str] = lambda e: e.docker_host  # noqa: E731
+    check: Callable[[twinbuild.engine.client.EngineAPI], str] = lambda e: e.docker_host  # noqa: E731
     assert check(engine) == HOST
 
 
 FENCED = """
 import pytest
-import twinbuild.engine
+import twinbuild.engine.client
 
 def test_plain():
-    twinbuild.engine.connect()
+    twinbuild.engine.client.connect()
 
 @pytest.mark.docker
 def test_needs_docker():

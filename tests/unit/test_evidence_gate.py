@@ -31,7 +31,7 @@ from tests.unit.evidence_builders import (
 )
 from twinbuild.errors import ConfigError, EvidenceRefused
 from twinbuild.evidence import GateRefused, GateResult, Policy, dsse, gate
-from twinbuild.manifest import Platform
+from twinbuild.manifest.model import Platform
 
 POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42)
 FORK_HELP = (

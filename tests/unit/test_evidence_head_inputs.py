@@ -9,10 +9,10 @@ import pytest
 
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import git, isolate_git, needs_git
-from twinbuild.build import BuildOptions, plan_inputs
-from twinbuild.engine import Engine
-from twinbuild.evidence.commands import head_inputs
-from twinbuild.manifest import PLATFORMS, load
+from twinbuild.build.image import BuildOptions, plan_inputs
+from twinbuild.cli.evidence_handlers import head_inputs
+from twinbuild.engine.client import Engine
+from twinbuild.manifest.model import PLATFORMS, load
 
 MANIFEST = Path("pins/manifest.toml")
 

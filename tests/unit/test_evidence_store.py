@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild.atomic import write_atomic
 from twinbuild.errors import ConfigError, DiskFull
+from twinbuild.util.atomic import write_atomic
 
 
 def test_replaces_the_file_with_the_given_mode(tmp_path: Path) -> None:

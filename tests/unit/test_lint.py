@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import edit, mini_project
-from twinbuild.cli import main
-from twinbuild.lint import lint
-from twinbuild.manifest import load
+from twinbuild.cli.main import main
+from twinbuild.lint.checks import lint
+from twinbuild.manifest.model import load
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = "pins/manifest.toml"

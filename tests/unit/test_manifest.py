@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import MINI, edit, mini_project
 from twinbuild.errors import ConfigError
-from twinbuild.manifest import ManifestError, load
+from twinbuild.manifest.model import ManifestError, load
 
 MANIFEST = "pins/manifest.toml"
 

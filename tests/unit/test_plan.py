@@ -1,4 +1,4 @@
-"""twinbuild.plan: which images a change affects, in git repositories made from the mini project."""
+"""twinbuild.build.plan: which images a change affects, in git repositories made from the mini project."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import commit_all, git, init, isolate_git, needs_git
+from twinbuild.build.plan import Plan, plan, write_github_output
 from twinbuild.errors import ConfigError
-from twinbuild.plan import Plan, plan, write_github_output
 
 pytestmark = [pytest.mark.git, needs_git]
 
@@ -99,13 +99,14 @@ def test_rocm_recipe_change_plans_rocm(repo: Path) -> None:
 def test_shared_inputs_plan_both(repo: Path) -> None:
     (repo / "images" / "common").mkdir()
     (repo / "images" / "common" / "smoke.py").write_text("")
-    (repo / "twinbuild").mkdir()
-    (repo / "twinbuild" / "render.py").write_text("")
-    (repo / "twinbuild" / "lint.py").write_text("")  # does not shape builds
+    (repo / "twinbuild" / "manifest").mkdir(parents=True)
+    (repo / "twinbuild" / "manifest" / "render.py").write_text("")
+    (repo / "twinbuild" / "lint").mkdir()
+    (repo / "twinbuild" / "lint" / "checks.py").write_text("")  # does not shape builds
     result = plan(repo, "HEAD")
     assert result.reasons == {
-        "cuda": ["images/common/smoke.py changed", "twinbuild/render.py changed"],
-        "rocm": ["images/common/smoke.py changed", "twinbuild/render.py changed"],
+        "cuda": ["images/common/smoke.py changed", "twinbuild/manifest/render.py changed"],
+        "rocm": ["images/common/smoke.py changed", "twinbuild/manifest/render.py changed"],
     }
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild import recipe
 from twinbuild.errors import ConfigError
+from twinbuild.recipe import scan as recipe
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "recipes"
 Row = tuple[int, str, str, str, str, bool, bool, str | None]

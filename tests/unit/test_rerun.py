@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild import rerun
+from twinbuild.ci import rerun
+from twinbuild.ci.rerun import Decision
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.rerun import Decision
 
 CUDA = "GPU smoke (cuda)"
 ROCM = "GPU smoke (rocm)"

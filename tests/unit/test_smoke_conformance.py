@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from twinbuild.manifest import ResolvedPin, loads
+from twinbuild.manifest.model import ResolvedPin, loads
 from twinbuild.smoke import collect
 from twinbuild.smoke.conformance import Collected, check_base, check_pin, request_for
 

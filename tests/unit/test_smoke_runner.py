@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import mini_project
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.manifest import load
+from twinbuild.manifest.model import load
 from twinbuild.smoke import runner
 from twinbuild.smoke.spec import EnvCase, SuiteSpec
 

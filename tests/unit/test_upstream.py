@@ -1,4 +1,4 @@
-"""twinbuild.upstream: a bumped commit must be on the upstream default branch (local clones)."""
+"""twinbuild.pins.upstream: a bumped commit must be on the upstream default branch (local clones)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tests.unit.gitrepos import commit_file, git, init, isolate_git, needs_git
 from twinbuild.errors import ConfigError, UpstreamRefused
-from twinbuild.upstream import check_commit, local_path
+from twinbuild.pins.upstream import check_commit, local_path
 
 pytestmark = [pytest.mark.git, needs_git]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild import workflows
+from twinbuild.ci import workflows
+from twinbuild.ci.workflows import ToolResult
 from twinbuild.errors import FindingsError
-from twinbuild.findings import Finding
-from twinbuild.workflows import ToolResult
+from twinbuild.lint.findings import Finding
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "workflows"

@@ -50,9 +50,9 @@ def bench_cold(s: Session) -> None:
 
 def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
     """The assembled context of each platform and the docker CLI args that build it."""
-    from twinbuild.build import BuildOptions, _assemble, plan_inputs
-    from twinbuild.engine import connect
-    from twinbuild.manifest import load
+    from twinbuild.build.image import BuildOptions, _assemble, plan_inputs
+    from twinbuild.engine.client import connect
+    from twinbuild.manifest.model import load
 
     manifest = load(s.root / "pins/manifest.toml")
     options = BuildOptions(root=s.root, profile="local")
@@ -163,9 +163,9 @@ def _set_click(s: Session, version: str) -> None:
 
 def _prefetch(s: Session, versions: Sequence[str]) -> None:
     """Download the bump's wheels before timing, so PyPI's latency is not in the figures."""
-    from twinbuild.manifest import load
-    from twinbuild.render import render
-    from twinbuild.wheelhouse import download_wheels
+    from twinbuild.build.wheelhouse import download_wheels
+    from twinbuild.manifest.model import load
+    from twinbuild.manifest.render import render
 
     cache = Path(os.environ.get("TWINBUILD_CACHE", Path.home() / ".cache/twinbuild"))
     for v in versions:

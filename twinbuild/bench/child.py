@@ -74,11 +74,11 @@ def child_main(arg: str) -> None:
     }
     # Import before the clock starts: the in-process figure is the work, not the interpreter's
     # imports (the whole-process figure, measured by the parent, has both).
-    import twinbuild.base
-    import twinbuild.build
-    import twinbuild.engine
-    import twinbuild.lint
-    import twinbuild.manifest
+    import twinbuild.build.image
+    import twinbuild.engine.base
+    import twinbuild.engine.client
+    import twinbuild.lint.checks
+    import twinbuild.manifest.model
     import twinbuild.smoke.collect
 
     del twinbuild
@@ -89,10 +89,10 @@ def child_main(arg: str) -> None:
 
 
 def _job_build(job: dict[str, Any]) -> dict[str, Any]:
-    from twinbuild.base import ensure_base
-    from twinbuild.build import BuildOptions, build_image
-    from twinbuild.engine import connect
-    from twinbuild.manifest import load
+    from twinbuild.build.image import BuildOptions, build_image
+    from twinbuild.engine.base import ensure_base
+    from twinbuild.engine.client import connect
+    from twinbuild.manifest.model import load
 
     root = Path(job["root"])
     manifest = load(root / "pins/manifest.toml")
@@ -133,8 +133,8 @@ def _job_build(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job_smoke(job: dict[str, Any]) -> dict[str, Any]:
-    from twinbuild.engine import connect
-    from twinbuild.manifest import loads
+    from twinbuild.engine.client import connect
+    from twinbuild.manifest.model import loads
     from twinbuild.smoke import collect
     from twinbuild.smoke.conformance import Collected, check_pin, request_for
 
@@ -162,8 +162,8 @@ def _job_exec_each(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job_lint(job: dict[str, Any]) -> dict[str, Any]:
-    from twinbuild.lint import lint
-    from twinbuild.manifest import load
+    from twinbuild.lint.checks import lint
+    from twinbuild.manifest.model import load
 
     root = Path(job["root"])
     t0 = time.perf_counter()

@@ -62,8 +62,8 @@ def machine_line(env: dict[str, str] | None = None) -> str:
 
 def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> dict[str, Any]:
     """Run every benchmark; write ``out_dir/bench.json`` and ``out_dir/bench.md``."""
-    from twinbuild.dockerd import docker_host
-    from twinbuild.engine import connect
+    from twinbuild.engine.client import connect
+    from twinbuild.engine.daemon import docker_host
 
     env = {
         **os.environ,

@@ -2,7 +2,7 @@
 
 ``record`` builds the statement from a smoke report and the GitHub Actions environment, ``sign``
 wraps it in a DSSE envelope signed with ed25519, ``verify`` checks signature and structure, and
-``gate`` decides whether the evidence counts for a pull request (see the README's Trust model).
+``gate`` decides whether the evidence counts for a pull request (see docs/trust.md).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from twinbuild.errors import EvidenceRefused
 from twinbuild.evidence.record import SAFE_REF_RE
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.evidence.statement import VENDORS, Counts, Statement, format_time
-from twinbuild.manifest import PLATFORMS, Platform, Profile
+from twinbuild.manifest.model import PLATFORMS, Platform, Profile
 
 ALLOWED_EVENTS = ("push", "workflow_dispatch")
 _IMAGE_DIGEST_RE = re.compile(r"(?:[^@\s]+@)?sha256:([0-9a-f]{64})")

@@ -17,8 +17,8 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from twinbuild.atomic import write_atomic
 from twinbuild.errors import ConfigError
+from twinbuild.util.atomic import write_atomic
 
 KEY_ENV = "TWINBUILD_EVIDENCE_KEY"
 KEYS_DIR = Path("evidence/keys")

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from twinbuild.atomic import write_atomic
 from twinbuild.errors import ConfigError
 from twinbuild.evidence import strictjson
 from twinbuild.evidence.statement import (
@@ -38,7 +37,8 @@ from twinbuild.evidence.statement import (
     parse_test,
 )
 from twinbuild.evidence.strictjson import Fields
-from twinbuild.manifest import PLATFORMS, Platform
+from twinbuild.manifest.model import PLATFORMS, Platform
+from twinbuild.util.atomic import write_atomic
 
 PR_EVENTS = ("pull_request", "pull_request_target")
 SAFE_REF_RE = re.compile(r"refs/[A-Za-z0-9._/-]+")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from twinbuild.atomic import write_atomic
 from twinbuild.errors import EvidenceRefused
 from twinbuild.evidence import dsse, strictjson
 from twinbuild.evidence.statement import Statement
+from twinbuild.util.atomic import write_atomic
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -15,7 +15,7 @@ from typing import Any, Literal, get_args
 
 from twinbuild.errors import ConfigError, EvidenceRefused
 from twinbuild.evidence.strictjson import Fields
-from twinbuild.manifest import PLATFORMS, Platform, Profile
+from twinbuild.manifest.model import PLATFORMS, Platform, Profile
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://twinbuild.dev/gpu-smoke/v1"

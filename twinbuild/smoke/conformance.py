@@ -14,7 +14,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from twinbuild.manifest import ResolvedPin
+from twinbuild.manifest.model import ResolvedPin
 
 Outcome = Literal["passed", "failed", "skipped"]
 

@@ -14,8 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from twinbuild.engine import GpuAccess
-from twinbuild.manifest import Platform
+from twinbuild.engine.client import GpuAccess
+from twinbuild.manifest.model import Platform
 
 VENDOR: dict[Platform, str] = {"cuda": "nvidia", "rocm": "amd"}
 Runner = Callable[[Sequence[str]], str | None]

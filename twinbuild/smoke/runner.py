@@ -22,11 +22,11 @@ from typing import Any
 from dockerfile_parse import DockerfileParser
 
 import twinbuild
-from twinbuild import engine as engine_mod
+from twinbuild.engine import client as engine_mod
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
-from twinbuild.manifest import PLATFORMS, PROFILES, Manifest, Platform, Profile
-from twinbuild.recipe import parse as parse_recipe
-from twinbuild.render import RECIPES, local_skip_reason, render
+from twinbuild.manifest.model import PLATFORMS, PROFILES, Manifest, Platform, Profile
+from twinbuild.manifest.render import RECIPES, local_skip_reason, render
+from twinbuild.recipe.scan import parse as parse_recipe
 from twinbuild.smoke import gpu as gpu_mod
 from twinbuild.smoke import report
 from twinbuild.smoke.spec import BaseCase, EnvCase, GpuCase, PinCase, SuiteSpec

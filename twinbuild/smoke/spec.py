@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twinbuild.manifest import ResolvedPin
+from twinbuild.manifest.model import ResolvedPin
 
 SCHEMA = 1
 

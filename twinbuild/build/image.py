@@ -1,0 +1,379 @@
+"""Build one platform's image from the manifest, through the Engine API, or say it is up to date.
+
+The order of work is what makes a build safe to interrupt:
+1. render the manifest and hash every input; an image with that inputs hash is up to date;
+2. take the per-image lock (a second build of the same image waits), then look again;
+3. assemble the build context in a fresh folder (recipe, copied files, generated pins, wheels);
+4. build with no tag, streaming progress and keeping the whole log;
+5. only a complete build is tagged and recorded; a failure or a signal tags nothing, so the image
+   the tag pointed at before stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any, Literal
+
+import filelock
+
+from twinbuild import __version__
+from twinbuild.build.inputs import input_files, inputs_hash
+from twinbuild.build.progress import BuildStream
+from twinbuild.build.wheelhouse import copy_mirrors, download_wheels
+from twinbuild.engine.client import Builder, BuilderUnavailable, Engine
+from twinbuild.engine.daemon import cache_root
+from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted, LockBusy
+from twinbuild.manifest.model import Manifest, Platform, Profile
+from twinbuild.manifest.render import GENERATED, Rendered, render
+from twinbuild.util.atomic import write_atomic
+
+LABEL = "org.twinbuild"
+REPOSITORY = "twinbuild/{platform}"
+LOG_TAIL = 20
+Say = Callable[[str], None]
+BuilderChoice = Literal["auto", "buildkit", "classic"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildOptions:
+    root: Path
+    profile: Profile = "local"
+    force: bool = False
+    mirrors: Mapping[str, str] = field(default_factory=dict)
+    out_dir: Path | None = None  # default: <root>/build
+    cache: Path | None = None  # wheel cache; default: the engine cache folder
+    lock_timeout: float = 1800.0
+    builder: BuilderChoice = "auto"  # BuildKit where the engine has it, else the classic builder
+    source: str = "https://github.com/twinbuild/twinbuild"
+    revision: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildResult:
+    platform: Platform
+    profile: Profile
+    image_id: str
+    tag: str
+    inputs_hash: str
+    manifest_digest: str
+    up_to_date: bool
+    seconds: float
+    base: dict[str, str]
+    skipped: list[dict[str, str]]
+    python: str
+    log: str | None
+
+    def describe(self) -> str:
+        state = "up to date" if self.up_to_date else f"built in {self.seconds:.1f}s"
+        lines = [f"{self.tag}: {state} ({self.image_id[:19]}, inputs {self.inputs_hash[:19]})"]
+        lines += [
+            f"  not in {self.profile} profile: {s['pin']} ({s['reason']})" for s in self.skipped
+        ]
+        return "\n".join(lines)
+
+    def record(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.pop("up_to_date")
+        data.pop("seconds")
+        return data
+
+
+def out_dir(options: BuildOptions, platform: Platform) -> Path:
+    return (options.out_dir or options.root / "build") / options.profile / platform
+
+
+def image_tag(platform: Platform, profile: Profile) -> str:
+    return f"{REPOSITORY.format(platform=platform)}:{profile}"
+
+
+def builder_settings(rendered: Rendered, choice: BuilderChoice = "auto") -> dict[str, str]:
+    """The builder part of the inputs hash; the evidence gate recomputes hashes with it too."""
+    settings = {"builder": "engine-api", "target": rendered.target or ""}
+    if choice != "auto":
+        settings["kind"] = choice
+    return settings
+
+
+def plan_inputs(
+    manifest: Manifest, engine: Engine, platform: Platform, options: BuildOptions, say: Say
+) -> tuple[Rendered, str, dict[str, str]]:
+    """Render and hash; for the local profile make sure the embedded base exists first."""
+    if options.profile == "local":
+        from twinbuild.engine.base import ensure_base
+
+        local = manifest.local
+        base = ensure_base(
+            engine, suite=local.suite, mirror=local.mirror, packages=local.packages,
+            cache=options.cache,
+        )  # fmt: skip
+        if base.built:
+            say(base.describe())
+        rendered = render(manifest, platform, "local", local_base=base.tag, mirrors=options.mirrors)
+        base_info = {"ref": base.tag, "id": base.image_id}
+    else:
+        rendered = render(manifest, platform, "production")
+        spec = manifest.platforms[platform].base
+        base_info = {"ref": spec.ref, "id": spec.digest}
+    builder = builder_settings(rendered, options.builder)
+    digest = inputs_hash(options.root, rendered, base_id=base_info["id"], builder=builder)
+    return rendered, digest, base_info
+
+
+def find_up_to_date(
+    engine: Engine, platform: Platform, profile: Profile, digest: str
+) -> tuple[str, bool] | None:
+    """An image built from exactly these inputs: (its id, whether the tag already names it).
+
+    The tag is asked first (one inspect); listing images by label scans every image.
+    """
+    wanted = {
+        f"{LABEL}.inputs-hash": digest,
+        f"{LABEL}.platform": platform,
+        f"{LABEL}.profile": profile,
+    }
+    tagged = engine.inspect_image(image_tag(platform, profile))
+    if tagged is not None:
+        labels = (tagged.get("Config") or {}).get("Labels") or {}
+        if all(labels.get(k) == v for k, v in wanted.items()):
+            return str(tagged["Id"]), True
+    for image in engine.images_by_label(f"{LABEL}.inputs-hash", digest):
+        if all(image.labels.get(k) == v for k, v in wanted.items()):
+            return image.id, False
+    return None
+
+
+def _reuse(engine: Engine, found: tuple[str, bool], tag: str) -> str:
+    image_id, tagged = found
+    if not tagged:
+        engine.tag(image_id, tag)
+    return image_id
+
+
+def build_image(
+    manifest: Manifest, engine: Engine, platform: Platform, options: BuildOptions, say: Say = print
+) -> BuildResult:
+    """Build (or find up to date) the image of ``platform``; see the module docstring."""
+    start = time.monotonic()
+    rendered, digest, base_info = plan_inputs(manifest, engine, platform, options, say)
+    tag = image_tag(platform, options.profile)
+    skipped = [{"pin": p.name, "reason": r} for p, r in rendered.skipped]
+    python = "/opt/venv/bin/python" if options.profile == "local" else "python3"
+
+    def result(image_id: str, *, fresh: bool, log: Path | None) -> BuildResult:
+        built = BuildResult(
+            platform=platform, profile=options.profile, image_id=image_id, tag=tag,
+            inputs_hash=digest, manifest_digest=manifest.digest(), up_to_date=not fresh,
+            seconds=time.monotonic() - start, base=base_info, skipped=skipped, python=python,
+            log=str(log) if log else None,
+        )  # fmt: skip
+        _write_record(out_dir(options, platform) / "image.json", built.record())
+        return built
+
+    if not options.force and (found := find_up_to_date(engine, platform, options.profile, digest)):
+        return result(_reuse(engine, found, tag), fresh=False, log=None)
+    folder = out_dir(options, platform)
+    folder.mkdir(parents=True, exist_ok=True)
+    with _lock(folder / "build.lock", tag, options.lock_timeout, say):
+        if not options.force and (
+            found := find_up_to_date(engine, platform, options.profile, digest)
+        ):
+            return result(_reuse(engine, found, tag), fresh=False, log=None)
+        labels = _labels(manifest, platform, options, digest, base_info)
+        log_path = folder / "build.log"
+        with _context(folder) as context, _signals():
+            _assemble(options, rendered, context, say)
+            built = _run_build(engine, rendered, context, labels, log_path, say, options.builder)
+        inspected = engine.inspect_image(built)
+        if inspected is None:
+            raise EngineError(f"{engine.docker_host}: built image {built} vanished before tagging")
+        image_id = str(inspected["Id"])
+        engine.tag(image_id, tag)  # only now: a failed or interrupted build never gets here
+        return result(image_id, fresh=True, log=log_path)
+
+
+def _labels(
+    manifest: Manifest,
+    platform: Platform,
+    options: BuildOptions,
+    digest: str,
+    base_info: Mapping[str, str],
+) -> dict[str, str]:
+    oci = "org.opencontainers.image"
+    labels = {
+        f"{LABEL}.inputs-hash": digest,
+        f"{LABEL}.manifest-hash": manifest.digest(),
+        f"{LABEL}.platform-manifest-hash": manifest.platform_digest(platform, options.profile),
+        f"{LABEL}.platform": platform,
+        f"{LABEL}.profile": options.profile,
+        f"{LABEL}.base-digest": base_info["id"],
+        f"{LABEL}.base-ref": base_info["ref"],
+        f"{LABEL}.version": __version__,
+        f"{oci}.title": f"twinbuild {platform} ({options.profile})",
+        f"{oci}.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        f"{oci}.source": options.source,
+        f"{oci}.base.name": base_info["ref"],
+        f"{oci}.base.digest": base_info["id"],
+    }
+    if options.revision:
+        labels[f"{oci}.revision"] = options.revision
+    return labels
+
+
+@contextmanager
+def _lock(path: Path, tag: str, timeout: float, say: Say) -> Iterator[None]:
+    lock = filelock.FileLock(path)
+    try:
+        lock.acquire(timeout=0.1)
+    except filelock.Timeout:
+        say(f"{tag}: another build of this image is running; waiting for it ({path})")
+        try:
+            lock.acquire(timeout=timeout)
+        except filelock.Timeout:
+            raise LockBusy(
+                f"{tag}: still locked by another build after {timeout:.0f}s ({path}); "
+                "wait for it or stop it"
+            ) from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextmanager
+def _context(folder: Path) -> Iterator[Path]:
+    work = Path(tempfile.mkdtemp(prefix="context-", dir=folder))
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@contextmanager
+def _signals() -> Iterator[None]:
+    """SIGTERM behaves like Ctrl-C: the build stops and nothing is tagged."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        raise Interrupted(f"stopped by {signal.Signals(signum).name}; nothing was tagged")
+
+    if not _main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _assemble(options: BuildOptions, rendered: Rendered, context: Path, say: Say) -> None:
+    for rel in input_files(options.root, rendered.platform, rendered.profile):
+        dest = context / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(options.root / rel, dest)
+    for name, body in rendered.files.items():
+        path = context / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+    (context / GENERATED / "mirrors").mkdir(parents=True, exist_ok=True)
+    if rendered.profile == "local":
+        cache = options.cache or cache_root()
+        counts = download_wheels(rendered, context, cache)
+        if counts:
+            say(f"wheelhouse: {sum(counts.values())} pins in {len(counts)} layers")
+        copy_mirrors(rendered, context, options.mirrors)
+
+
+def _tar_context(context: Path) -> tempfile._TemporaryFileWrapper[bytes]:
+    handle = tempfile.NamedTemporaryFile(suffix=".tar")  # noqa: SIM115 (closed by the caller)
+    with tarfile.open(fileobj=handle, mode="w") as tar:
+        for path in sorted(context.rglob("*")):
+            info = tar.gettarinfo(str(path), arcname=path.relative_to(context).as_posix())
+            info.mtime = 0  # the engine's cache keys must not depend on when we copied
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            if path.is_file():
+                with path.open("rb") as data:
+                    tar.addfile(info, data)
+            else:
+                tar.addfile(info)
+    handle.seek(0)
+    return handle
+
+
+def _run_build(
+    engine: Engine,
+    rendered: Rendered,
+    context: Path,
+    labels: Mapping[str, str],
+    log_path: Path,
+    say: Say,
+    choice: BuilderChoice = "auto",
+) -> str:
+    stream = BuildStream(log_path, say, label=f"{rendered.platform}/{rendered.profile}")
+    kinds: list[Builder] = ["buildkit", "classic"] if choice == "auto" else [choice]
+    with _tar_context(context) as tar:
+        try:
+            for kind in kinds:
+                try:
+                    chunks = engine.build(
+                        tar, dockerfile=rendered.recipe.as_posix(), buildargs=rendered.args,
+                        labels=labels, target=rendered.target,
+                        network="none" if rendered.profile == "local" else "host", builder=kind,
+                    )  # fmt: skip
+                    break
+                except BuilderUnavailable:
+                    if kind == kinds[-1]:
+                        raise
+                    say(f"[{stream.label}] no BuildKit in this engine: classic builder")
+                    tar.seek(0)
+            image_id = stream.consume(chunks)
+        except EngineError:
+            stream.close()
+            raise
+        except (BuildFailed, Interrupted):
+            raise
+        except Exception as exc:  # the SDK raises requests/docker errors when the engine goes away
+            stream.close()
+            raise EngineError(
+                f"{engine.docker_host}: the engine went away during the build of "
+                f"{rendered.platform} ({type(exc).__name__}: {str(exc)[:160]}); nothing was tagged"
+            ) from exc
+    if image_id is None:
+        tail = stream.tail(LOG_TAIL)
+        if "no space left on device" in tail.lower():
+            raise DiskFull(f"{rendered.platform}: disk full during the build; see {log_path}")
+        raise BuildFailed(
+            f"{rendered.platform}: build failed at {stream.failed_step or 'an unknown step'}; "
+            f"nothing was tagged; whole log: {log_path}\n" + tail
+        )
+    return image_id
+
+
+def _write_record(path: Path, data: Mapping[str, Any]) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def read_record(root: Path, platform: Platform, profile: Profile) -> dict[str, Any] | None:
+    path = root / "build" / profile / platform / "image.json"
+    if not path.exists():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data

@@ -1,0 +1,1 @@
+"""GitHub Actions: the workflow trust check and the nightly rerun policy."""

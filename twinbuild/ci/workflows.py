@@ -1,0 +1,485 @@
+"""The workflow trust check, and the runner for zizmor and actionlint.
+
+``check`` reads GitHub workflow files as YAML node trees (so every finding has a line) and enforces
+the trust model that zizmor does not know about:
+
+- TB-W001: a job on a self-hosted runner in a workflow that an untrusted event can start
+- TB-W002: a workflow that holds secrets checks out PR code
+- TB-W003: an attacker-controlled ``${{ }}`` expression expanded inside ``run:``
+- TB-W004: no top-level ``permissions: {}``
+- TB-W005: ``actions/checkout`` without ``persist-credentials: false``
+
+TB-W000 reports a file that is not a readable workflow, so one run reports every file.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from twinbuild.errors import ConfigError, FindingsError
+from twinbuild.lint.findings import Finding
+
+# Events whose payload (and, for pull_request, whose code) a fork or any GitHub user controls.
+UNTRUSTED_TRIGGERS = frozenset(
+    {
+        "pull_request",
+        "pull_request_target",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "issue_comment",
+        "workflow_run",
+    }
+)
+# Events that run in the base repository's context, with its secrets, whoever started them.
+PRIVILEGED_TRIGGERS = frozenset({"pull_request_target", "workflow_run", "issue_comment"})
+# Events whose default checkout is the PR's own code.
+PR_CODE_TRIGGERS = frozenset({"pull_request", "pull_request_review", "pull_request_review_comment"})
+
+# References that name the PR's code rather than the base repository's.
+_PR_REF = re.compile(
+    r"github\.head_ref|github\.event\.pull_request\.head\.(?:sha|ref|repo\.full_name)"
+    r"|github\.event\.pull_request\.merge_commit_sha|github\.event\.workflow_run\.head_(?:sha|branch)"
+    r"|refs/pull/|pull/[^/\s]+/(?:head|merge)"
+)
+# Shell commands that put a ref's files in the work tree (fetching objects alone does not).
+_CHECKOUT_COMMAND = re.compile(
+    r"\bgit\s+(?:checkout|switch|worktree\s+add|reset)\b|\bgh\s+pr\s+checkout\b"
+)
+# Contexts an outsider writes: branch names, titles, bodies, commit messages, author names.
+_UNTRUSTED_CONTEXT = re.compile(
+    r"github\.head_ref"
+    r"|github\.event\.pull_request\.(?:title|body|head\.ref|head\.label|head\.repo\.default_branch)"
+    r"|github\.event\.(?:issue|discussion)\.(?:title|body)"
+    r"|github\.event\.(?:comment|review|review_comment)\.body"
+    r"|github\.event\.pages\.[^\s}]*\.page_name"
+    r"|github\.event\.(?:commits\.[^\s}]*|head_commit)\.(?:message|author\.email|author\.name)"
+    r"|github\.event\.workflow_run\.(?:head_branch|display_title|head_commit\.[a-z_.]+)"
+)
+_EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
+_MATRIX_REF = re.compile(r"^\$\{\{\s*matrix\.([A-Za-z0-9_-]+)\s*\}\}$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """What an external workflow linter said; ``skipped`` carries why it did not run."""
+
+    tool: str
+    ok: bool
+    output: str
+    skipped: str | None = None
+
+
+def check(paths: Sequence[Path]) -> list[Finding]:
+    """Every trust finding in the workflow files at ``paths`` (files or directories)."""
+    findings: list[Finding] = []
+    for path in _workflow_files(paths):
+        findings.extend(_check_file(path))
+    return findings
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LintReport:
+    """The trust check's findings and what each external linter said."""
+
+    findings: tuple[Finding, ...]
+    tools: tuple[ToolResult, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings and all(tool.ok for tool in self.tools)
+
+    def lines(self) -> list[str]:
+        """Findings as ``path:line: CODE message``, then one verdict per tool (with its output)."""
+        out = [str(finding) for finding in self.findings] or ["trust check: clean"]
+        for tool in self.tools:
+            if tool.skipped is not None:
+                out.append(f"{tool.tool}: skipped: {tool.skipped}")
+            elif tool.ok:
+                out.append(f"{tool.tool}: clean")
+            else:
+                out.append(f"{tool.tool}: failed:")
+                out.extend(tool.output.rstrip().splitlines())
+        return out
+
+    def raise_if_bad(self) -> None:
+        if self.ok:
+            return
+        failed = [tool.tool for tool in self.tools if not tool.ok]
+        parts = [f"{len(self.findings)} trust findings"] if self.findings else []
+        parts += [f"{tool} failed" for tool in failed]
+        raise FindingsError(f"workflows: {', '.join(parts)}; see the lines above")
+
+
+def lint(directory: Path) -> LintReport:
+    """The trust check, zizmor and actionlint (skipped when not installed) over ``directory``."""
+    return LintReport(
+        findings=tuple(check([directory])), tools=(zizmor(directory), actionlint(directory))
+    )
+
+
+def zizmor(directory: Path) -> ToolResult:
+    """zizmor at its default persona, offline (its online audits would call the GitHub API)."""
+    exe = _find_tool("zizmor")
+    if exe is None:
+        raise ConfigError(
+            "zizmor: not found on PATH or next to this Python; install the lint dependency group "
+            "(pip install zizmor)"
+        )
+    proc = subprocess.run(
+        [
+            exe,
+            "--offline",
+            "--no-progress",
+            "--color",
+            "never",
+            "--format",
+            "plain",
+            str(directory),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return ToolResult(tool="zizmor", ok=proc.returncode == 0, output=proc.stdout + proc.stderr)
+
+
+def actionlint(directory: Path) -> ToolResult:
+    """actionlint when it is installed; skipped (not failed) when it is not."""
+    exe = _find_tool("actionlint")
+    if exe is None:
+        return ToolResult(
+            tool="actionlint",
+            ok=True,
+            output="",
+            skipped=(
+                "not installed (the PyPI wrapper downloads a binary at install time, which fails "
+                "offline); install the actionlint binary to run it"
+            ),
+        )
+    files = [str(path) for path in _workflow_files([directory])]
+    proc = subprocess.run([exe, "-no-color", *files], capture_output=True, text=True, check=False)
+    return ToolResult(tool="actionlint", ok=proc.returncode == 0, output=proc.stdout + proc.stderr)
+
+
+def _find_tool(name: str) -> str | None:
+    beside = Path(sys.executable).parent / name
+    if beside.is_file():
+        return str(beside)
+    return shutil.which(name)
+
+
+def _workflow_files(paths: Sequence[Path]) -> Iterator[Path]:
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(p for p in path.iterdir() if p.suffix in {".yml", ".yaml"})
+        else:
+            yield path
+
+
+# --- one file ---------------------------------------------------------------------------------
+
+
+def _check_file(path: Path) -> list[Finding]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        return [
+            Finding(path=str(path), line=1, code="TB-W000", message=f"cannot read: {exc.strerror}")
+        ]
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 1
+        return [
+            Finding(
+                path=str(path), line=line, code="TB-W000", message=f"not valid YAML: {exc.problem}"
+            )
+        ]
+    if not isinstance(root, MappingNode):
+        return [
+            Finding(
+                path=str(path),
+                line=1,
+                code="TB-W000",
+                message="not a workflow (no top-level mapping)",
+            )
+        ]
+    return _Workflow(path, text, root).findings()
+
+
+def _line(node: Node) -> int:
+    return int(node.start_mark.line) + 1
+
+
+def _get(node: Node | None, key: str) -> tuple[ScalarNode, Node] | None:
+    """The (key node, value node) pair for ``key`` in a mapping node, or None."""
+    if not isinstance(node, MappingNode):
+        return None
+    for key_node, value_node in node.value:
+        if isinstance(key_node, ScalarNode) and key_node.value == key:
+            return key_node, value_node
+    return None
+
+
+def _value(node: Node | None, key: str) -> Node | None:
+    pair = _get(node, key)
+    return None if pair is None else pair[1]
+
+
+def _scalar(node: Node | None) -> str | None:
+    return node.value if isinstance(node, ScalarNode) else None
+
+
+def _items(node: Node | None) -> list[tuple[ScalarNode, Node]]:
+    if not isinstance(node, MappingNode):
+        return []
+    return [(k, v) for k, v in node.value if isinstance(k, ScalarNode)]
+
+
+class _Workflow:
+    def __init__(self, path: Path, text: str, root: MappingNode) -> None:
+        self.path = path
+        self.text = text
+        self.root = root
+        self.triggers = self._triggers()
+        self.out: list[Finding] = []
+
+    def add(self, line: int, code: str, message: str) -> None:
+        self.out.append(Finding(path=str(self.path), line=line, code=code, message=message))
+
+    def findings(self) -> list[Finding]:
+        self._permissions()
+        privileged = self._privileged()
+        for job_key, job in _items(_value(self.root, "jobs")):
+            self._runner(job_key.value, job)
+            for step in _steps(job):
+                self._step(step, privileged)
+        return sorted(self.out, key=lambda f: (f.line, f.code))
+
+    def _triggers(self) -> dict[str, int]:
+        # PyYAML reads the key `on` as boolean true in YAML 1.1; the node keeps the text "on".
+        pair = _get(self.root, "on")
+        if pair is None:
+            return {}
+        node = pair[1]
+        if isinstance(node, ScalarNode):
+            return {node.value: _line(node)}
+        if isinstance(node, SequenceNode):
+            return {item.value: _line(item) for item in node.value if isinstance(item, ScalarNode)}
+        return {key.value: _line(key) for key, _ in _items(node)}
+
+    def _privileged(self) -> str | None:
+        """Why this workflow has secrets to lose, or None when it has none."""
+        privileged = sorted(PRIVILEGED_TRIGGERS & self.triggers.keys())
+        if privileged:
+            return f"it runs on {privileged[0]}, with the base repository's secrets"
+        if re.search(r"\$\{\{[^}]*\bsecrets\.", self.text):
+            return "it uses secrets"
+        return None
+
+    def _permissions(self) -> None:
+        pair = _get(self.root, "permissions")
+        if pair is None:
+            self.add(
+                1,
+                "TB-W004",
+                "no top-level 'permissions: {}'; start every job from no token permissions and "
+                "grant each job what it needs under jobs.<id>.permissions",
+            )
+        elif not (isinstance(pair[1], MappingNode) and not pair[1].value):
+            self.add(
+                _line(pair[0]),
+                "TB-W004",
+                "top-level permissions must be '{}'; grant each job what it needs under "
+                "jobs.<id>.permissions",
+            )
+
+    def _runner(self, job_id: str, job: Node) -> None:
+        untrusted = sorted(UNTRUSTED_TRIGGERS & self.triggers.keys())
+        pair = _get(job, "runs-on")
+        if not untrusted or pair is None:
+            return
+        runner, why = _resolve_runner(pair[1], job)
+        if runner is None:
+            return
+        self.add(
+            _line(pair[1]),
+            "TB-W001",
+            f"job '{job_id}' can run on a self-hosted runner ({runner}{why}) and "
+            f"{', '.join(untrusted)} can start this workflow; outsiders must never reach a "
+            "self-hosted runner: run the job from a push to validate/** instead",
+        )
+
+    def _step(self, step: Node, privileged: str | None) -> None:
+        uses = _scalar(_value(step, "uses")) or ""
+        with_node = _value(step, "with")
+        if uses.startswith("actions/checkout@"):
+            self._checkout(step, with_node, privileged)
+        run = _value(step, "run")
+        if isinstance(run, ScalarNode):
+            self._run(run, privileged)
+        if uses.startswith("actions/github-script@"):
+            script = _value(with_node, "script")
+            if isinstance(script, ScalarNode):
+                self._run(script, None)
+
+    def _checkout(self, step: Node, with_node: Node | None, privileged: str | None) -> None:
+        uses_line = _line(_value(step, "uses") or step)
+        persist = _scalar(_value(with_node, "persist-credentials"))
+        if persist is None or persist.strip().lower() != "false":
+            self.add(
+                uses_line,
+                "TB-W005",
+                "actions/checkout without 'persist-credentials: false'; the token would stay in "
+                ".git/config for every later step",
+            )
+        if privileged is None:
+            return
+        for key in ("ref", "repository"):
+            node = _value(with_node, key)
+            value = _scalar(node)
+            if node is not None and value is not None and _PR_REF.search(value):
+                self.add(
+                    _line(node),
+                    "TB-W002",
+                    f"this workflow holds secrets ({privileged}) and checks out PR code "
+                    f"({key}: {value}); read PR content as data (git fetch, the API) or move the "
+                    "job to a pull_request workflow without secrets",
+                )
+                return
+        pr_code = sorted(PR_CODE_TRIGGERS & self.triggers.keys())
+        if pr_code and _value(with_node, "ref") is None:
+            self.add(
+                uses_line,
+                "TB-W002",
+                f"this workflow holds secrets ({privileged}) and checks out PR code (the default "
+                f"ref of {pr_code[0]} is the PR's merge commit); split the secret-using job into "
+                "a workflow that does not run PR code",
+            )
+
+    def _run(self, node: ScalarNode, privileged: str | None) -> None:
+        source = self.text[node.start_mark.index : node.end_mark.index]
+        for match in _EXPRESSION.finditer(node.value):
+            expression = match.group(1)
+            context = _UNTRUSTED_CONTEXT.search(expression)
+            if context is None:
+                continue
+            self.add(
+                self._line_in(node, source, match.group(0)),
+                "TB-W003",
+                f"untrusted '{context.group(0)}' expanded inside run:; anyone who names a branch "
+                'or writes a title controls this shell: pass it through env: and use "$VAR"',
+            )
+        if privileged is None:
+            return
+        names_pr = _PR_REF.search(node.value) is not None
+        for number, line in enumerate(node.value.splitlines()):
+            command = _CHECKOUT_COMMAND.search(line)
+            if command is not None and (names_pr or command.group(0).startswith("gh")):
+                self.add(
+                    self._line_in(node, source, line.strip(), fallback_offset=number),
+                    "TB-W002",
+                    f"this workflow holds secrets ({privileged}) and checks out PR code in run: "
+                    f"({line.strip()}); read PR content as data instead (git fetch, git show)",
+                )
+
+    @staticmethod
+    def _line_in(node: ScalarNode, source: str, needle: str, fallback_offset: int = 0) -> int:
+        """The file line of ``needle`` inside a scalar, found in the scalar's source text."""
+        at = source.find(needle)
+        if at >= 0:
+            return _line(node) + source.count("\n", 0, at)
+        block = 1 if node.style in {"|", ">"} else 0
+        return _line(node) + block + fallback_offset
+
+
+def _steps(job: Node) -> list[Node]:
+    steps = _value(job, "steps")
+    return list(steps.value) if isinstance(steps, SequenceNode) else []
+
+
+def _resolve_runner(node: Node, job: Node) -> tuple[str | None, str]:
+    """The self-hosted label set a runs-on value can resolve to, or None when it never is one.
+
+    Returns (labels, note). Expressions other than ``${{ matrix.KEY }}`` cannot be resolved here;
+    they count as self-hosted, since the check cannot prove otherwise.
+    """
+    for labels in _label_sets(node, job):
+        if labels is None:
+            return "an expression this check cannot resolve", "; use literal labels"
+        if "self-hosted" in labels:
+            return ", ".join(labels), ""
+    if isinstance(node, MappingNode) and _value(node, "group") is not None:
+        return (
+            f"runner group '{_scalar(_value(node, 'group'))}'",
+            "; groups hold self-hosted runners",
+        )
+    return None, ""
+
+
+def _label_sets(node: Node, job: Node) -> Iterator[list[str] | None]:
+    """Each set of labels a runs-on value takes (one per matrix value); None for unresolvable."""
+    if isinstance(node, MappingNode):
+        labels = _value(node, "labels")
+        if labels is not None:
+            yield from _label_sets(labels, job)
+        return
+    if isinstance(node, SequenceNode):
+        literal: list[str] = []
+        for item in node.value:
+            value = _scalar(item)
+            if value is None or "${{" in value:
+                sets = list(_label_sets(item, job))
+                if any(s is None for s in sets):
+                    yield None
+                    return
+                literal.extend(label for s in sets if s is not None for label in s)
+            else:
+                literal.append(value)
+        yield literal
+        return
+    value = _scalar(node) or ""
+    if "${{" not in value:
+        yield [value]
+        return
+    match = _MATRIX_REF.match(value.strip())
+    if match is None:
+        yield None
+        return
+    values = _matrix_values(job, match.group(1))
+    if values is None:
+        yield None
+        return
+    for candidate in values:
+        yield from _label_sets(candidate, job)
+
+
+def _matrix_values(job: Node, key: str) -> list[Node] | None:
+    """Every value ``matrix.KEY`` takes, from the axis and from include entries."""
+    matrix = _value(_value(job, "strategy"), "matrix")
+    if not isinstance(matrix, MappingNode):
+        return None  # no matrix, or a ${{ fromJSON(...) }} matrix: unknowable here
+    values: list[Node] = []
+    axis = _value(matrix, key)
+    if isinstance(axis, SequenceNode):
+        values.extend(axis.value)
+    elif axis is not None:
+        return None
+    include = _value(matrix, "include")
+    if isinstance(include, SequenceNode):
+        for entry in include.value:
+            value = _value(entry, key)
+            if value is not None:
+                values.append(value)
+    elif include is not None:
+        return None
+    return values

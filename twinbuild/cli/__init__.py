@@ -1,0 +1,1 @@
+"""The twinbuild command: one module per command group."""

@@ -1,0 +1,24 @@
+"""``twinbuild bench``: the benchmarks of ``nox -s bench``, side by side with plain docker."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from twinbuild.bench import run
+
+    out = Path(args.out)
+    run(Path(args.root), out, quick=args.quick, say=print)
+    print((out / "bench.md").read_text(), end="")
+    print(f"wrote {out / 'bench.md'} and {out / 'bench.json'}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("bench", help="benchmarks, side by side with plain docker build")
+    p.add_argument("--root", default=".", help="repository root (default: .)")
+    p.add_argument("--out", default="build/bench", help="folder for bench.md and bench.json")
+    p.add_argument("--quick", action="store_true", help="fewer runs, no base-included build")
+    p.set_defaults(func=cmd_bench)

@@ -1,0 +1,111 @@
+"""``twinbuild build``, ``plan`` and ``bake``: build, say what a change affects, export bake."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from twinbuild.cli.common import add_common, manifest, mirrors, platforms, root
+from twinbuild.cli.engine import connect
+from twinbuild.manifest.model import PLATFORMS, PROFILES
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from twinbuild.build.image import BuildOptions, build_image
+
+    loaded = manifest(args)
+    options = BuildOptions(
+        root=root(args),
+        profile=args.profile,
+        force=args.force,
+        mirrors=mirrors(args.mirror),
+        revision=os.environ.get("GITHUB_SHA"),
+    )
+    with connect() as engine:
+        wanted = platforms(args)
+        if args.jobs > 1 and len(wanted) > 1:
+            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+                results = list(pool.map(lambda p: build_image(loaded, engine, p, options), wanted))
+        else:
+            results = [build_image(loaded, engine, p, options) for p in wanted]
+    for result in results:
+        print(result.describe())
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from twinbuild.build.plan import plan, write_github_output
+
+    result = plan(root(args), args.base, manifest=Path(args.manifest))
+    sys.stdout.write(result.text())
+    if args.github_output:
+        write_github_output(result)
+    return 0
+
+
+def cmd_bake(args: argparse.Namespace) -> int:
+    from twinbuild.build.bake import bake
+
+    result = bake(
+        manifest(args),
+        root(args),
+        out=Path(args.out),
+        repository=args.repository,
+        source=args.source,
+    )
+    sys.stdout.write(result.report())
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("build", help="build both images (or --platform P); skip up-to-date ones")
+    add_common(p)
+    p.add_argument("--platform", choices=PLATFORMS)
+    p.add_argument("--profile", choices=PROFILES, default="local")
+    p.add_argument("--force", action="store_true", help="build even when up to date")
+    p.add_argument("--jobs", type=int, default=1, help="build platforms concurrently")
+    p.add_argument(
+        "--builder", choices=("auto", "buildkit", "classic"), default="auto",
+        help="BuildKit where the engine has it, else the classic builder (default: auto)",
+    )  # fmt: skip
+    p.add_argument(
+        "--mirror",
+        action="append",
+        default=[],
+        metavar="PIN=PATH",
+        help="local git mirror for a git pin (local profile)",
+    )
+    p.set_defaults(func=cmd_build)
+
+    p = sub.add_parser("plan", help="which images a change affects, and why")
+    add_common(p)
+    p.add_argument(
+        "--base",
+        metavar="REV",
+        help="compare with REV (default: merge-base with origin/main, else HEAD~1)",
+    )
+    p.add_argument(
+        "--github-output",
+        action="store_true",
+        help="append cuda=, rocm=, any= and reasons to $GITHUB_OUTPUT",
+    )
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("bake", help="write a docker buildx bake file for the production images")
+    add_common(p)
+    p.add_argument("--out", default="docker-bake.json", help="bake file (default: %(default)s)")
+    p.add_argument(
+        "--repository",
+        default="ghcr.io/OWNER/twinbuild",
+        help="image repository for tags and the registry cache (default: %(default)s)",
+    )
+    p.add_argument(
+        "--source",
+        help="org.opencontainers.image.source (default: from a ghcr.io "
+        "repository, https://github.com/OWNER/NAME)",
+    )
+    p.set_defaults(func=cmd_bake)

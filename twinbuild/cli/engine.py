@@ -1,0 +1,54 @@
+"""``twinbuild engine`` and ``twinbuild base``: the private Docker engine and the embedded base."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from twinbuild.cli.common import add_common, manifest
+
+if TYPE_CHECKING:
+    from twinbuild.engine.client import Engine
+
+
+def cmd_engine(args: argparse.Namespace) -> int:
+    from twinbuild.engine import daemon
+
+    action = {"up": daemon.up, "down": daemon.down, "status": daemon.status}[args.action]
+    state = action()
+    if args.print_host:
+        print(state.docker_host)
+    else:
+        print(state.describe())
+        if args.action == "up":
+            print(state.export_line())
+    return 0 if state.running or args.action == "down" else 3
+
+
+def connect() -> Engine:
+    from twinbuild.engine.client import connect
+
+    return connect()
+
+
+def cmd_base(args: argparse.Namespace) -> int:
+    from twinbuild.engine.base import ensure_base
+
+    local = manifest(args).local
+    with connect() as engine:
+        result = ensure_base(
+            engine, suite=local.suite, mirror=local.mirror, packages=local.packages
+        )
+    print(result.describe())
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("engine", help="start, stop or show the private Docker engine")
+    p.add_argument("action", choices=("up", "down", "status"), nargs="?", default="status")
+    p.add_argument("--print-host", action="store_true", help="print only the DOCKER_HOST to use")
+    p.set_defaults(func=cmd_engine)
+
+    p = sub.add_parser("base", help="build (or reuse) the embedded Debian base image")
+    add_common(p)
+    p.set_defaults(func=cmd_base)

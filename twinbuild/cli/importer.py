@@ -1,0 +1,36 @@
+"""``twinbuild import``: draft the manifest from two recipes that hard-code their pins."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from twinbuild.manifest.model import DEFAULT_PATH
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from twinbuild.importer.draft import run
+
+    return run(
+        args.cuda_dockerfile, args.rocm_dockerfile, out=args.out, fmt=args.format,
+        force=args.force, allow_unrecognised=args.allow_unrecognised, stream=sys.stdout,
+    )  # fmt: skip
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "import", help="draft pins/manifest.toml from two recipes that hard-code their pins"
+    )
+    p.add_argument("cuda_dockerfile", type=Path, metavar="CUDA_DOCKERFILE")
+    p.add_argument("rocm_dockerfile", type=Path, metavar="ROCM_DOCKERFILE")
+    p.add_argument(
+        "--out", type=Path, default=DEFAULT_PATH, help="draft path (default: %(default)s)"
+    )
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.add_argument(
+        "--allow-unrecognised", action="store_true",
+        help="exit 0 even when some pin-like text could not be classified",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_import)

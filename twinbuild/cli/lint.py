@@ -1,0 +1,39 @@
+"""``twinbuild lint``: pin symmetry, SHAs, versions and recipe drift."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from twinbuild.cli.common import add_common, manifest, root
+from twinbuild.errors import FindingsError
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from twinbuild.lint.checks import format_findings, lint
+
+    loaded = manifest(args)
+    report = lint(loaded, root(args), strict=args.strict)
+    if args.format == "json":
+        print(report.to_json())
+    else:
+        github = os.environ.get("GITHUB_ACTIONS") == "true"
+        for line in format_findings(report.findings, github=github):
+            print(line)
+        if not args.strict and report.floating:
+            print(f"note: {len(report.floating)} declared floating refs (--strict fails them)")
+    if report.findings:
+        if args.format == "json":
+            raise SystemExit(FindingsError.exit_code)
+        raise FindingsError(f"lint: {len(report.findings)} findings")
+    if args.format != "json":
+        print(f"lint: clean ({len(loaded.pins)} pins, {loaded.path})")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("lint", help="check pin symmetry, SHAs, versions and recipe drift")
+    add_common(p)
+    p.add_argument("--strict", action="store_true", help="declared floating refs fail too")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_lint)

@@ -1,0 +1,49 @@
+"""The ``twinbuild`` command: build the parser from one module per command group, run, map errors.
+
+Only :func:`main` catches; the work raises :class:`twinbuild.errors.TwinbuildError`, whose class
+carries the exit code. Each command group's module registers its parsers and imports its library
+code only when its handler runs, so ``twinbuild lint`` never loads docker or cryptography.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from twinbuild import __version__
+from twinbuild.cli import bench, build, ci, engine, evidence, importer, lint, manifest, pins, smoke
+from twinbuild.cli.common import Handler
+from twinbuild.errors import TwinbuildError
+
+#: Command groups in the order ``twinbuild --help`` lists them.
+GROUPS = (lint, manifest, engine, build, bench, smoke, importer, ci, evidence, pins)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="twinbuild",
+        description="One pin manifest, two GPU images: lint, build, smoke-test and prove them.",
+    )
+    parser.add_argument("--version", action="version", version=f"twinbuild {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for group in GROUPS:
+        group.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    func: Handler = args.func
+    try:
+        return func(args)
+    except TwinbuildError as exc:
+        for line in str(exc).splitlines() or [type(exc).__name__]:
+            print(
+                f"twinbuild: {line}" if not line.startswith("twinbuild") else line, file=sys.stderr
+            )
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("twinbuild: interrupted", file=sys.stderr)
+        return 130

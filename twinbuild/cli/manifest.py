@@ -1,0 +1,25 @@
+"""``twinbuild render``: exactly what a build of a platform receives."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from twinbuild.cli.common import add_common, manifest
+from twinbuild.manifest.model import PLATFORMS, PROFILES
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from twinbuild.manifest.render import render
+
+    rendered = render(manifest(args), args.platform, args.profile)
+    sys.stdout.write(rendered.text())
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("render", help="print exactly what a build of PLATFORM receives")
+    add_common(p)
+    p.add_argument("platform", choices=PLATFORMS)
+    p.add_argument("--profile", choices=PROFILES, default="production")
+    p.set_defaults(func=cmd_render)

@@ -1,0 +1,47 @@
+"""``twinbuild smoke``: check built images against the manifest with pytest-testinfra."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from twinbuild.cli.common import add_common, manifest, root
+from twinbuild.manifest.model import PLATFORMS, PROFILES
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    from twinbuild.smoke.runner import smoke
+
+    outcomes = smoke(
+        manifest(args), root=root(args), platform=args.platform, profile=args.profile,
+        image=args.image, host=args.host, gpu=args.gpu, rerun_failed_once=args.rerun_failed_once,
+        report_dir=Path(args.report_dir),
+    )  # fmt: skip
+    for o in outcomes:
+        c = o.summary["counts"]
+        print(
+            f"smoke {o.summary['platform']} ({o.summary['profile']}): {c['passed']} passed, "
+            f"{c['failed']} failed, {c['skipped']} skipped, {c['flaky']} flaky in "
+            f"{o.seconds:.1f}s -> {o.paths['json']}"
+        )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "smoke", help="check built images (by id, network none) against the manifest"
+    )
+    add_common(p)
+    p.add_argument("--platform", choices=PLATFORMS, help="default: both")
+    p.add_argument("--profile", choices=PROFILES, help="default: local for built images")
+    p.add_argument("--image", metavar="REF", help="check any image (resolved to its id first)")
+    p.add_argument("--host", action="store_true", help="check this machine (testinfra local)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--gpu", dest="gpu", action="store_true", default=None, help="require a GPU")
+    g.add_argument("--no-gpu", dest="gpu", action="store_false", help="skip the GPU checks")
+    p.add_argument(
+        "--rerun-failed-once", action="store_true",
+        help="rerun a failed GPU test once; a pass on the rerun is reported as flaky",
+    )  # fmt: skip
+    p.add_argument("--report-dir", default="build/smoke")
+    p.set_defaults(func=cmd_smoke)

@@ -1,0 +1,1 @@
+"""The engine boundary (the only code that imports docker), the private daemon, the base image."""

@@ -1,0 +1,367 @@
+"""The embedded default base image (`twinbuild base`): a Debian minbase root filesystem.
+
+No registry can be reached for a base image, so the local profile starts from one we make:
+``debootstrap --variant=minbase`` with the manifest's ``[local]`` packages, tarred and imported into
+the engine as ``twinbuild/base:<hash prefix>``. The hash covers every input (suite, mirror,
+packages, debootstrap version, host arch, this module's format), so the tag names its content and a
+second call with the same inputs reuses the image without running debootstrap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import filelock
+
+from twinbuild.engine.client import EngineAPI
+from twinbuild.engine.daemon import cache_root
+from twinbuild.errors import BuildFailed, ConfigError, EngineError
+
+REPOSITORY = "twinbuild/base"
+INPUTS_LABEL = "org.twinbuild.base-inputs"
+FORMAT = 1  # bump when the way the root filesystem is made changes, to invalidate old images
+HASH_PREFIX = 12
+CHANGES = ('CMD ["/bin/bash"]',)
+LOG_TAIL_LINES = 5
+
+Runner = Callable[[Sequence[str]], tuple[int, str]]
+Which = Callable[[str], str | None]
+
+_SUITE = re.compile(r"[a-z][a-z0-9-]*")
+_PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+
+
+def run_command(argv: Sequence[str]) -> tuple[int, str]:
+    """Run a fixed command, capturing stdout and stderr together."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+    proc = subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def _which(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BaseInputs:
+    """Everything the base root filesystem depends on."""
+
+    suite: str
+    mirror: str
+    packages: tuple[str, ...]
+    debootstrap_version: str
+    arch: str
+
+    def digest(self) -> str:
+        doc = {
+            "format": FORMAT,
+            "suite": self.suite,
+            "mirror": self.mirror.rstrip("/"),
+            "packages": sorted(set(self.packages)),
+            "debootstrap": self.debootstrap_version,
+            "arch": self.arch,
+        }
+        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+    @property
+    def tag(self) -> str:
+        return f"{REPOSITORY}:{self.digest()[:HASH_PREFIX]}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BaseResult:
+    """What `ensure_base` did."""
+
+    tag: str
+    image_id: str
+    inputs_hash: str
+    built: bool  # False: an image with these inputs existed and debootstrap did not run
+    size: int
+    debootstrap_s: float = 0.0
+    import_s: float = 0.0
+    total_s: float = 0.0
+
+    def describe(self) -> str:
+        mib = self.size / 2**20
+        if not self.built:
+            return f"{self.tag} is up to date ({self.image_id[:19]}, {mib:.0f} MiB)"
+        return (
+            f"built {self.tag} ({self.image_id[:19]}, {mib:.0f} MiB): debootstrap "
+            f"{self.debootstrap_s:.0f}s, import {self.import_s:.0f}s"
+        )
+
+
+def _check(suite: str, mirror: str, packages: Sequence[str]) -> None:
+    if not _SUITE.fullmatch(suite):
+        raise ConfigError(f"local.suite: {suite!r} is not a Debian suite name, e.g. 'bookworm'")
+    if not mirror.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"local.mirror: {mirror!r} is not an http(s) URL, e.g. 'http://deb.debian.org/debian'"
+        )
+    for i, pkg in enumerate(packages):
+        if not _PACKAGE.fullmatch(pkg):
+            raise ConfigError(f"local.packages[{i}]: {pkg!r} is not a Debian package name")
+
+
+def _tail(text: str) -> str:
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-LOG_TAIL_LINES:])
+
+
+def _must(run: Runner, argv: Sequence[str], what: str) -> str:
+    rc, out = run(argv)
+    if rc != 0:
+        raise BuildFailed(f"{what}: `{' '.join(argv)}` failed (exit {rc}): {_tail(out)}")
+    return out.strip()
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def _need_root(what: str) -> None:
+    if not _is_root():
+        raise BuildFailed(f"twinbuild base {what}, which needs root; rerun it as root")
+
+
+def _ensure_debootstrap(run: Runner, which: Which) -> None:
+    if which("debootstrap") is not None:
+        return
+    _need_root("installs debootstrap with apt-get")
+    if which("apt-get") is None:
+        raise BuildFailed("twinbuild base needs debootstrap; install it (Debian/Ubuntu: apt-get)")
+    _must(run, ["apt-get", "update"], "install debootstrap")
+    _must(
+        run,
+        ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+        "install debootstrap",
+    )
+
+
+def base_inputs(
+    *, suite: str, mirror: str, packages: Sequence[str], run: Runner = run_command
+) -> BaseInputs:
+    """The inputs as they are on this host (debootstrap must be installed)."""
+    version, arch = _host_facts(run)
+    return BaseInputs(
+        suite=suite,
+        mirror=mirror,
+        packages=tuple(packages),
+        debootstrap_version=version,
+        arch=arch,
+    )
+
+
+_HOST_FACTS: list[tuple[str, str]] = []
+
+
+def _host_facts(run: Runner) -> tuple[str, str]:
+    """debootstrap's version and the host architecture (asked of the real host once a process)."""
+    found = _HOST_FACTS[0] if _HOST_FACTS and run is run_command else None
+    if found is None:
+        found = (
+            _must(
+                run,
+                ["dpkg-query", "-W", "-f=${Version}", "debootstrap"],
+                "read debootstrap version",
+            ),
+            _must(run, ["dpkg", "--print-architecture"], "read host architecture"),
+        )
+        if run is run_command:
+            _HOST_FACTS.append(found)
+    return found
+
+
+def _mounts_under(root: Path) -> list[str]:
+    """Mount points at or below ``root`` (debootstrap mounts /proc and /sys in the target)."""
+    found = []
+    prefix = str(root.resolve())
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].encode().decode("unicode_escape")  # \040 for spaces etc.
+        if point == prefix or point.startswith(prefix + "/"):
+            found.append(point)
+    return sorted(found, key=len, reverse=True)
+
+
+def _remove_tree(root: Path, run: Runner) -> None:
+    """Remove a work dir, unmounting anything debootstrap left mounted inside it first.
+
+    rmtree crosses mount points: deleting a still-mounted /proc or a bind mount would reach the
+    host. Refuse to delete rather than risk that.
+    """
+    if not root.exists():
+        return
+    for point in _mounts_under(root):
+        run(["umount", "--lazy", point])
+    left = _mounts_under(root)
+    if left:
+        raise BuildFailed(f"{root}: still mounted after umount: {', '.join(left)}; unmount and rm")
+    shutil.rmtree(root)
+
+
+@contextmanager
+def _workdir(cache: Path, run: Runner) -> Iterator[Path]:
+    parent = cache / "base-tmp"
+    parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="base-", dir=parent))
+    try:
+        yield work
+    finally:
+        _remove_tree(work, run)
+
+
+def _existing(engine: EngineAPI, inputs_hash: str, tag: str) -> str | None:
+    """The id of a finished image with these inputs (tagging it if only the tag was missing)."""
+    found = engine.inspect_image(tag)
+    if found is not None:
+        labels = (found.get("Config") or {}).get("Labels") or {}
+        if labels.get(INPUTS_LABEL) == inputs_hash:
+            return str(found["Id"])
+    # An import is atomic, so a labelled image is complete even if we died before tagging it.
+    for image in engine.images_by_label(INPUTS_LABEL, inputs_hash):
+        engine.tag(image.id, tag)
+        return image.id
+    return None
+
+
+def _debootstrap(inputs: BaseInputs, rootfs: Path, cache: Path, run: Runner) -> None:
+    argv = [
+        "debootstrap",
+        "--variant=minbase",
+        f"--include={','.join(inputs.packages)}",
+        inputs.suite,
+        str(rootfs),
+        inputs.mirror,
+    ]
+    rc, out = run(argv)
+    if rc != 0:
+        # The work dir goes away; keep debootstrap's own log where a person can read it.
+        log = cache / "base-debootstrap.log"
+        inner = rootfs / "debootstrap" / "debootstrap.log"
+        log.write_text(out + (inner.read_text(errors="replace") if inner.exists() else ""))
+        raise BuildFailed(
+            f"debootstrap {inputs.suite} from {inputs.mirror} failed (exit {rc}): {_tail(out)}; "
+            f"full log: {log}"
+        )
+
+
+def _slim(rootfs: Path) -> None:
+    """Drop downloaded .debs and apt lists: they change every run and are not needed in an image."""
+    for pattern in ("var/cache/apt/archives/*.deb", "var/lib/apt/lists/*_*"):
+        for path in rootfs.glob(pattern):
+            path.unlink()
+
+
+def ensure_base(
+    engine: EngineAPI,
+    *,
+    suite: str,
+    mirror: str,
+    packages: Sequence[str],
+    cache: Path | None = None,
+    run: Runner = run_command,
+    which: Which = _which,
+    clock: Callable[[], float] = time.monotonic,
+) -> BaseResult:
+    """Make sure ``twinbuild/base:<hash>`` exists for these inputs; build it if not.
+
+    Debootstrap runs only when no image with the same inputs hash is in the engine. The image is
+    imported untagged and tagged only once complete, so a failure never leaves a tag behind, and the
+    work dir under ``<cache>/base-tmp`` is removed whatever happens.
+    """
+    _check(suite, mirror, packages)
+    start = clock()
+    cache = cache if cache is not None else cache_root()
+    cache.mkdir(parents=True, exist_ok=True)
+    # One base build at a time per cache: a second caller waits, then reuses the first one's image.
+    with filelock.FileLock(cache / "base.lock"):
+        _ensure_debootstrap(run, which)
+        inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
+        inputs_hash, tag = inputs.digest(), inputs.tag
+        existing = _existing(engine, inputs_hash, tag)
+        if existing is not None:
+            return _result(engine, tag, inputs_hash, built=False, total_s=clock() - start)
+        _need_root("runs debootstrap")
+        with _workdir(cache, run) as work:
+            rootfs = work / "rootfs"
+            t0 = clock()
+            _debootstrap(inputs, rootfs, cache, run)
+            debootstrap_s = clock() - t0
+            _slim(rootfs)
+            tar = work / "rootfs.tar"
+            _must(
+                run,
+                [
+                    "tar",
+                    "--numeric-owner",
+                    "--xattrs",
+                    "--xattrs-include=*",
+                    "--one-file-system",
+                    "-C",
+                    str(rootfs),
+                    "-cf",
+                    str(tar),
+                    ".",
+                ],
+                f"tar {rootfs}",
+            )
+            t1 = clock()
+            image_id = engine.import_rootfs(
+                tar,
+                labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
+                changes=CHANGES,
+            )
+            engine.tag(image_id, tag)
+            import_s = clock() - t1
+        return _result(
+            engine,
+            tag,
+            inputs_hash,
+            built=True,
+            debootstrap_s=debootstrap_s,
+            import_s=import_s,
+            total_s=clock() - start,
+        )
+
+
+def _result(
+    engine: EngineAPI,
+    tag: str,
+    inputs_hash: str,
+    *,
+    built: bool,
+    debootstrap_s: float = 0.0,
+    import_s: float = 0.0,
+    total_s: float = 0.0,
+) -> BaseResult:
+    found = engine.inspect_image(tag)
+    labels = ((found or {}).get("Config") or {}).get("Labels") or {}
+    if found is None or labels.get(INPUTS_LABEL) != inputs_hash:
+        raise EngineError(f"{tag} is missing or lacks {INPUTS_LABEL}={inputs_hash} after import")
+    return BaseResult(
+        tag=tag,
+        image_id=str(found["Id"]),
+        inputs_hash=inputs_hash,
+        built=built,
+        size=int(found.get("Size") or 0),
+        debootstrap_s=debootstrap_s,
+        import_s=import_s,
+        total_s=total_s,
+    )

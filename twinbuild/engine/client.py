@@ -1,0 +1,435 @@
+"""The Docker engine boundary: the only module that imports ``docker``.
+
+``connect()`` gives an ``Engine``; code that only needs images and containers types against the
+``EngineAPI`` protocol so unit tests can pass a fake. Every Docker SDK or connection error becomes
+an ``EngineError`` with one line. Containers always name their network: ``none``, or ``host`` where
+a step must reach a registry; the private engine has no bridge network to fall back on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Literal, Protocol, cast, get_args
+
+import docker
+import docker.errors
+import requests.exceptions
+
+from twinbuild.engine import daemon as dockerd
+from twinbuild.errors import ConfigError, EngineError
+
+Network = Literal["none", "host"]
+Builder = Literal["buildkit", "classic"]
+NETWORKS: tuple[Network, ...] = get_args(Network)
+OWNER_LABEL = "org.twinbuild.owner"  # on every container we create, so leftovers can be found
+RUN_TIMEOUT_S = 600
+API_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineInfo:
+    """What the daemon is and can do."""
+
+    docker_host: str
+    server_version: str
+    api_version: str
+    os_type: str
+    arch: str
+    storage_driver: str
+    builder_version: str  # "2" when the daemon builds with BuildKit by default, else "1"
+
+    @property
+    def buildkit_default(self) -> bool:
+        return self.builder_version == "2"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImageSummary:
+    id: str
+    tags: tuple[str, ...]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    exit_code: int
+    output: str  # stdout and stderr interleaved
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuAccess:
+    """How a container is given the host's GPUs."""
+
+    device_requests: Sequence[Mapping[str, Any]] = ()
+    devices: Sequence[str] = ()
+    group_add: Sequence[str] = ()
+
+
+class BuilderUnavailable(EngineError):
+    """The engine cannot build with the builder asked for (no BuildKit)."""
+
+
+class EngineAPI(Protocol):
+    """The engine operations the rest of twinbuild uses (fakes implement this in unit tests)."""
+
+    @property
+    def docker_host(self) -> str: ...
+    def info(self) -> EngineInfo: ...
+    def inspect_image(self, ref: str) -> Mapping[str, Any] | None: ...
+    def image_exists(self, ref: str) -> bool: ...
+    def image_labels(self, ref: str) -> Mapping[str, str]: ...
+    def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]: ...
+    def import_rootfs(
+        self,
+        tar_path: Path,
+        *,
+        labels: Mapping[str, str] | None = None,
+        changes: Sequence[str] = (),
+    ) -> str: ...
+    def tag(self, image: str, ref: str) -> None: ...
+    def remove_image(self, ref: str, *, force: bool = False) -> None: ...
+    def run_container(
+        self,
+        image: str,
+        command: Sequence[str],
+        *,
+        network: Network = "none",
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+        workdir: str | None = None,
+        binds: Mapping[str, str] | None = None,
+        timeout: int = RUN_TIMEOUT_S,
+    ) -> RunResult: ...
+    def start_container(
+        self,
+        image: str,
+        *,
+        network: Network = "none",
+        command: Sequence[str] = ("sleep", "infinity"),
+        gpus: GpuAccess | None = None,
+    ) -> str: ...
+    def exec(
+        self, container: str, command: Sequence[str], *, user: str | None = None
+    ) -> RunResult: ...
+    def remove_container(self, container: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _check_network(network: str) -> Network:
+    if network not in NETWORKS:
+        raise ConfigError(
+            f"network {network!r} is not allowed; use 'none', or 'host' where a step must reach "
+            "a registry"
+        )
+    return network
+
+
+@contextlib.contextmanager
+def _errors(what: str, docker_host: str) -> Iterator[None]:
+    """Turn SDK and connection failures into one-line EngineErrors."""
+    try:
+        yield
+    except requests.exceptions.ConnectionError as exc:
+        raise EngineError(
+            f"{what}: the engine at {docker_host} does not answer ({type(exc).__name__}); "
+            "run `twinbuild engine up`"
+        ) from exc
+    except requests.exceptions.ReadTimeout as exc:
+        raise EngineError(f"{what}: the engine at {docker_host} timed out") from exc
+    except docker.errors.APIError as exc:
+        detail = exc.explanation if exc.explanation else str(exc)
+        raise EngineError(f"{what}: {_one_line(str(detail))}") from exc
+    except docker.errors.DockerException as exc:
+        raise EngineError(f"{what}: {_one_line(str(exc))}") from exc
+
+
+def _open_client(docker_host: str) -> docker.APIClient:
+    """The one place a Docker client is made (tests without the docker marker block it)."""
+    with _errors(f"cannot talk to the engine at {docker_host}", docker_host):
+        return docker.APIClient(base_url=docker_host, version="auto", timeout=API_TIMEOUT_S)
+
+
+class Engine:
+    """A connected engine. ``api`` is the low-level client, for build streaming in build.py."""
+
+    def __init__(self, api: docker.APIClient, docker_host: str) -> None:
+        self.api = api
+        self._host = docker_host
+
+    @property
+    def docker_host(self) -> str:
+        return self._host
+
+    def _errors(self, what: str) -> contextlib.AbstractContextManager[None]:
+        return _errors(what, self._host)
+
+    def close(self) -> None:
+        self.api.close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def info(self) -> EngineInfo:
+        with self._errors("engine info"):
+            version = self.api.version()
+            info = self.api.info()
+            # The SDK's ping() drops the headers; Builder-Version is only in them.
+            ping = self.api._get(self.api._url("/_ping"))  # type: ignore[attr-defined]
+            ping.raise_for_status()
+        return EngineInfo(
+            docker_host=self._host,
+            server_version=str(version.get("Version", "")),
+            api_version=str(version.get("ApiVersion", "")),
+            os_type=str(version.get("Os", "")),
+            arch=str(version.get("Arch", "")),
+            storage_driver=str(info.get("Driver", "")),
+            builder_version=ping.headers.get("Builder-Version", "1") or "1",
+        )
+
+    def build(
+        self,
+        context: IO[bytes],
+        *,
+        dockerfile: str,
+        buildargs: Mapping[str, str],
+        labels: Mapping[str, str],
+        target: str | None,
+        network: Network,
+        builder: Builder,
+    ) -> Iterator[dict[str, Any]]:
+        """``POST /build`` with a tar context; the JSON messages of its stream.
+
+        ``builder="buildkit"`` asks for BuildKit (``version=2``, progress as trace messages);
+        an engine without it answers with :class:`BuilderUnavailable`, and the caller may retry
+        with ``"classic"``. Nothing is tagged here: the caller tags a complete build.
+        """
+        params: dict[str, Any] = {
+            "dockerfile": dockerfile,
+            "buildargs": json.dumps(dict(buildargs)),
+            "labels": json.dumps(dict(labels)),
+            "networkmode": _check_network(network),
+            "rm": "1",
+            "forcerm": "1",
+            "version": "2" if builder == "buildkit" else "1",
+        }
+        if target:
+            params["target"] = target
+        api: Any = self.api  # the SDK's build() cannot ask for BuildKit; its own plumbing can
+        with self._errors("build"):
+            response = api._post(
+                api._url("/build"), data=context, params=params, stream=True, timeout=None,
+                headers={"Content-Type": "application/x-tar"},
+            )  # fmt: skip
+            if builder == "buildkit" and response.status_code >= 400:
+                text = response.text
+                if "buildkit" in text.lower() or "version" in text.lower():
+                    raise BuilderUnavailable(f"{self._host}: no BuildKit: {_one_line(text)[:160]}")
+            api._raise_for_status(response)
+        stream: Iterator[dict[str, Any]] = api._stream_helper(response, decode=True)
+        return stream
+
+    def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
+        """The image's inspect document, or None when no image has that tag or id."""
+        with self._errors(f"inspect image {ref}"):
+            try:
+                # types-docker leaves inspect_image untyped
+                result: dict[str, Any] = self.api.inspect_image(ref)  # type: ignore[no-untyped-call]
+            except docker.errors.NotFound:
+                return None
+        return result
+
+    def image_exists(self, ref: str) -> bool:
+        return self.inspect_image(ref) is not None
+
+    def image_labels(self, ref: str) -> Mapping[str, str]:
+        found = self.inspect_image(ref)
+        if found is None:
+            raise EngineError(f"image {ref} is not in the engine at {self._host}")
+        labels = (found.get("Config") or {}).get("Labels") or {}
+        return {str(k): str(v) for k, v in labels.items()}
+
+    def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]:
+        wanted = key if value is None else f"{key}={value}"
+        with self._errors(f"list images with label {wanted}"):
+            rows = self.api.images(filters={"label": wanted})
+        return [
+            ImageSummary(
+                id=str(row["Id"]),
+                tags=tuple(t for t in row.get("RepoTags") or () if t != "<none>:<none>"),
+                labels={str(k): str(v) for k, v in (row.get("Labels") or {}).items()},
+                size=int(row.get("Size") or 0),
+            )
+            for row in rows
+        ]
+
+    def import_rootfs(
+        self,
+        tar_path: Path,
+        *,
+        labels: Mapping[str, str] | None = None,
+        changes: Sequence[str] = (),
+    ) -> str:
+        """Import a root filesystem tar as an untagged image (`docker import`); return its id.
+
+        Untagged on purpose: the caller tags it only once it is complete, so a failed import never
+        leaves a tag behind.
+        """
+        all_changes = [*changes, *(f"LABEL {k}={json.dumps(v)}" for k, v in (labels or {}).items())]
+        # Pass an open file, never a path string: the SDK treats a path it cannot open as a URL
+        # for the daemon to fetch.
+        with tar_path.open("rb") as tar, self._errors(f"import {tar_path}"):
+            out = self.api.import_image(src=tar, changes=all_changes or None)
+        image_id = _imported_id(str(out))
+        if image_id is None:
+            raise EngineError(
+                f"import {tar_path}: the engine returned no image id: {_one_line(str(out))[:200]}"
+            )
+        return image_id
+
+    def tag(self, image: str, ref: str) -> None:
+        repository, _, tag = ref.rpartition(":")
+        if not repository or "/" in tag:
+            raise ConfigError(
+                f"image reference {ref!r} needs a repository and a tag, e.g. twinbuild/base:1"
+            )
+        with self._errors(f"tag {image} as {ref}"):
+            self.api.tag(image, repository, tag, force=True)
+
+    def remove_image(self, ref: str, *, force: bool = False) -> None:
+        with self._errors(f"remove image {ref}"):
+            self.api.remove_image(ref, force=force)
+
+    def run_container(
+        self,
+        image: str,
+        command: Sequence[str],
+        *,
+        network: Network = "none",
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+        workdir: str | None = None,
+        binds: Mapping[str, str] | None = None,
+        timeout: int = RUN_TIMEOUT_S,
+    ) -> RunResult:
+        """Run ``command`` in a fresh container, wait, collect its output and remove it."""
+        host_config = self.api.create_host_config(
+            network_mode=_check_network(network),
+            binds={src: {"bind": dst, "mode": "ro"} for src, dst in (binds or {}).items()},
+        )
+        with self._errors(f"run {list(command)} in {image}"):
+            created = self.api.create_container(
+                image,
+                list(command),
+                environment=dict(env or {}),
+                user=user,
+                working_dir=workdir,
+                host_config=host_config,
+                labels={OWNER_LABEL: "run"},
+            )
+        cid = str(created["Id"])
+        try:
+            with self._errors(f"run {list(command)} in {image}"):
+                self.api.start(cid)
+                try:
+                    status = self.api.wait(cid, timeout=timeout)
+                except requests.exceptions.ReadTimeout as exc:
+                    raise EngineError(
+                        f"run {list(command)} in {image}: still running after {timeout}s; stopped"
+                    ) from exc
+                logs = self.api.logs(cid, stdout=True, stderr=True)
+        finally:
+            self.remove_container(cid)
+        return RunResult(exit_code=int(status["StatusCode"]), output=logs.decode(errors="replace"))
+
+    def start_container(
+        self,
+        image: str,
+        *,
+        network: Network = "none",
+        command: Sequence[str] = ("sleep", "infinity"),
+        gpus: GpuAccess | None = None,
+    ) -> str:
+        """Start a long-lived container to `exec` into; the caller removes it.
+
+        ``gpus`` hands it the machine's GPUs: NVIDIA through a device request, AMD through its
+        device nodes and the video group.
+        """
+        extra: dict[str, Any] = {}
+        if gpus is not None:
+            # types-docker wants DeviceRequest objects; the SDK turns these dicts into them.
+            extra = {
+                "device_requests": cast(Any, list(gpus.device_requests)) or None,
+                "devices": list(gpus.devices) or None,
+                "group_add": list(gpus.group_add) or None,
+            }
+        host_config = self.api.create_host_config(network_mode=_check_network(network), **extra)
+        with self._errors(f"start a container from {image}"):
+            created = self.api.create_container(
+                image, list(command), host_config=host_config, labels={OWNER_LABEL: "exec"}
+            )
+            cid = str(created["Id"])
+            try:
+                self.api.start(cid)
+            except docker.errors.APIError:
+                self.remove_container(cid)
+                raise
+        return cid
+
+    def exec(self, container: str, command: Sequence[str], *, user: str | None = None) -> RunResult:
+        with self._errors(f"exec {list(command)} in {container[:12]}"):
+            created = self.api.exec_create(container, list(command), user=user or "")
+            out = self.api.exec_start(created["Id"])
+            code = self.api.exec_inspect(created["Id"]).get("ExitCode")
+        return RunResult(
+            exit_code=int(code if code is not None else -1), output=out.decode(errors="replace")
+        )
+
+    def remove_container(self, container: str) -> None:
+        with (
+            self._errors(f"remove container {container[:12]}"),
+            contextlib.suppress(docker.errors.NotFound),
+        ):
+            self.api.remove_container(container, force=True)
+
+
+def _imported_id(output: str) -> str | None:
+    """The image id from `POST /images/create?fromSrc=-` output (JSON lines with a status)."""
+    for line in reversed(output.splitlines()):
+        with contextlib.suppress(ValueError):
+            status = json.loads(line).get("status", "")
+            if isinstance(status, str) and status.startswith("sha256:"):
+                return status
+    return None
+
+
+def connect(docker_host: str | None = None) -> Engine:
+    """Connect to the engine ``dockerd.docker_host()`` picks (or ``docker_host``) and ping it."""
+    host = docker_host or dockerd.docker_host()
+    api: docker.APIClient | None = None
+    try:
+        api = _open_client(host)
+        with _errors("ping", host):
+            api.ping()
+    except EngineError as exc:
+        if api is not None:
+            api.close()
+        raise EngineError(
+            f"no Docker engine answers at {host}; run `twinbuild engine up` or set DOCKER_HOST"
+        ) from exc
+    return Engine(api, host)

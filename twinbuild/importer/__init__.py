@@ -1,0 +1,1 @@
+"""Twinbuild import: draft a manifest from recipes that hard-code their pins."""

@@ -1,0 +1,1 @@
+"""The pin-symmetry lint and the finding every check prints."""

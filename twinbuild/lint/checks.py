@@ -1,0 +1,324 @@
+"""The pin-symmetry lint: the manifest's policy, and recipes that take every pin from it.
+
+Each finding is one line, ``path:line: CODE message``; the codes are stable (docs/manifest.md
+lists them).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from twinbuild.lint.findings import Finding
+from twinbuild.manifest.model import PLATFORMS, Manifest, Pin, Platform, Profile, ResolvedPin
+from twinbuild.manifest.render import GENERATED, RECIPES, pin_args, render
+from twinbuild.recipe import scan as recipes
+
+FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+HEX_PREFIX = re.compile(r"^[0-9a-f]{4,39}$")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+PLACEHOLDER = re.compile(r"^\s*(todo|tbd|fixme|xxx|\?+)?\s*[.:!]?\s*$", re.IGNORECASE)
+
+#: Build args the engine or BuildKit provides; a recipe may declare them without the manifest.
+BUILTIN_ARGS = frozenset(
+    {
+        "TARGETPLATFORM", "TARGETOS", "TARGETARCH", "TARGETVARIANT", "BUILDPLATFORM", "BUILDOS",
+        "BUILDARCH", "BUILDVARIANT", "HTTP_PROXY", "HTTPS_PROXY", "FTP_PROXY", "NO_PROXY",
+        "http_proxy", "https_proxy", "ftp_proxy", "no_proxy", "BUILDKIT_INLINE_CACHE",
+    }
+)  # fmt: skip
+
+CODES: dict[str, str] = {
+    "TB001": "pin differs between cuda and rocm without a declared divergence",
+    "TB002": "divergence declared but the pin is identical on both platforms",
+    "TB003": "pin on one platform only without an asymmetry reason",
+    "TB004": "git commit is not a full 40-hex SHA",
+    "TB005": "floating ref (branch, tag, range, unpinned) not declared floating",
+    "TB006": "version or range does not parse (PEP 440)",
+    "TB007": "reason is missing, empty or a placeholder (TODO)",
+    "TB008": "base image not pinned by sha256 digest",
+    "TB009": "url pin's sha256 is not 64 hex",
+    "TB010": "declared floating ref (fails only with --strict)",
+    "TB011": "declared floating but actually pinned",
+    "TB101": "literal pin written in a recipe",
+    "TB102": "FROM not fed by the manifest",
+    "TB103": "recipe needs a build input the manifest does not give",
+    "TB104": "manifest pin that no recipe uses",
+    "TB105": "recipe line looks like a pin but cannot be classified",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LintReport:
+    findings: list[Finding]
+    floating: list[Finding]
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {"findings": [asdict(f) for f in self.findings], "codes": CODES}, indent=2
+        )
+
+
+def is_placeholder(reason: str | None) -> bool:
+    return reason is None or bool(PLACEHOLDER.match(reason))
+
+
+class _Collector:
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self.findings: list[Finding] = []
+        self.floating: list[Finding] = []
+        self._seen: set[Finding] = set()
+
+    def add(self, code: str, message: str, *key: str) -> None:
+        line = self.manifest.line_of(*key)
+        self.add_at(self.manifest.path, line, code, message)
+
+    def add_at(self, path: Path | str, line: int, code: str, message: str) -> None:
+        finding = Finding(path=str(path), line=line, code=code, message=message)
+        if finding not in self._seen:  # a common value is checked once per platform
+            self._seen.add(finding)
+            self.findings.append(finding)
+
+
+def lint_manifest(manifest: Manifest, *, strict: bool = False) -> LintReport:
+    """Policy checks on the manifest alone."""
+    out = _Collector(manifest)
+    for name, spec in manifest.platforms.items():
+        if not DIGEST.match(spec.base.digest):
+            out.add(
+                "TB008",
+                f"platforms.{name}.base.digest: '{spec.base.digest}' is not 'sha256:<64 hex>'; "
+                f"pin {spec.base.repository}:{spec.base.tag} by digest",
+                "platforms", name, "base", "digest",
+            )  # fmt: skip
+    # Resolve each platform once: per-pin resolution would make the lint quadratic in pins.
+    per_platform = {p: {r.name: r for r in manifest.resolve(p)} for p in PLATFORMS}
+    for pin in manifest.pins.values():
+        resolved = {p: per_platform[p][pin.name] for p in pin.platforms}
+        _lint_pin(out, manifest, pin, resolved, strict=strict)
+    return LintReport(findings=out.findings, floating=out.floating)
+
+
+def _lint_pin(
+    out: _Collector,
+    manifest: Manifest,
+    pin: Pin,
+    resolved: dict[Platform, ResolvedPin],
+    *,
+    strict: bool,
+) -> None:
+    key = ("pins", pin.name)
+    if is_placeholder(pin.why):
+        out.add("TB007", f"pins.{pin.name}.why: give the pin's provenance, not '{pin.why}'",
+                *key, "why")  # fmt: skip
+    values = {r.value_key() for r in resolved.values()}
+    if len(pin.platforms) == len(PLATFORMS):
+        if len(values) > 1 and pin.divergence is None:
+            diffs = _differences(resolved)
+            override = next(iter(pin.overrides))
+            out.add(
+                "TB001",
+                f"pins.{pin.name}: {diffs}; move both platforms together "
+                f"(twinbuild pins bump), or declare divergence = \"reason\"",
+                *key, override,
+            )  # fmt: skip
+        if len(values) == 1 and pin.divergence is not None:
+            out.add("TB002", f"pins.{pin.name}: identical on cuda and rocm; drop 'divergence'",
+                    *key, "divergence")  # fmt: skip
+    elif pin.asymmetry is None:
+        out.add(
+            "TB003",
+            f"pins.{pin.name}: only on {', '.join(pin.platforms)}; "
+            f"add asymmetry = \"why the other platform does without it\"",
+            *key, "platforms",
+        )  # fmt: skip
+    for field_name in ("divergence", "asymmetry", "floating"):
+        reason = getattr(pin, field_name)
+        if reason is not None and is_placeholder(reason):
+            out.add("TB007", f"pins.{pin.name}.{field_name}: '{reason}' is a placeholder; "
+                    "write the real reason", *key, field_name)  # fmt: skip
+    floats: list[str] = []
+    float_key: tuple[str, ...] = key
+    for platform, r in resolved.items():
+        where = (*key, platform) if platform in pin.overrides else key
+        found = _lint_values(out, r, where)
+        if found and not floats:
+            float_key = where
+        floats += found
+    if floats and pin.floating is None:
+        out.add("TB005", f"pins.{pin.name}: {floats[0]}; pin it, or declare floating = \"why\"",
+                *float_key, "ref")  # fmt: skip
+    elif floats and pin.floating is not None:
+        finding = Finding(
+            path=str(manifest.path), line=manifest.line_of(*key, "floating"), code="TB010",
+            message=f"pins.{pin.name}: floating ({floats[0]}): {pin.floating}",
+        )  # fmt: skip
+        out.floating.append(finding)
+        if strict:
+            out.findings.append(finding)
+    elif not floats and pin.floating is not None:
+        out.add("TB011", f"pins.{pin.name}: declared floating but pinned on every platform; "
+                "drop 'floating'", *key, "floating")  # fmt: skip
+
+
+def _differences(resolved: dict[Platform, ResolvedPin]) -> str:
+    cuda, rocm = resolved["cuda"], resolved["rocm"]
+    names = ("kind", "dist", "version", "range", "repo", "commit", "ref", "url", "sha256",
+             "package", "install", "path", "index", "subdirectory")  # fmt: skip
+    parts = [
+        f"{n} cuda={getattr(cuda, n)!r} rocm={getattr(rocm, n)!r}"
+        for n in names
+        if getattr(cuda, n) != getattr(rocm, n)
+    ]
+    return "differs: " + ", ".join(parts)
+
+
+def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[str]:
+    """Check one platform's values; return descriptions of what floats."""
+    floats: list[str] = []
+    label = f"pins.{r.name}" + (f".{r.platform}" if key[-1] in PLATFORMS else "")
+    if r.kind == "git":
+        if r.commit is not None and not FULL_SHA.match(r.commit):
+            hint = (
+                "a short SHA is ambiguous and may not exist upstream"
+                if HEX_PREFIX.match(r.commit)
+                else "a branch or tag moves"
+            )
+            out.add(
+                "TB004",
+                f"{label}.commit: '{r.commit}' is not a full 40-hex commit ({hint}); "
+                f"pin the merge commit, e.g. twinbuild pins bump {r.name} --commit <40 hex>",
+                *key, "commit",
+            )  # fmt: skip
+        if r.ref is not None:
+            floats.append(f"git ref '{r.ref}' on {r.platform}")
+    if r.version is not None and r.kind in ("pypi", "url"):
+        try:
+            Version(r.version)
+        except InvalidVersion:
+            out.add("TB006", f"{label}.version: '{r.version}' is not a PEP 440 version",
+                    *key, "version")  # fmt: skip
+    if r.range is not None:
+        if r.kind == "pypi":
+            try:
+                SpecifierSet(r.range)
+            except InvalidSpecifier:
+                out.add("TB006", f"{label}.range: '{r.range}' is not a PEP 440 specifier",
+                        *key, "range")  # fmt: skip
+        floats.append(
+            f"range '{r.range}' on {r.platform}" if r.range else f"unpinned on {r.platform}"
+        )
+    if r.kind == "apt" and r.version is None and r.range is None:
+        floats.append(f"apt package unpinned on {r.platform}")
+    if r.kind == "url" and r.sha256 is not None and not SHA256.match(r.sha256):
+        out.add("TB009", f"{label}.sha256: '{r.sha256}' is not 64 lower-case hex",
+                *key, "sha256")  # fmt: skip
+    return floats
+
+
+# -- recipes -------------------------------------------------------------------------------------
+
+
+def lint_recipes(manifest: Manifest, root: Path) -> list[Finding]:
+    """Every recipe takes its pins from the manifest, needs nothing else, and installs every pin
+    its profile installs on its platform."""
+    out = _Collector(manifest)
+    parsed: dict[Path, recipes.Recipe] = {}
+    production_args = {a for p in PLATFORMS for a in render(manifest, p, "production").args}
+    for profile, per_platform in RECIPES.items():
+        for platform, rel in per_platform.items():
+            path = root / rel
+            if path not in parsed:
+                parsed[path] = recipes.parse(path)
+                _literal_pins(out, parsed[path], rel)
+            _inputs(out, manifest, parsed[path], rel, platform, profile, production_args)
+    return out.findings
+
+
+def _literal_pins(out: _Collector, parsed: recipes.Recipe, rel: Path) -> None:
+    for item in parsed.pins:
+        if not item.literal:
+            continue
+        if item.source == "from":
+            out.add_at(rel, item.line, "TB102",
+                       f"FROM {item.text} is written in the recipe; use FROM ${{BASE_IMAGE}}, "
+                       "which the manifest's platforms.<p>.base feeds")  # fmt: skip
+        elif item.source != "env":
+            out.add_at(rel, item.line, "TB101",
+                       f"literal pin '{item.text}' ({item.source}); move it into pins/ and read it "
+                       "from a build arg or .twinbuild/pip/<layer>.txt")  # fmt: skip
+    for odd in parsed.unrecognised:
+        out.add_at(
+            rel,
+            odd.line,
+            "TB105",
+            f"cannot classify '{odd.text}'; rewrite it to take its pin from the manifest",
+        )
+
+
+def _inputs(
+    out: _Collector,
+    manifest: Manifest,
+    parsed: recipes.Recipe,
+    rel: Path,
+    platform: Platform,
+    profile: Profile,
+    production_args: set[str],
+) -> None:
+    rendered = render(manifest, platform, profile)
+    given = set(rendered.args)
+    for arg in parsed.args:
+        if arg.default is None and arg.name not in given and arg.name not in BUILTIN_ARGS:
+            if arg.name in production_args:  # the other platform's pin, in a shared recipe
+                continue
+            out.add_at(rel, arg.line, "TB103",
+                       f"ARG {arg.name} has no default and the manifest gives no such build arg "
+                       f"for {platform}; add the pin to pins/ or remove the ARG")  # fmt: skip
+    copied = {src for _, src in parsed.copies}
+    for line, src in parsed.copies:
+        if src.startswith(GENERATED + "/pip/") and src not in rendered.files:
+            out.add_at(rel, line, "TB103",
+                       f"copies {src}, which the manifest does not generate (no pin has that "
+                       "layer); fix the layer name")  # fmt: skip
+    declared = {arg.name for arg in parsed.args}
+    for pin in rendered.installed:
+        if pin.install == "pip":
+            layer = f"{GENERATED}/pip/{pin.layer}.txt"
+            hit = any(c in copied for c in (layer, f"{GENERATED}/pip", GENERATED))
+        else:
+            hit = any(n in declared and n in parsed.used_vars for n in pin_args(pin))
+        if not hit:
+            how = (
+                f"copy {GENERATED}/pip/{pin.layer}.txt and pip install it"
+                if pin.install == "pip"
+                else f"declare and use ARG {pin.arg_prefix()}_*"
+            )
+            out.add(
+                "TB104",
+                f"pins.{pin.name}: {rel} does not install it for {platform} ({profile}); "
+                f"{how}, or remove the pin",
+                "pins", pin.name,
+            )  # fmt: skip
+
+
+def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:
+    """The whole lint: manifest policy plus recipe drift."""
+    report = lint_manifest(manifest, strict=strict)
+    findings = [*report.findings, *lint_recipes(manifest, root)]
+    findings.sort(key=lambda f: (f.path, f.line, f.code))
+    return LintReport(findings=findings, floating=report.floating)
+
+
+def format_findings(findings: Sequence[Finding], *, github: bool) -> Iterable[str]:
+    for finding in findings:
+        yield str(finding)
+        if github:
+            yield finding.github()

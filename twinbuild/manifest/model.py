@@ -1,0 +1,656 @@
+"""The pin manifest: the only code that reads ``pins/``.
+
+Loading checks structure (types, known keys, known platforms and kinds) and reports every problem at
+once, each on one line naming ``file:line: key.path``. Policy (full SHAs, exact versions, symmetry,
+reasons) is the lint's job: it works on the typed model built here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+from twinbuild.errors import ConfigError
+from twinbuild.manifest.tomlpos import KeyLines
+
+Platform = Literal["cuda", "rocm"]
+PLATFORMS: tuple[Platform, ...] = get_args(Platform)
+Kind = Literal["pypi", "git", "url", "apt"]
+KINDS: tuple[Kind, ...] = get_args(Kind)
+Install = Literal["pip", "checkout", "file", "apt"]
+INSTALLS: tuple[Install, ...] = get_args(Install)
+Profile = Literal["local", "production"]
+PROFILES: tuple[Profile, ...] = get_args(Profile)
+
+DEFAULT_PATH = Path("pins/manifest.toml")
+SCHEMA = 1
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+MAX_BYTES = 4 * 1024 * 1024
+
+
+class ManifestError(ConfigError):
+    """Every structural problem of one manifest file, one line each."""
+
+    def __init__(self, messages: list[str]) -> None:
+        super().__init__("\n".join(messages))
+        self.messages = messages
+
+
+# -- the model -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BaseImage:
+    repository: str
+    tag: str
+    digest: str
+    line: int = 0
+
+    @property
+    def ref(self) -> str:
+        """The pull reference: tag for people, digest for the engine."""
+        return f"{self.repository}:{self.tag}@{self.digest}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlatformSpec:
+    name: Platform
+    base: BaseImage
+    python: str
+    toolkit: str
+    vendor: str
+    gpu_archs: tuple[str, ...]
+    imports: tuple[str, ...] = ()
+    binaries: tuple[str, ...] = ()
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LocalProfile:
+    suite: str
+    mirror: str
+    packages: tuple[str, ...]
+    imports: tuple[str, ...] = ()
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Values:
+    """The fields a pin may set once for all platforms or per platform."""
+
+    kind: Kind | None = None
+    dist: str | None = None
+    version: str | None = None
+    range: str | None = None
+    repo: str | None = None
+    commit: str | None = None
+    ref: str | None = None
+    url: str | None = None
+    sha256: str | None = None
+    package: str | None = None
+    install: Install | None = None
+    path: str | None = None
+    layer: str | None = None
+    index: str | None = None
+    subdirectory: str | None = None
+    local: str | None = None
+
+
+VALUE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Values))
+PIN_KEYS: tuple[str, ...] = (
+    *VALUE_KEYS,
+    "why",
+    "floating",
+    "divergence",
+    "asymmetry",
+    "platforms",
+    *PLATFORMS,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pin:
+    name: str
+    common: Values
+    overrides: Mapping[Platform, Values]
+    platforms: tuple[Platform, ...]
+    why: str
+    floating: str | None = None
+    divergence: str | None = None
+    asymmetry: str | None = None
+    line: int = 0
+    explicit_platforms: bool = False
+
+    def values_on(self, platform: Platform) -> Values:
+        """Common values with that platform's overrides laid over them."""
+        override = self.overrides.get(platform)
+        if override is None:
+            return self.common
+        changes = {k: getattr(override, k) for k in VALUE_KEYS if getattr(override, k) is not None}
+        # A platform that sets one of a pair replaces the other: a ref overrides the common
+        # commit, a range overrides the common version (and the other way round).
+        for one, other in (("commit", "ref"), ("version", "range")):
+            if one in changes and other not in changes:
+                changes[other] = None
+            elif other in changes and one not in changes:
+                changes[one] = None
+        return replace(self.common, **changes)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResolvedPin:
+    """One pin's effective values on one platform."""
+
+    name: str
+    platform: Platform
+    kind: Kind
+    install: Install
+    dist: str | None
+    version: str | None
+    range: str | None
+    repo: str | None
+    commit: str | None
+    ref: str | None
+    url: str | None
+    sha256: str | None
+    package: str | None
+    path: str | None
+    layer: str
+    index: str | None
+    subdirectory: str | None
+    why: str
+    floating: str | None
+    local_skip: str | None
+    line: int
+
+    def arg_prefix(self) -> str:
+        """Build-arg prefix: ``torch_memory_saver`` -> ``TORCH_MEMORY_SAVER``."""
+        return arg_prefix(self.name)
+
+    def expected(self) -> str:
+        """The pinned value as a person reads it."""
+        if self.kind == "git":
+            return f"{self.repo}@{self.commit or self.ref}"
+        if self.kind == "url":
+            return f"{self.url} sha256:{self.sha256}"
+        if self.version is not None:
+            return f"=={self.version}" if self.kind == "pypi" else self.version
+        if self.range:
+            return self.range
+        return "(unpinned)"
+
+    def value_key(self) -> tuple[str | None, ...]:
+        """What must match across platforms for the pin to be symmetric."""
+        return (
+            self.kind, self.dist, self.version, self.range, self.repo, self.commit, self.ref,
+            self.url, self.sha256, self.package, self.install, self.path, self.index,
+            self.subdirectory,
+        )  # fmt: skip
+
+
+def arg_prefix(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Manifest:
+    path: Path
+    text: str
+    platforms: Mapping[Platform, PlatformSpec]
+    local: LocalProfile
+    pins: Mapping[str, Pin]
+    keylines: KeyLines = field(repr=False)
+    _resolved: dict[Platform, list[ResolvedPin]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def resolve(self, platform: Platform) -> list[ResolvedPin]:
+        """Every pin of ``platform`` with its effective values (computed once per manifest)."""
+        found = self._resolved.get(platform)
+        if found is None:
+            found = [_resolve(p, platform) for p in self.pins.values() if platform in p.platforms]
+            self._resolved[platform] = found
+        return list(found)
+
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(self.text.encode()).hexdigest()
+
+    def platform_digest(self, platform: Platform, profile: Profile = "production") -> str:
+        """Hash of what this platform's image takes from the manifest in ``profile``, only that.
+
+        A CUDA-only pin change leaves the ROCm digest unchanged; so does a change to a ``why``.
+        """
+        setting: object = self.platforms[platform] if profile == "production" else self.local
+        data = {
+            "platform": platform,
+            "profile": profile,
+            "setting": _plain(setting, skip=("line", "imports")),
+            "pins": [_plain(p, skip=("line", "why", "floating")) for p in self.resolve(platform)],
+        }
+        blob = json.dumps(data, sort_keys=True, default=lambda o: _plain(o, skip=("line",)))
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+    def find(self, name: str) -> Pin | None:
+        """The pin called ``name``, or the one it names after -/_/. normalisation."""
+        found = self.pins.get(name)
+        if found is not None:
+            return found
+        wanted = _norm(name)
+        return next((pin for key, pin in self.pins.items() if _norm(key) == wanted), None)
+
+    def line_of(self, *key: str) -> int:
+        return self.keylines.line_of(key)
+
+    def where(self, *key: str) -> str:
+        """``pins/manifest.toml:42`` for a dotted key path."""
+        return f"{self.path}:{self.line_of(*key)}"
+
+    def layers(self) -> list[str]:
+        """Every pip layer named by any pin on any platform, in first-seen order."""
+        seen: dict[str, None] = {}
+        for platform in PLATFORMS:
+            for pin in self.resolve(platform):
+                if pin.install == "pip":
+                    seen.setdefault(pin.layer, None)
+        return list(seen)
+
+
+def _plain(obj: Any, *, skip: tuple[str, ...]) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj) if f.name not in skip}
+
+
+def _default_install(kind: Kind, values: Values) -> Install:
+    if kind == "apt":
+        return "apt"
+    if kind == "url" and values.dist is None:
+        return "file"
+    return "pip"
+
+
+def _resolve(pin: Pin, platform: Platform) -> ResolvedPin:
+    v = pin.values_on(platform)
+    kind = cast(Kind, v.kind)
+    dist = v.dist
+    if dist is None and kind == "pypi":
+        dist = pin.name
+    if dist == "":
+        dist = None
+    install = v.install or _default_install(kind, v)
+    package = v.package if v.package is not None else (pin.name if kind == "apt" else None)
+    return ResolvedPin(
+        name=pin.name,
+        platform=platform,
+        kind=kind,
+        install=install,
+        dist=dist,
+        version=v.version,
+        range=v.range,
+        repo=v.repo,
+        commit=v.commit,
+        ref=v.ref,
+        url=v.url,
+        sha256=v.sha256,
+        package=package,
+        path=v.path,
+        layer=v.layer or "pins",
+        index=v.index,
+        subdirectory=v.subdirectory,
+        why=pin.why,
+        floating=pin.floating,
+        local_skip=v.local,
+        line=pin.line,
+    )
+
+
+# -- loading -------------------------------------------------------------------------------------
+
+
+def load(path: Path = DEFAULT_PATH) -> Manifest:
+    """Read and check ``path``; raise :class:`ManifestError` with every problem found."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{path}: manifest not found; create it or pass --manifest PATH"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read manifest: {exc.strerror}") from None
+    if len(data) > MAX_BYTES:
+        raise ConfigError(f"{path}: manifest is {len(data)} bytes, over the {MAX_BYTES} limit")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x}); save the manifest as UTF-8"
+        ) from None
+    return loads(text, path)
+
+
+def loads(text: str, path: Path = DEFAULT_PATH) -> Manifest:
+    if not text.strip():
+        raise ConfigError(f"{path}: manifest is empty; it must declare [platforms] and [pins]")
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(_toml_error(path, str(exc))) from None
+    return _Reader(path, text).read(raw)
+
+
+def _toml_error(path: Path, message: str) -> str:
+    found = re.search(r"\(at line (\d+), column (\d+)\)", message)
+    if found is None:
+        return f"{path}: invalid TOML: {message}"
+    detail = message[: found.start()].strip()
+    return f"{path}:{found.group(1)}:{found.group(2)}: invalid TOML: {detail}"
+
+
+class _Reader:
+    """Builds the model; collects every error instead of stopping at the first."""
+
+    def __init__(self, path: Path, text: str) -> None:
+        self.path = path
+        self.text = text
+        self.keylines = KeyLines.index(text)
+        self.errors: list[str] = []
+        self.bad_keys: set[tuple[str, ...]] = set()
+
+    def error(self, key: tuple[str, ...], message: str) -> None:
+        dotted = ".".join(key)
+        self.errors.append(f"{self.path}:{self.keylines.line_of(key)}: {dotted}: {message}")
+
+    # typed getters, in the style of packaging's pylock ----------------------------------------
+
+    def _get(self, table: Mapping[str, Any], key: tuple[str, ...], typ: type, name: str) -> Any:
+        value = table.get(key[-1])
+        if value is None:
+            return None
+        self.bad_keys.add(key)  # until it passes the type check below
+        if typ is str and not isinstance(value, str):
+            self.error(key, f"expected a string, got {_tname(value)}{_example(name)}")
+            return None
+        if typ is list and (
+            not isinstance(value, list) or not all(isinstance(x, str) for x in value)
+        ):
+            self.error(key, f"expected a list of strings, got {_tname(value)}")
+            return None
+        if typ is dict and not isinstance(value, dict):
+            self.error(key, f"expected a table, got {_tname(value)}")
+            return None
+        if typ is int and (not isinstance(value, int) or isinstance(value, bool)):
+            self.error(key, f"expected an integer, got {_tname(value)}")
+            return None
+        self.bad_keys.discard(key)
+        return value
+
+    def get_str(self, table: Mapping[str, Any], key: tuple[str, ...]) -> str | None:
+        return cast(str | None, self._get(table, key, str, key[-1]))
+
+    def need_str(self, table: Mapping[str, Any], key: tuple[str, ...], hint: str) -> str:
+        value = self.get_str(table, key)
+        if value is None and key[-1] not in table:
+            self.error(key, f"missing; {hint}")
+        return value or ""
+
+    def get_list(self, table: Mapping[str, Any], key: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(self._get(table, key, list, key[-1]) or ())
+
+    def get_table(self, table: Mapping[str, Any], key: tuple[str, ...]) -> dict[str, Any] | None:
+        return cast(dict[str, Any] | None, self._get(table, key, dict, key[-1]))
+
+    def unknown_keys(
+        self, table: Mapping[str, Any], prefix: tuple[str, ...], known: tuple[str, ...]
+    ) -> None:
+        for key in table:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = (
+                    f"; did you mean '{close[0]}'?"
+                    if close
+                    else f"; known keys: {', '.join(known)}"
+                )
+                self.error((*prefix, key), f"unknown key{hint}")
+
+    # the manifest ------------------------------------------------------------------------------
+
+    def read(self, raw: dict[str, Any]) -> Manifest:
+        self.unknown_keys(raw, (), ("schema", "platforms", "local", "pins"))
+        schema = self._get(raw, ("schema",), int, "schema")
+        if "schema" not in raw:
+            self.error(("schema",), f"missing; add 'schema = {SCHEMA}' at the top")
+        elif schema is not None and schema != SCHEMA:
+            self.error(("schema",), f"unsupported schema {schema}; this twinbuild reads {SCHEMA}")
+        platforms = self.read_platforms(raw)
+        local = self.read_local(raw)
+        pins = self.read_pins(raw)
+        if self.errors:
+            raise ManifestError(self.errors)
+        return Manifest(
+            path=self.path,
+            text=self.text,
+            platforms=platforms,
+            local=local,
+            pins=pins,
+            keylines=self.keylines,
+        )
+
+    def read_platforms(self, raw: dict[str, Any]) -> dict[Platform, PlatformSpec]:
+        table = self.get_table(raw, ("platforms",))
+        out: dict[Platform, PlatformSpec] = {}
+        if table is None:
+            if "platforms" not in raw:
+                self.error(("platforms",), "missing; declare [platforms.cuda] and [platforms.rocm]")
+            return out
+        for name in table:
+            if name not in PLATFORMS:
+                self.error(("platforms", name), _unknown_platform(name))
+        for name in PLATFORMS:
+            key = ("platforms", name)
+            spec = table.get(name)
+            if spec is None:
+                self.error(key, f"missing; declare [platforms.{name}]")
+                continue
+            if not isinstance(spec, dict):
+                self.error(key, f"expected a table, got {_tname(spec)}")
+                continue
+            known = ("base", "python", "toolkit", "vendor", "gpu_archs", "imports", "binaries")
+            self.unknown_keys(spec, key, known)
+            base = self.read_base(spec, (*key, "base"))
+            out[name] = PlatformSpec(
+                name=name,
+                base=base,
+                python=self.need_str(spec, (*key, "python"), "set the image's Python, e.g. '3.12'"),
+                toolkit=self.need_str(
+                    spec, (*key, "toolkit"), "set the CUDA or ROCm version, e.g. '12.9'"
+                ),
+                vendor=self.need_str(spec, (*key, "vendor"), "set 'nvidia' or 'amd'"),
+                gpu_archs=self.get_list(spec, (*key, "gpu_archs")),
+                imports=self.get_list(spec, (*key, "imports")),
+                binaries=self.get_list(spec, (*key, "binaries")),
+                line=self.keylines.line_of(key),
+            )
+        return out
+
+    def read_base(self, spec: Mapping[str, Any], key: tuple[str, ...]) -> BaseImage:
+        table = self.get_table(spec, key)
+        if table is None:
+            if key[-1] not in spec:
+                self.error(key, "missing; set base = { repository = ..., tag = ..., digest = ... }")
+            table = {}
+        self.unknown_keys(table, key, ("repository", "tag", "digest"))
+        return BaseImage(
+            repository=self.need_str(table, (*key, "repository"), "name the base image repository"),
+            tag=self.need_str(table, (*key, "tag"), "give the readable tag"),
+            digest=self.need_str(table, (*key, "digest"), "pin the base by 'sha256:<64 hex>'"),
+            line=self.keylines.line_of(key),
+        )
+
+    def read_local(self, raw: dict[str, Any]) -> LocalProfile:
+        key = ("local",)
+        table = self.get_table(raw, key)
+        if table is None:
+            if "local" not in raw:
+                self.error(key, "missing; declare [local] (suite, mirror, packages)")
+            return LocalProfile(suite="", mirror="", packages=())
+        self.unknown_keys(table, key, ("suite", "mirror", "packages", "imports"))
+        return LocalProfile(
+            suite=self.need_str(table, (*key, "suite"), "e.g. suite = 'bookworm'"),
+            mirror=self.need_str(table, (*key, "mirror"), "a Debian mirror URL"),
+            packages=self.get_list(table, (*key, "packages")),
+            imports=self.get_list(table, (*key, "imports")),
+            line=self.keylines.line_of(key),
+        )
+
+    def read_pins(self, raw: dict[str, Any]) -> dict[str, Pin]:
+        table = self.get_table(raw, ("pins",))
+        pins: dict[str, Pin] = {}
+        if table is None:
+            if "pins" not in raw:
+                self.error(("pins",), "missing; declare at least one [pins.NAME] table")
+            return pins
+        normalised: dict[str, str] = {}
+        for name, body in table.items():
+            key = ("pins", name)
+            if not NAME_RE.match(name):
+                self.error(key, "pin names are lower-case letters, digits, '-' and '_'")
+            same = normalised.get(_norm(name))
+            if same is not None:
+                self.error(
+                    key,
+                    f"duplicate pin: '{name}' and '{same}' name the same dependency; keep one",
+                )
+                continue
+            normalised[_norm(name)] = name
+            if not isinstance(body, dict):
+                self.error(key, f"expected a table, got {_tname(body)}")
+                continue
+            pin = self.read_pin(name, body)
+            if pin is not None:
+                pins[name] = pin
+        return pins
+
+    def read_values(self, body: Mapping[str, Any], key: tuple[str, ...]) -> Values:
+        strings = {k: self.get_str(body, (*key, k)) for k in VALUE_KEYS}
+        kind = strings.pop("kind")
+        install = strings.pop("install")
+        if kind is not None and kind not in KINDS:
+            self.error((*key, "kind"), f"unknown kind '{kind}'{_choices(kind, KINDS)}")
+            kind = None
+        if install is not None and install not in INSTALLS:
+            self.error(
+                (*key, "install"), f"unknown install '{install}'{_choices(install, INSTALLS)}"
+            )
+            install = None
+        return Values(kind=kind, install=install, **strings)
+
+    def read_pin(self, name: str, body: Mapping[str, Any]) -> Pin | None:
+        key = ("pins", name)
+        self.unknown_keys(body, key, PIN_KEYS)
+        common = self.read_values(body, key)
+        overrides: dict[Platform, Values] = {}
+        for platform in PLATFORMS:
+            sub = self.get_table(body, (*key, platform))
+            if sub is not None:
+                self.unknown_keys(sub, (*key, platform), VALUE_KEYS)
+                overrides[platform] = self.read_values(sub, (*key, platform))
+        listed = self.get_list(body, (*key, "platforms"))
+        platforms: list[Platform] = []
+        for item in listed:
+            if item in PLATFORMS:
+                platforms.append(item)
+            else:
+                self.error((*key, "platforms"), _unknown_platform(item))
+        if "platforms" in body and not listed:
+            self.error((*key, "platforms"), "empty; list at least one platform or drop the key")
+        pin = Pin(
+            name=name,
+            common=common,
+            overrides=overrides,
+            platforms=tuple(platforms) if listed else PLATFORMS,
+            explicit_platforms=bool(listed),
+            why=self.need_str(body, (*key, "why"), "say where the pin comes from and why"),
+            floating=self.get_str(body, (*key, "floating")),
+            divergence=self.get_str(body, (*key, "divergence")),
+            asymmetry=self.get_str(body, (*key, "asymmetry")),
+            line=self.keylines.line_of(key),
+        )
+        for platform in pin.platforms:
+            values = pin.values_on(platform)
+            where = (*key, platform) if platform in overrides else key
+            if values.kind is None:
+                if "kind" not in body and "kind" not in (body.get(platform) or {}):
+                    self.error((*where, "kind"), f"missing; set kind to one of {', '.join(KINDS)}")
+                continue
+            self.require_fields(values, where, name)
+        for platform in overrides:
+            if platform not in pin.platforms:
+                self.error(
+                    (*key, platform),
+                    f"overrides a platform the pin does not apply to (platforms = {list(listed)})",
+                )
+        return pin
+
+    def require_fields(self, v: Values, key: tuple[str, ...], name: str) -> None:
+        if v.kind == "git":
+            if v.repo is None:
+                self.error((*key, "repo"), "missing; a git pin names its repository URL")
+            if v.commit is None and v.ref is None:
+                self.error((*key, "commit"), "missing; a git pin needs a full 40-hex commit")
+            if v.commit is not None and v.ref is not None:
+                self.error((*key, "ref"), "set either commit or ref, not both")
+        elif v.kind == "url":
+            if v.url is None:
+                self.error((*key, "url"), "missing; a url pin names what it downloads")
+            if v.sha256 is None:
+                self.error((*key, "sha256"), "missing; a url pin carries the artifact's sha256")
+        elif v.kind in ("pypi", "apt") and v.version is not None and v.range is not None:
+            self.error((*key, "range"), "set either version (exact) or range (floating), not both")
+        typed_wrong = {(*key, "version"), (*key, "range")} & self.bad_keys
+        if v.kind == "pypi" and v.version is None and v.range is None and not typed_wrong:
+            self.error(
+                (*key, "version"),
+                f'missing; pin an exact version, or declare range = "" and floating = "why" '
+                f"for an unpinned {name}",
+            )
+        if (v.install or "") in ("checkout", "file") and v.path is None:
+            self.error(
+                (*key, "path"), f"missing; install = '{v.install}' needs a path in the image"
+            )
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _tname(value: object) -> str:
+    names = {bool: "bool", int: "int", float: "float", str: "string", list: "array", dict: "table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _example(name: str) -> str:
+    return {
+        "commit": ' (quote it: commit = "<40 hex>")',
+        "version": ' (quote it: version = "1.2.3")',
+    }.get(name, "")
+
+
+def _choices(value: str, choices: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(value, choices, n=1)
+    return f"; did you mean '{close[0]}'?" if close else f"; expected one of {', '.join(choices)}"
+
+
+def _unknown_platform(name: str) -> str:
+    return f"unknown platform '{name}'{_choices(name, PLATFORMS)}"
+
+
+def iter_resolved(manifest: Manifest) -> Iterator[ResolvedPin]:
+    """Every (pin, platform) pair, CUDA first."""
+    for platform in PLATFORMS:
+        yield from manifest.resolve(platform)

@@ -1,0 +1,158 @@
+"""What one build of one platform receives: build args and generated files, from the manifest alone.
+
+Recipes carry no version, commit, branch or base tag. They read:
+- ``BASE_IMAGE`` and ``<PIN>_<FIELD>`` build args (checkout, file and apt pins);
+- ``.twinbuild/pip/<layer>.txt`` requirement files in the build context (pip pins), one per layer,
+  so a pin that moves often can live in a late layer and invalidate only what follows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from twinbuild.manifest.model import Manifest, Platform, Profile, ResolvedPin
+
+GENERATED = ".twinbuild"
+RECIPES: Mapping[Profile, Mapping[Platform, Path]] = {
+    "production": {"cuda": Path("images/cuda/Dockerfile"), "rocm": Path("images/rocm/Dockerfile")},
+    "local": {"cuda": Path("images/local/Dockerfile"), "rocm": Path("images/local/Dockerfile")},
+}
+#: Where the local profile finds git mirrors and wheels inside the image during the build.
+CONTEXT_IN_IMAGE = "/twinbuild"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Rendered:
+    platform: Platform
+    profile: Profile
+    recipe: Path
+    target: str | None
+    args: dict[str, str]
+    files: dict[str, str]
+    installed: list[ResolvedPin]
+    skipped: list[tuple[ResolvedPin, str]] = field(default_factory=list)
+
+    def text(self) -> str:
+        """Exactly what the build receives, for ``twinbuild render``."""
+        out = [
+            f"# twinbuild render {self.platform} --profile {self.profile}",
+            f"recipe: {self.recipe}",
+        ]
+        if self.target:
+            out.append(f"target: {self.target}")
+        out.append("build args:")
+        out += [f"  {k}={v}" for k, v in sorted(self.args.items())]
+        for name, body in sorted(self.files.items()):
+            out.append(f"file {name}:")
+            out += [f"  {line}" for line in body.splitlines()] or ["  (empty)"]
+        for pin, reason in self.skipped:
+            out.append(f"not in {self.profile} profile: {pin.name} ({reason})")
+        return "\n".join(out) + "\n"
+
+
+def pin_args(pin: ResolvedPin) -> dict[str, str]:
+    """Build args of a pin that a recipe consumes by ARG (checkout, file and apt pins)."""
+    prefix = pin.arg_prefix()
+    values = {
+        "REPO": pin.repo,
+        "COMMIT": pin.commit,
+        "REF": pin.ref,
+        "URL": pin.url,
+        "SHA256": pin.sha256,
+        "VERSION": pin.version,
+        "PACKAGE": pin.package if pin.kind == "apt" else None,
+    }
+    return {f"{prefix}_{k}": v for k, v in values.items() if v is not None}
+
+
+def requirement(pin: ResolvedPin, *, mirror: str | None = None) -> str:
+    """One pip requirement line for a pip-installed pin."""
+    name = pin.dist or pin.name
+    if pin.kind == "git":
+        url = f"git+{mirror or pin.repo}@{pin.commit or pin.ref}"
+        if mirror is not None:
+            # The URL form, not PEP 508: the pip of Debian bookworm (23.0) rejects
+            # 'name @ git+file:///...' (no host), and it is the pip that installs local images.
+            fragment = f"#egg={name}"
+            if pin.subdirectory:
+                fragment += f"&subdirectory={pin.subdirectory}"
+            return url + fragment
+        if pin.subdirectory:
+            url += f"#subdirectory={pin.subdirectory}"
+        return f"{name} @ {url}"
+    if pin.kind == "url":
+        return f"{name} @ {pin.url}#sha256={pin.sha256}"
+    if pin.version is not None:
+        return f"{name}=={pin.version}"
+    return f"{name}{pin.range or ''}"
+
+
+def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | None:
+    """Why the local profile cannot install ``pin`` (None when it can)."""
+    if pin.local_skip is not None:
+        return pin.local_skip.removeprefix("skip:").strip()
+    if pin.install == "checkout":
+        return f"checkout of {pin.repo} needs GitHub; the local profile builds only pip installs"
+    if pin.install == "file":
+        return f"downloads {pin.url}, a production-only artifact"
+    if pin.install == "apt":
+        return "apt pins target the production base's distribution"
+    if pin.kind == "git" and pin.name not in mirrors:
+        return f"no local mirror of {pin.repo}; pass --mirror {pin.name}=PATH to include it"
+    if pin.kind == "url":
+        return f"wheel URL {pin.url} is not on a registry this profile reaches"
+    return None
+
+
+def render(
+    manifest: Manifest,
+    platform: Platform,
+    profile: Profile,
+    *,
+    local_base: str = "twinbuild/base:local",
+    mirrors: Mapping[str, str] | None = None,
+) -> Rendered:
+    """The args and files for one build; ``mirrors`` maps git pin names to local clone paths."""
+    mirrors = mirrors or {}
+    pins = manifest.resolve(platform)
+    args: dict[str, str] = {}
+    layers: dict[str, list[str]] = {layer: [] for layer in manifest.layers()}
+    installed: list[ResolvedPin] = []
+    skipped: list[tuple[ResolvedPin, str]] = []
+    if profile == "production":
+        args["BASE_IMAGE"] = manifest.platforms[platform].base.ref
+    else:
+        args["BASE_IMAGE"] = local_base
+        args["TWINBUILD_PLATFORM"] = platform
+    for pin in pins:
+        if profile == "local":
+            reason = local_skip_reason(pin, mirrors)
+            if reason is not None:
+                skipped.append((pin, reason))
+                continue
+        installed.append(pin)
+        if pin.install == "pip":
+            mirror = None
+            if profile == "local" and pin.kind == "git":
+                mirror = f"file://{CONTEXT_IN_IMAGE}/mirrors/{pin.name}.git"
+            if pin.index and profile == "production":
+                layers[pin.layer].append(f"--extra-index-url {pin.index}")
+            layers[pin.layer].append(requirement(pin, mirror=mirror))
+        else:
+            args.update(pin_args(pin))
+    files = {
+        f"{GENERATED}/pip/{layer}.txt": "".join(f"{line}\n" for line in lines)
+        for layer, lines in layers.items()
+    }
+    return Rendered(
+        platform=platform,
+        profile=profile,
+        recipe=RECIPES[profile][platform],
+        target=platform if profile == "local" else None,
+        args=args,
+        files=files,
+        installed=installed,
+        skipped=skipped,
+    )

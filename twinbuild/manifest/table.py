@@ -1,0 +1,55 @@
+"""The side-by-side pin table: the two images at a glance, for reviewers and CI step summaries."""
+
+from __future__ import annotations
+
+from twinbuild.manifest.model import PLATFORMS, Manifest, ResolvedPin
+
+
+def _cell(pin: ResolvedPin | None) -> str:
+    if pin is None:
+        return "—"
+    if pin.kind == "git":
+        value = f"`{pin.commit[:12]}`" if pin.commit else f"`@{pin.ref}`"
+        repo = (pin.repo or "").removeprefix("https://github.com/")
+        return f"{repo} {value}"
+    if pin.kind == "url":
+        return f"{pin.version or pin.url} (sha256 `{(pin.sha256 or '')[:12]}`)"
+    if pin.kind == "apt":
+        return f"apt {pin.package}={pin.version or pin.range or '*'}"
+    return f"`{pin.expected()}`"
+
+
+def markdown(manifest: Manifest) -> str:
+    """One row per pin, CUDA and ROCm columns; divergences and floating refs marked."""
+    per = {p: {r.name: r for r in manifest.resolve(p)} for p in PLATFORMS}
+    lines = [
+        "| pin | kind | cuda | rocm | status |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    bases = {p: manifest.platforms[p].base for p in PLATFORMS}
+    lines.append(
+        "| base image | image | "
+        + " | ".join(f"`{b.repository}:{b.tag}`" for b in bases.values())
+        + " | per platform |"
+    )
+    for name, pin in manifest.pins.items():
+        cuda, rocm = per["cuda"].get(name), per["rocm"].get(name)
+        marks = []
+        if pin.divergence is not None:
+            marks.append(f"⚠ diverges: {pin.divergence}")
+        if pin.asymmetry is not None:
+            marks.append(f"only {'/'.join(pin.platforms)}: {pin.asymmetry}")
+        if pin.floating is not None:
+            marks.append(f"🔓 floating: {pin.floating}")
+        status = "; ".join(marks) or "same"
+        either = cuda or rocm
+        kind = either.kind if either is not None else "?"
+        row = [name, kind, _cell(cuda), _cell(rocm), status]
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    counts = (
+        f"{len(manifest.pins)} pins: "
+        f"{sum(1 for p in manifest.pins.values() if p.divergence)} divergent, "
+        f"{sum(1 for p in manifest.pins.values() if p.asymmetry)} one-platform, "
+        f"{sum(1 for p in manifest.pins.values() if p.floating)} floating"
+    )
+    return "\n".join([f"### Pins ({counts})", "", *lines]) + "\n"

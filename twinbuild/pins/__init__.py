@@ -1,0 +1,1 @@
+"""Moving pins: bump, diff, and the upstream reachability check."""

@@ -1,0 +1,1 @@
+"""The Dockerfile pin scanner the lint and import share."""

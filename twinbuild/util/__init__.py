@@ -1,0 +1,1 @@
+"""Small shared helpers: the atomic writer and the git runner."""
