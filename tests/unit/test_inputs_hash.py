@@ -1,0 +1,366 @@
+"""The inputs hash decides "up to date": every input must move it, and nothing else may.
+
+A hash that ignored an input would let a stale image pass as current (the wrong image ships); a
+hash that moved on a README edit would rebuild for nothing. Each input gets its own test, on the
+repository's real recipes and manifest, and the value itself is checked against a second
+implementation written from the format's description (``_reference``), which finds the copied
+files with a plain regex instead of the recipe scanner.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import edit, mini_project
+from twinbuild.build.image import builder_settings
+from twinbuild.build.inputs import input_files, inputs_hash
+from twinbuild.errors import ConfigError
+from twinbuild.manifest.model import Manifest, Platform, Profile, load
+from twinbuild.manifest.render import Rendered, render
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = Path("pins/manifest.toml")
+BASE_ID = "sha256:" + "a" * 64
+CASES: list[tuple[Profile, Platform]] = [
+    ("production", "cuda"),
+    ("production", "rocm"),
+    ("local", "cuda"),
+    ("local", "rocm"),
+]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A copy of the repository's pins/ and images/, plus files that are not inputs."""
+    root = tmp_path / "repo"
+    for part in ("pins", "images"):
+        shutil.copytree(REPO / part, root / part)
+    (root / "README.md").write_text("# readme\n")
+    (root / "docs").mkdir()
+    (root / "docs/building.md").write_text("# building\n")
+    (root / "tests").mkdir()
+    (root / "tests/test_x.py").write_text("def test_x() -> None: ...\n")
+    return root
+
+
+def _hash(
+    root: Path,
+    platform: Platform,
+    profile: Profile = "production",
+    *,
+    base_id: str = BASE_ID,
+    choice: str = "auto",
+) -> str:
+    manifest = load(root / MANIFEST)
+    rendered = render(manifest, platform, profile)
+    builder = builder_settings(rendered, choice)  # type: ignore[arg-type]
+    return inputs_hash(root, rendered, base_id=base_id, builder=builder)
+
+
+def _copied_by_regex(root: Path, recipe: Path) -> set[str]:
+    """Repository paths a recipe reads (COPY/ADD sources, bind-mount sources), by regex only."""
+    text = recipe.read_text()
+    found: set[str] = set()
+    for m in re.finditer(r"source=([^,\s]+)", text):
+        found.add(m.group(1))
+    for line in text.splitlines():
+        words = line.split()
+        if words[:1] not in (["COPY"], ["ADD"]) or any(w.startswith("--from") for w in words):
+            continue
+        found.update(w for w in words[1:-1] if not w.startswith("--"))  # the last is the target
+    paths: set[str] = set()
+    for src in found:
+        if src.startswith(".twinbuild") or "://" in src:
+            continue
+        hit = root / src.lstrip("/")
+        items = [hit] if not hit.is_dir() else [p for p in hit.rglob("*") if p.is_file()]
+        paths.update(p.relative_to(root).as_posix() for p in items)
+    return paths | {recipe.relative_to(root).as_posix()}
+
+
+def _reference(root: Path, rendered: Rendered, base_id: str, builder: dict[str, str]) -> str:
+    """The documented format: length-framed (kind, name, sha256(data)) triples, in this order."""
+    out = hashlib.sha256()
+
+    def part(kind: str, name: str, data: bytes) -> None:
+        for chunk in (kind.encode(), name.encode(), hashlib.sha256(data).digest()):
+            out.update(len(chunk).to_bytes(8, "big"))
+            out.update(chunk)
+
+    part("format", "", b"1")
+    for rel in sorted(_copied_by_regex(root, root / rendered.recipe)):
+        part("file", rel, (root / rel).read_bytes())
+    part("args", "", json.dumps(rendered.args, sort_keys=True).encode())
+    for name in sorted(rendered.files):
+        part("generated", name, rendered.files[name].encode())
+    part("base", "", base_id.encode())
+    part("profile", rendered.profile, (rendered.target or "").encode())
+    part("builder", "", json.dumps(builder, sort_keys=True).encode())
+    return "sha256:" + out.hexdigest()
+
+
+@pytest.mark.parametrize(("profile", "platform"), CASES)
+def test_the_hash_is_the_documented_format(
+    repo: Path, profile: Profile, platform: Platform
+) -> None:
+    rendered = render(load(repo / MANIFEST), platform, profile)
+    builder = builder_settings(rendered)
+    expected = _reference(repo, rendered, BASE_ID, builder)
+    assert inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder) == expected
+
+
+@pytest.mark.parametrize(("profile", "platform"), CASES)
+def test_input_files_are_the_recipe_and_what_it_copies(
+    repo: Path, profile: Profile, platform: Platform
+) -> None:
+    rendered = render(load(repo / MANIFEST), platform, profile)
+    files = {p.as_posix() for p in input_files(repo, platform, profile)}
+    assert files == _copied_by_regex(repo, repo / rendered.recipe)
+
+
+def test_the_production_recipes_copy_the_common_scripts(repo: Path) -> None:
+    """Guards the regex reference above: it must see the bind-mounted scripts, not only recipes."""
+    files = {p.as_posix() for p in input_files(repo, "cuda", "production")}
+    assert {"images/cuda/Dockerfile", "images/common/checkout.sh"} <= files
+    assert "images/rocm/Dockerfile" not in files
+
+
+@pytest.mark.parametrize(("profile", "platform"), CASES)
+def test_each_file_of_the_image_moves_its_hash(
+    repo: Path, profile: Profile, platform: Platform
+) -> None:
+    before = _hash(repo, platform, profile)
+    files = input_files(repo, platform, profile)
+    assert files  # at least the recipe
+    for rel in files:
+        path = repo / rel
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# changed\n")
+        try:
+            assert _hash(repo, platform, profile) != before, f"{rel} is not hashed"
+        finally:
+            path.write_bytes(original)
+    assert _hash(repo, platform, profile) == before
+
+
+def test_the_other_platforms_recipe_is_not_an_input(repo: Path) -> None:
+    before = _hash(repo, "cuda")
+    with (repo / "images/rocm/Dockerfile").open("a") as fh:
+        fh.write("# rocm only\n")
+    assert _hash(repo, "cuda") == before
+    assert _hash(repo, "rocm") != _hash(repo, "cuda")
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_readme_docs_tests_and_manifest_comments_are_not_inputs(
+    repo: Path, platform: Platform
+) -> None:
+    before = _hash(repo, platform)
+    (repo / "README.md").write_text("# another readme\n")
+    (repo / "docs/building.md").write_text("# another page\n")
+    (repo / "tests/test_x.py").write_text("def test_y() -> None: ...\n")
+    (repo / "images/NOTES.md").write_text("not copied by any recipe\n")
+    text = (repo / MANIFEST).read_text()
+    (repo / MANIFEST).write_text("# a comment moves no image\n" + text)
+    assert _hash(repo, platform) == before
+
+
+def _pin_for(manifest: Manifest, *, platforms: tuple[Platform, ...], install: str) -> str:
+    """The first pin with exactly these platforms, installed this way, with a version."""
+    resolved = {r.name: r for r in manifest.resolve(platforms[0])}
+    for pin in manifest.pins.values():
+        same = tuple(pin.platforms) == platforms and resolved[pin.name].install == install
+        if same and pin.common.version is not None and not pin.overrides:
+            return pin.name
+    raise AssertionError(f"no {install} pin on {platforms} with a version in the manifest")
+
+
+def _bump_version(root: Path, name: str) -> None:
+    manifest = load(root / MANIFEST)
+    old = manifest.pins[name].common.version
+    assert old is not None
+    line = manifest.line_of("pins", name, "version")
+    lines = (root / MANIFEST).read_text().splitlines(keepends=True)
+    assert f'"{old}"' in lines[line - 1], (name, line, lines[line - 1])
+    lines[line - 1] = lines[line - 1].replace(f'"{old}"', f'"{old}.post99"')
+    (root / MANIFEST).write_text("".join(lines))
+
+
+@pytest.mark.parametrize(("only", "other"), [("cuda", "rocm"), ("rocm", "cuda")])
+def test_a_pin_of_one_platform_moves_that_platform_only(
+    repo: Path, only: Platform, other: Platform
+) -> None:
+    name = _pin_for(load(repo / MANIFEST), platforms=(only,), install="pip")
+    before = {p: _hash(repo, p) for p in ("cuda", "rocm")}
+    _bump_version(repo, name)
+    assert _hash(repo, only) != before[only], f"{only}-only pin {name} did not move {only}"
+    assert _hash(repo, other) == before[other], f"{only}-only pin {name} moved {other}"
+
+
+def test_a_generated_pip_file_is_an_input(repo: Path) -> None:
+    """A pip pin reaches the build only through .twinbuild/pip/<layer>.txt."""
+    name = _pin_for(load(repo / MANIFEST), platforms=("cuda", "rocm"), install="pip")
+    before = _hash(repo, "cuda")
+    _bump_version(repo, name)
+    after = render(load(repo / MANIFEST), "cuda", "production")
+    assert after.args == render(load(repo / MANIFEST), "cuda", "production").args
+    assert _hash(repo, "cuda") != before
+
+
+def _rendered(profile: Profile = "production") -> tuple[Path, Rendered]:
+    return REPO, render(load(REPO / MANIFEST), "cuda", profile)
+
+
+def _direct(rendered: Rendered, **kw: object) -> str:
+    base_id = str(kw.pop("base_id", BASE_ID))
+    builder = kw.pop("builder", builder_settings(rendered))
+    changed = dataclasses.replace(rendered, **kw)  # type: ignore[arg-type]
+    return inputs_hash(REPO, changed, base_id=base_id, builder=builder)  # type: ignore[arg-type]
+
+
+def test_each_generated_file_moves_the_hash() -> None:
+    _, rendered = _rendered()
+    before = _direct(rendered)
+    assert len(rendered.files) > 1
+    for name in rendered.files:
+        files = {**rendered.files, name: rendered.files[name] + "extra==1\n"}
+        assert _direct(rendered, files=files) != before, name
+        renamed = {(k + ".x" if k == name else k): v for k, v in rendered.files.items()}
+        assert _direct(rendered, files=renamed) != before, f"{name}: its name is not hashed"
+
+
+def test_each_build_arg_moves_the_hash() -> None:
+    _, rendered = _rendered()
+    before = _direct(rendered)
+    assert "BASE_IMAGE" in rendered.args
+    for key in rendered.args:
+        args = {**rendered.args, key: rendered.args[key] + "0"}
+        assert _direct(rendered, args=args) != before, key
+    assert _direct(rendered, args={**rendered.args, "NEW_ARG": "1"}) != before
+
+
+def test_a_checkout_pin_moves_the_hash_through_its_build_args(repo: Path) -> None:
+    """megatron-lm is a checkout pin: a build arg, not a pip line."""
+    before = _hash(repo, "cuda")
+    manifest = load(repo / MANIFEST)
+    pin = next(p for p in manifest.resolve("cuda") if p.install == "checkout" and p.commit)
+    commit = pin.commit
+    assert commit is not None
+    text = (repo / MANIFEST).read_text()
+    assert text.count(commit) >= 1
+    (repo / MANIFEST).write_text(text.replace(commit, "f" * 40))
+    assert _hash(repo, "cuda") != before
+
+
+def test_the_base_digest_moves_the_hash(repo: Path) -> None:
+    assert _hash(repo, "cuda", base_id="sha256:" + "b" * 64) != _hash(repo, "cuda")
+
+
+def test_the_base_pin_in_the_manifest_moves_the_hash(repo: Path) -> None:
+    """The production base ref (repository:tag@digest) is the BASE_IMAGE build arg."""
+    before = _hash(repo, "rocm")
+    digest = load(repo / MANIFEST).platforms["rocm"].base.digest
+    edit(repo / MANIFEST, digest, "sha256:" + "c" * 64)
+    assert _hash(repo, "rocm") != before
+
+
+def test_builder_settings_move_the_hash(repo: Path) -> None:
+    auto = _hash(repo, "cuda")
+    assert _hash(repo, "cuda", choice="classic") != auto
+    assert _hash(repo, "cuda", choice="buildkit") != auto
+    assert _hash(repo, "cuda", choice="classic") != _hash(repo, "cuda", choice="buildkit")
+    _, rendered = _rendered()
+    assert _direct(rendered, builder={"builder": "other", "target": ""}) != _direct(rendered)
+
+
+def test_builder_settings_are_written_out() -> None:
+    _, production = _rendered()
+    assert builder_settings(production) == {"builder": "engine-api", "target": ""}
+    assert builder_settings(production, "classic") == {
+        "builder": "engine-api",
+        "target": "",
+        "kind": "classic",
+    }
+    _, local = _rendered("local")
+    assert builder_settings(local) == {"builder": "engine-api", "target": "cuda"}
+
+
+def test_profile_and_target_move_the_hash() -> None:
+    _, rendered = _rendered()
+    before = _direct(rendered)
+    assert _direct(rendered, profile="local") != before
+    assert _direct(rendered, target="cuda") != before
+
+
+def test_the_same_inputs_give_the_same_hash_twice(repo: Path) -> None:
+    assert _hash(repo, "rocm") == _hash(repo, "rocm")
+    assert _hash(repo, "rocm") != _hash(repo, "cuda")
+
+
+# -- which files a recipe copies --------------------------------------------------------------
+
+
+def _mini_with(tmp_path: Path, lines: str) -> Path:
+    root = mini_project(tmp_path)
+    (root / "images/common/sub").mkdir(parents=True)
+    (root / "images/common/a.sh").write_text("a\n")
+    (root / "images/common/sub/b.sh").write_text("b\n")
+    (root / "images/cuda/x.patch").write_text("x\n")
+    (root / "images/cuda/y.patch").write_text("y\n")
+    with (root / "images/cuda/Dockerfile").open("a") as fh:
+        fh.write(lines)
+    return root
+
+
+def test_copied_folders_globs_and_files_are_listed(tmp_path: Path) -> None:
+    root = _mini_with(
+        tmp_path,
+        "COPY images/common/ /opt/common/\n"
+        "COPY images/cuda/*.patch /tmp/\n"
+        "COPY --from=builder /x /y\n"
+        "ADD https://example.org/f.tar /tmp/\n",
+    )
+    assert [p.as_posix() for p in input_files(root, "cuda", "production")] == [
+        "images/common/a.sh",
+        "images/common/sub/b.sh",
+        "images/cuda/Dockerfile",
+        "images/cuda/x.patch",
+        "images/cuda/y.patch",
+    ]
+
+
+def test_a_file_in_a_copied_folder_moves_the_hash(tmp_path: Path) -> None:
+    root = _mini_with(tmp_path, "COPY images/common/ /opt/common/\n")
+    before = _hash(root, "cuda")
+    (root / "images/common/sub/b.sh").write_text("b2\n")
+    assert _hash(root, "cuda") != before
+    (root / "images/common/sub/new.sh").write_text("new\n")
+    assert len(input_files(root, "cuda", "production")) == 4
+
+
+def test_a_missing_copied_file_names_the_recipe_line(tmp_path: Path) -> None:
+    root = _mini_with(tmp_path, "COPY images/common/gone.sh /opt/\n")
+    with pytest.raises(ConfigError) as info:
+        input_files(root, "cuda", "production")
+    assert str(info.value) == (
+        f"images/cuda/Dockerfile:10: copies images/common/gone.sh, which does not exist under "
+        f"{root}"
+    )
+
+
+def test_a_glob_that_matches_nothing_is_refused(tmp_path: Path) -> None:
+    root = _mini_with(tmp_path, "COPY images/cuda/*.diff /tmp/\n")
+    with pytest.raises(ConfigError, match=r"Dockerfile:10: copies images/cuda/\*\.diff"):
+        input_files(root, "cuda", "production")
+
+
+def test_an_absolute_copy_source_is_the_repository_path(tmp_path: Path) -> None:
+    root = _mini_with(tmp_path, "COPY /images/common/a.sh /opt/\n")
+    assert "images/common/a.sh" in {p.as_posix() for p in input_files(root, "cuda", "production")}
