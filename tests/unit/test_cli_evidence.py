@@ -1,0 +1,309 @@
+"""The evidence commands end to end through ``twinbuild.cli.main.main``, with real files and git.
+
+keygen -> record -> sign -> verify -> gate, the way validate.yml and gate.yml chain them: a key
+pair on disk, smoke reports, a real git repository holding the PR head and a validate/ branch
+with the signed evidence. The gate reads the PR head from git objects, so these tests also prove
+that the handler hands the policy the manifest digest and the inputs hashes of that head.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import cast
+
+import pytest
+
+from tests.helpers import edit, mini_project
+from tests.unit.evidence_builders import REPO, REPO_ID, github_env, smoke_report, write_json
+from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
+from twinbuild.build.image import BuildOptions, plan_inputs
+from twinbuild.cli.main import main
+from twinbuild.engine.client import Engine
+from twinbuild.manifest.model import PLATFORMS, Platform, load
+
+pytestmark = needs_git
+MANIFEST = Path("pins/manifest.toml")
+
+
+class Chain:
+    """One repository, one key pair, and the steps of the validation run."""
+
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        isolate_git(monkeypatch, tmp_path / "home")
+        self.tmp = tmp_path
+        self.monkeypatch = monkeypatch
+        self.repo = mini_project(tmp_path)
+        git(self.repo, "init", "-q", "-b", "main")
+        self.head = commit_all(self.repo, "the PR head")
+        self.keys = tmp_path / "trusted-keys"  # the default branch's evidence/keys/
+        self.private = tmp_path / "secret/evidence.key"
+        manifest = load(self.repo / MANIFEST)
+        self.digest = manifest.digest()
+        options = BuildOptions(root=self.repo, profile="production")
+        no_engine = cast(Engine, None)  # the production profile hashes without an engine
+        self.inputs = {
+            p: plan_inputs(manifest, no_engine, p, options, lambda _: None)[1] for p in PLATFORMS
+        }
+        monkeypatch.chdir(self.repo)
+        for key in ("GITHUB_EVENT_PATH", "GITHUB_ACTIONS", "TWINBUILD_EVIDENCE_KEY"):
+            monkeypatch.delenv(key, raising=False)
+
+    def keygen(self) -> int:
+        self.private.parent.mkdir()
+        return main(
+            ["evidence", "keygen", "--private", str(self.private), "--public",
+             str(self.keys / "ci.pub")]
+        )  # fmt: skip
+
+    def record(self, platform: Platform, *, commit: str, digest: str | None = None) -> int:
+        folder = self.tmp / "reports" / platform
+        folder.mkdir(parents=True, exist_ok=True)
+        report = smoke_report(platform, manifest_digest=digest or self.digest)
+        report["image"]["inputs_hash"] = self.inputs[platform]
+        write_json(folder / f"smoke-{platform}-production.json", report)
+        for key, value in github_env(GITHUB_SHA=commit).items():
+            self.monkeypatch.setenv(key, value)
+        return main(
+            ["evidence", "record", "--platform", platform, "--report-dir", str(folder),
+             "--out", str(self.tmp / "statements")]
+        )  # fmt: skip
+
+    def sign(self) -> int:
+        return main(
+            ["evidence", "sign", "--in", str(self.tmp / "statements"), "--out",
+             str(self.repo / "evidence"), "--key", str(self.private)]
+        )  # fmt: skip
+
+    def publish(self) -> None:
+        """Commit the signed evidence on validate/pr-42, as validate.yml does, and go back."""
+        git(self.repo, "checkout", "-q", "-b", "validate/pr-42")
+        commit_all(self.repo, "evidence")
+        git(self.repo, "checkout", "-q", "main")
+
+    def gate(self, *extra: str) -> int:
+        self.monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
+        self.monkeypatch.setenv("GITHUB_REPOSITORY_ID", str(REPO_ID))
+        return main(
+            ["evidence", "gate", "--head", self.head, "--evidence-ref", "validate/pr-42",
+             "--keys", str(self.keys), "--pr", "42", "--summary", str(self.tmp / "summary.md"),
+             *extra]
+        )  # fmt: skip
+
+
+@pytest.fixture
+def chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Chain:
+    return Chain(tmp_path, monkeypatch)
+
+
+def test_keygen_record_sign_verify_gate(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    assert chain.keygen() == 0
+    out = capsys.readouterr().out
+    assert out.startswith("keyid ")
+    assert f"store {chain.private} as the secret TWINBUILD_EVIDENCE_KEY" in out
+    assert (chain.private.stat().st_mode & 0o777) == 0o600
+    for platform in PLATFORMS:
+        assert chain.record(platform, commit=chain.head) == 0
+    assert capsys.readouterr().out == (
+        f"cuda: verdict passed -> {chain.tmp / 'statements/cuda.statement.json'}\n"
+        f"rocm: verdict passed -> {chain.tmp / 'statements/rocm.statement.json'}\n"
+    )
+    assert chain.sign() == 0
+    signed = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in signed] == [
+        str(chain.repo / "evidence/cuda.dsse.json"),
+        str(chain.repo / "evidence/rocm.dsse.json"),
+    ]
+    assert (
+        main(["evidence", "verify", str(chain.repo / "evidence"), "--keys", str(chain.keys)]) == 0
+    )
+    verified = capsys.readouterr().out.splitlines()
+    assert [line.split(": ", 1)[1].split(" signed")[0] for line in verified] == ["cuda", "rocm"]
+    assert all(line.endswith(", verdict passed") for line in verified)
+    chain.publish()
+
+    assert chain.gate() == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["cuda", "rocm"]
+    assert lines[0].startswith("cuda: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9);")
+    assert f"commit {chain.head[:12]}, " in lines[0]
+    summary = (chain.tmp / "summary.md").read_text()
+    assert summary.startswith("## Evidence gate: accepted\n- cuda: 2 passed")
+
+
+def test_the_gate_compares_the_manifest_digest_of_the_pr_head(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`evidence gate` must hand the policy the head's manifest digest, or this passes."""
+    chain.keygen()
+    stale = "sha256:" + "a" * 64
+    chain.record("cuda", commit=chain.head, digest=stale)
+    chain.record("rocm", commit=chain.head)
+    chain.sign()
+    chain.publish()
+    capsys.readouterr()
+    assert chain.gate() == 7
+    err = capsys.readouterr().err
+    assert err == (
+        f"twinbuild: validate/pr-42:evidence/cuda.dsse.json: manifest: evidence tested "
+        f"pins/manifest.toml {stale}, the PR head has {chain.digest}; validate the PR head\n"
+    )
+    assert (chain.tmp / "summary.md").read_text().startswith("## Evidence gate: refused\n- ")
+
+
+def test_the_gate_matches_another_commit_by_the_head_inputs_hash(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Evidence of an earlier commit counts when the PR head builds the same images."""
+    chain.keygen()
+    earlier = "f" * 40
+    for platform in PLATFORMS:
+        chain.record(platform, commit=earlier)
+    chain.sign()
+    chain.publish()
+    capsys.readouterr()
+    assert chain.gate() == 0
+    out = capsys.readouterr().out
+    assert out.count("with the same inputs as the PR head") == 2
+    assert chain.gate("--same-commit") == 7
+    err = capsys.readouterr().err
+    assert (
+        f"evidence is for commit {earlier}, the PR head is {chain.head} and no inputs hash at the "
+        "PR head was given to compare" in err
+    )
+
+
+def test_the_gate_refuses_evidence_when_the_head_moved_a_pin(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The head's inputs come from the head commit: a rocm pin moved there voids rocm's evidence."""
+    chain.keygen()
+    earlier = chain.head
+    for platform in PLATFORMS:
+        chain.record(platform, commit=earlier)
+    chain.sign()
+    chain.publish()
+    edit(chain.repo / MANIFEST, 'version = "0.65.1"', 'version = "0.66.0"')  # numba: rocm only
+    chain.head = commit_all(chain.repo, "bump numba")
+    moved = load(chain.repo / MANIFEST).digest()
+    capsys.readouterr()
+    assert chain.gate() == 7
+    err = capsys.readouterr().err.splitlines()
+    where = {p: f"twinbuild: validate/pr-42:evidence/{p}.dsse.json" for p in PLATFORMS}
+    assert [line.split(": ")[2] for line in err] == ["manifest", "commit", "manifest"]
+    assert err[0].startswith(f"{where['cuda']}: manifest: ")
+    assert err[0].endswith(f"the PR head has {moved}; validate the PR head")
+    assert err[1].startswith(f"{where['rocm']}: commit: evidence is for commit {earlier}, ")
+    assert f"is not the PR head's {chain.inputs['rocm']}" not in err[1]  # the head moved
+    assert f"its inputs hash {chain.inputs['rocm']} is not the PR head's sha256:" in err[1]
+
+
+def test_no_evidence_on_the_ref_refuses_both_platforms(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain.keygen()
+    git(chain.repo, "branch", "validate/pr-42")
+    capsys.readouterr()
+    assert chain.gate() == 7
+    err = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[1] for line in err] == [" cuda", " rocm"]
+    assert err[0] == (
+        "twinbuild: cuda: missing: no signed cuda evidence; both platforms must be validated, add "
+        "evidence/cuda.dsse.json from the validation run"
+    )
+
+
+def test_a_head_that_is_not_in_the_repository_is_a_usage_error(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain.keygen()
+    chain.head = "e" * 40
+    capsys.readouterr()
+    assert chain.gate() == 2
+    assert capsys.readouterr().err == (
+        f"twinbuild: {'e' * 40}: no pins/manifest.toml at that commit; fetch the PR head first\n"
+    )
+
+
+def test_the_gate_needs_the_repository_id(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
+    chain.monkeypatch.delenv("GITHUB_REPOSITORY_ID", raising=False)
+    code = main(["evidence", "gate", "--head", chain.head, "--keys", str(chain.keys)])
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "twinbuild: evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions\n"
+    )
+
+
+def test_the_pr_number_comes_from_the_event(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refusals name validate/pr-<N>; N is the event's pull request, not --pr."""
+    chain.keygen()
+    event = write_json(chain.tmp / "event.json", {"pull_request": {"number": 7}})
+    for platform in PLATFORMS:
+        chain.record(platform, commit="f" * 40)
+    chain.sign()
+    chain.monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    chain.monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
+    chain.monkeypatch.setenv("GITHUB_REPOSITORY_ID", str(REPO_ID))
+    capsys.readouterr()
+    code = main(
+        ["evidence", "gate", "--head", chain.head, "--keys", str(chain.keys), "--same-commit",
+         "--pr", "42", "--evidence", str(chain.repo / "evidence/cuda.dsse.json"),
+         "--evidence", str(chain.repo / "evidence/rocm.dsse.json")]
+    )  # fmt: skip
+    assert code == 7
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2
+    assert all(line.endswith("push the new head to validate/pr-7 to validate it") for line in err)
+
+
+def test_record_refuses_a_report_of_the_other_platform(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = chain.tmp / "reports/mixed"
+    folder.mkdir(parents=True)
+    write_json(folder / "report.json", smoke_report("rocm"))
+    for key, value in github_env().items():
+        chain.monkeypatch.setenv(key, value)
+    code = main(
+        ["evidence", "record", "--platform", "cuda", "--report-dir", str(folder), "--out",
+         str(chain.tmp / "out")]
+    )  # fmt: skip
+    assert code == 2
+    assert capsys.readouterr().err == (
+        f"twinbuild: {folder / 'report.json'}: the report is for rocm, not cuda\n"
+    )
+
+
+def test_sign_and_verify_refuse_empty_folders(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain.keygen()
+    empty = chain.tmp / "empty"
+    empty.mkdir()
+    capsys.readouterr()
+    assert main(["evidence", "sign", "--in", str(empty), "--out", str(empty),
+                 "--key", str(chain.private)]) == 2  # fmt: skip
+    assert capsys.readouterr().err == (
+        f"twinbuild: {empty}: no *.statement.json to sign; run `evidence record` first\n"
+    )
+    assert main(["evidence", "verify", str(empty), "--keys", str(chain.keys)]) == 2
+    assert capsys.readouterr().err == f"twinbuild: {empty}: no *.dsse.json evidence found\n"
+
+
+def test_verify_refuses_a_statement_signed_by_an_untrusted_key(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chain.keygen()
+    chain.record("cuda", commit=chain.head)
+    chain.sign()
+    other = chain.tmp / "other-keys"
+    other.mkdir()
+    capsys.readouterr()
+    assert main(["evidence", "verify", str(chain.repo / "evidence/cuda.dsse.json"),
+                 "--keys", str(other)]) == 7  # fmt: skip
+    err = capsys.readouterr().err
+    assert "signature: no trusted keys in evidence/keys/" in err
+    envelope = json.loads((chain.repo / "evidence/cuda.dsse.json").read_text())
+    assert envelope["payloadType"] == "application/vnd.in-toto+json"

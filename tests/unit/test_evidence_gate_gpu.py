@@ -1,0 +1,93 @@
+"""The gate's GPU check, both ways: evidence counts only from a GPU of its platform's vendor.
+
+CUDA evidence from an AMD GPU and ROCm evidence from an NVIDIA GPU are the same mistake (the job
+ran on the wrong runner); a check written for one direction only lets the other through.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.evidence_builders import (
+    GPUS,
+    HEAD,
+    NOW,
+    REPO,
+    REPO_ID,
+    Signer,
+    evidence,
+    smoke_report,
+)
+from twinbuild.evidence import GateRefused, Policy, gate
+from twinbuild.evidence.statement import VENDORS
+from twinbuild.manifest.model import Platform
+
+POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42)
+OTHER: dict[Platform, Platform] = {"cuda": "rocm", "rocm": "cuda"}
+
+
+@pytest.fixture
+def signer() -> Signer:
+    return Signer.new()
+
+
+def _refusals(tmp_path: Path, signer: Signer, platform: Platform, gpu: Any) -> list[str]:
+    wrong = evidence(tmp_path, signer, platform, report=smoke_report(platform, gpu=gpu))
+    right = evidence(tmp_path, signer, OTHER[platform])
+    with pytest.raises(GateRefused) as info:
+        gate([wrong, right], policy=POLICY, trusted=signer.trusted, now=NOW)
+    return [r.removeprefix(f"{wrong}: ") for r in info.value.refusals]
+
+
+def test_the_vendor_of_each_platform_is_written_out() -> None:
+    assert dict(VENDORS) == {"cuda": "nvidia", "rocm": "amd"}
+
+
+def test_cuda_evidence_from_an_amd_gpu_is_refused(tmp_path: Path, signer: Signer) -> None:
+    assert _refusals(tmp_path, signer, "cuda", GPUS["rocm"]) == [
+        "gpu: cuda evidence ran on a amd GPU (AMD Instinct MI300X); cuda needs nvidia: run the "
+        "cuda job on a nvidia runner"
+    ]
+
+
+def test_rocm_evidence_from_an_nvidia_gpu_is_refused(tmp_path: Path, signer: Signer) -> None:
+    assert _refusals(tmp_path, signer, "rocm", GPUS["cuda"]) == [
+        "gpu: rocm evidence ran on a nvidia GPU (NVIDIA H200); rocm needs amd: run the rocm job "
+        "on a amd runner"
+    ]
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_an_unknown_vendor_is_refused(tmp_path: Path, signer: Signer, platform: Platform) -> None:
+    gpu = {**GPUS[platform], "vendor": "intel", "model": "Arc"}
+    want = VENDORS[platform]
+    assert _refusals(tmp_path, signer, platform, gpu) == [
+        f"gpu: {platform} evidence ran on a intel GPU (Arc); {platform} needs {want}: run the "
+        f"{platform} job on a {want} runner"
+    ]
+
+
+@pytest.mark.parametrize(("platform", "vendor"), [("cuda", "nvidia"), ("rocm", "amd")])
+def test_zero_gpus_of_the_right_vendor_is_no_gpu(
+    tmp_path: Path, signer: Signer, platform: Platform, vendor: str
+) -> None:
+    gpu = {**GPUS[platform], "count": 0}
+    assert _refusals(tmp_path, signer, platform, gpu) == [
+        f"gpu: the smoke run saw no GPU; run it on a {vendor} GPU runner"
+    ]
+
+
+@pytest.mark.parametrize("platform", ["cuda", "rocm"])
+def test_one_gpu_of_the_right_vendor_counts(
+    tmp_path: Path, signer: Signer, platform: Platform
+) -> None:
+    gpu = {**GPUS[platform], "count": 1}
+    paths = [
+        evidence(tmp_path, signer, platform, report=smoke_report(platform, gpu=gpu)),
+        evidence(tmp_path, signer, OTHER[platform]),
+    ]
+    result = gate(paths, policy=POLICY, trusted=signer.trusted, now=NOW)
+    assert [a.platform for a in result.accepted] == ["cuda", "rocm"]
