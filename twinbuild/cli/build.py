@@ -23,6 +23,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         profile=args.profile,
         force=args.force,
         mirrors=mirrors(args.mirror),
+        builder=args.builder,
         revision=os.environ.get("GITHUB_SHA"),
     )
     with connect() as engine:

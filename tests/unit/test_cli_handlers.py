@@ -1,0 +1,375 @@
+"""Every command's handler, run through ``twinbuild.cli.main.main`` with real files.
+
+Parser tests prove a flag exists; these prove the handler turns the flags into the library call
+and its output, so a flag that is parsed and then dropped fails here. Commands that need a Docker
+engine get one of two things: the fake engine of the build tests (build), or an engine address
+where nothing listens (engine status, base), which is what a machine without Docker has.
+The evidence commands are in test_cli_evidence.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pytest
+
+from tests.helpers import FIXTURES, edit, mini_project
+from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
+from tests.unit.test_build import BUILT, GOOD, FakeAPI, FakeEngine
+from twinbuild.cli.main import build_parser, main
+from twinbuild.manifest.model import PLATFORMS, load
+
+NOWHERE = "unix:///nonexistent/twinbuild-test/docker.sock"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    return mini_project(tmp_path)
+
+
+def _common(root: Path) -> list[str]:
+    return ["--root", str(root), "--manifest", str(root / "pins/manifest.toml")]
+
+
+def _leaf_commands() -> set[tuple[str, ...]]:
+    """Every runnable command path of the real parser, e.g. ("pins", "bump")."""
+    import argparse
+
+    found: set[tuple[str, ...]] = set()
+
+    def walk(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> None:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            found.add(path)
+            return
+        for name, child in subs[0].choices.items():
+            walk(child, (*path, name))
+
+    walk(build_parser(), ())
+    return found
+
+
+#: Each runnable command and the test in this file (or test_cli_evidence.py) that runs it.
+COVERED = {
+    ("lint",): "test_lint_clean_findings_strict_and_json",
+    ("render",): "test_render_both_profiles",
+    ("engine",): "test_engine_status_and_down_without_an_engine",
+    ("base",): "test_base_without_an_engine_exits_3",
+    ("build",): "test_build_passes_every_option_to_the_build",
+    ("plan",): "test_plan_and_pins_diff_in_a_git_repository",
+    ("bake",): "test_bake_writes_the_file_it_reports",
+    ("bench",): "test_bench_without_an_engine_exits_3",
+    ("smoke",): "test_smoke_host_mode_reports_what_is_missing",
+    ("import",): "test_import_drafts_a_manifest_from_two_recipes",
+    ("workflows", "check"): "test_workflows_check_on_the_repositorys_workflows",
+    ("rerun-decision", "report"): "test_rerun_decision_report_and_guard",
+    ("rerun-decision", "guard"): "test_rerun_decision_report_and_guard",
+    ("pins", "table"): "test_pins_table_and_bump",
+    ("pins", "bump"): "test_pins_table_and_bump",
+    ("pins", "diff"): "test_plan_and_pins_diff_in_a_git_repository",
+    ("evidence", "record"): "test_cli_evidence.py",
+    ("evidence", "sign"): "test_cli_evidence.py",
+    ("evidence", "verify"): "test_cli_evidence.py",
+    ("evidence", "gate"): "test_cli_evidence.py",
+    ("evidence", "keygen"): "test_cli_evidence.py",
+}
+
+
+def test_every_command_has_a_handler_test() -> None:
+    assert _leaf_commands() == set(COVERED)
+    here = Path(__file__).read_text()
+    evidence = (Path(__file__).parent / "test_cli_evidence.py").read_text()
+    for command, test in COVERED.items():
+        if test == "test_cli_evidence.py":
+            assert f'"evidence", "{command[1]}"' in evidence, command
+        else:
+            assert f"def {test}(" in here, command
+
+
+def test_lint_clean_findings_strict_and_json(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["lint", *_common(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-2:] == [
+        "note: 1 declared floating refs (--strict fails them)",
+        f"lint: clean (6 pins, {root / 'pins/manifest.toml'})",
+    ]
+    assert main(["lint", "--strict", *_common(root)]) == 1
+    captured = capsys.readouterr()
+    line = load(root / "pins/manifest.toml").line_of("pins", "numpy", "floating")
+    assert captured.out.splitlines()[0].startswith(
+        f"{root / 'pins/manifest.toml'}:{line}: TB010 pins.numpy: floating (range '<2' on rocm): "
+    )
+    assert captured.err == "twinbuild: lint: 1 findings\n"
+    with pytest.raises(SystemExit) as info:
+        main(["lint", "--strict", "--format", "json", *_common(root)])
+    assert info.value.code == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [f["code"] for f in data["findings"]] == ["TB010"]
+    edit(root / "pins/manifest.toml", 'asymmetry = "ROCm wheels are built against numpy 1.x"\n', "")
+    assert main(["lint", *_common(root)]) == 1
+    assert " TB003 pins.numpy: only on rocm; " in capsys.readouterr().out
+
+
+def test_render_both_profiles(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["render", "cuda", *_common(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[:2] == [
+        "# twinbuild render cuda --profile production",
+        "recipe: images/cuda/Dockerfile",
+    ]
+    assert "numba" not in out  # a rocm-only pin
+    assert main(["render", "rocm", "--profile", "local", *_common(root)]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[:3] == [
+        "# twinbuild render rocm --profile local",
+        "recipe: images/local/Dockerfile",
+        "target: rocm",
+    ]
+    assert (
+        "not in local profile: megatron-lm (checkout of https://github.com/NVIDIA/Megatron-LM"
+        in out
+    )
+
+
+def test_engine_status_and_down_without_an_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("TWINBUILD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("DOCKER_HOST", NOWHERE)
+    assert main(["engine", "status", "--print-host"]) == 3
+    assert capsys.readouterr().out == f"{NOWHERE}\n"
+    monkeypatch.delenv("DOCKER_HOST")
+    assert main(["engine", "down"]) == 0
+    out = capsys.readouterr().out
+    assert str(tmp_path / "cache") in out
+
+
+def test_base_without_an_engine_exits_3(
+    root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The fence makes connect refuse; what a machine without an engine answers is exit 3."""
+    from twinbuild.cli import engine
+    from twinbuild.errors import EngineError
+
+    def no_engine() -> Any:
+        raise EngineError(f"{NOWHERE}: no Docker engine answers; run `twinbuild engine up`")
+
+    monkeypatch.setattr(engine, "connect", no_engine)
+    assert main(["base", *_common(root)]) == 3
+    assert capsys.readouterr().err == (
+        f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
+    )
+
+
+def test_bench_without_an_engine_exits_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tempfile
+
+    from twinbuild.engine import client
+    from twinbuild.errors import EngineError
+
+    def no_engine(host: str | None = None) -> Any:
+        raise EngineError(f"{host}: no Docker engine answers; run `twinbuild engine up`")
+
+    monkeypatch.setattr(client, "connect", no_engine)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # bench's work folder
+    monkeypatch.setenv("DOCKER_HOST", NOWHERE)
+    repo = Path(__file__).resolve().parents[2]
+    code = main(["bench", "--quick", "--root", str(repo), "--out", str(tmp_path / "bench")])
+    assert code == 3
+    assert capsys.readouterr().err == (
+        f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
+    )
+
+
+class _Engine(FakeEngine):
+    """The build tests' fake engine, usable as ``with connect() as engine``."""
+
+    def __enter__(self) -> _Engine:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        return None
+
+
+def test_build_passes_every_option_to_the_build(
+    root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from twinbuild.cli import build
+
+    engine = _Engine(FakeAPI(GOOD))
+    monkeypatch.setattr(build, "connect", lambda: engine)
+    monkeypatch.setenv("GITHUB_SHA", "c" * 40)
+    code = main(
+        ["build", "--profile", "production", "--platform", "rocm", "--builder", "classic",
+         "--force", *_common(root)]
+    )  # fmt: skip
+    assert code == 0
+    call = engine.api.calls[0]
+    assert call["builder"] == "classic"
+    assert call["labels"]["org.opencontainers.image.revision"] == "c" * 40
+    assert call["labels"]["org.twinbuild.profile"] == "production"
+    assert engine.tags == [(BUILT, "twinbuild/rocm:production")]
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("twinbuild/rocm:production: built in ")
+    assert f"({BUILT[:19]}, inputs sha256:" in last
+    assert main(["build", "--mirror", "=x", *_common(root)]) == 2
+    assert capsys.readouterr().err == (
+        "twinbuild: --mirror '=x': expected PIN=PATH, e.g. --mirror tms=/srv/tms.git\n"
+    )
+
+
+@needs_git
+def test_plan_and_pins_diff_in_a_git_repository(
+    root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    isolate_git(monkeypatch, root.parent / "home")
+    init(root)
+    first = commit_all(root, "mini")
+    edit(root / "pins/manifest.toml", 'version = "0.65.1"', 'version = "0.66.0"')
+    second = commit_all(root, "numba 0.66.0")
+    monkeypatch.chdir(root)
+    assert main(["plan", "--base", first]) == 0
+    out = capsys.readouterr().out
+    assert "cuda: skip (no image input changed)\n" in out
+    assert "rocm: build" in out
+    assert main(["pins", "diff", first, second, "--root", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "numba" in out
+    assert "0.65.1" in out
+    assert "0.66.0" in out
+    assert main(["pins", "diff", first, second, "--format", "markdown", "--root", str(root)]) == 0
+    assert "\n| `numba` | changed | rocm | `==0.65.1` | `==0.66.0` |\n" in capsys.readouterr().out
+
+
+def test_bake_writes_the_file_it_reports(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = root / "out/docker-bake.json"
+    out.parent.mkdir()
+    code = main(
+        ["bake", "--out", str(out), "--repository", "ghcr.io/acme/twinbuild", *_common(root)]
+    )
+    assert code == 0
+    data = json.loads(out.read_text())
+    assert sorted(data["target"]) == ["cuda", "rocm"]
+    assert data["target"]["rocm"]["tags"][0].startswith("ghcr.io/acme/twinbuild:")
+    assert str(out) in capsys.readouterr().out
+    assert main(["bake", "--out", str(out), "--repository", "Not A Repo", *_common(root)]) == 2
+
+
+def test_smoke_host_mode_reports_what_is_missing(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    reports = root / "reports"
+    code = main(
+        ["smoke", "--host", "--platform", "cuda", "--profile", "production", "--no-gpu",
+         "--report-dir", str(reports), *_common(root)]
+    )  # fmt: skip
+    assert code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("twinbuild: smoke: 4 failed; first: cuda (production): ")
+    assert (reports / "smoke-cuda-production-host.json").exists()
+
+
+def test_import_drafts_a_manifest_from_two_recipes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipes = FIXTURES / "recipes"
+    for name in ("cuda.Dockerfile", "rocm.Dockerfile"):
+        (tmp_path / name).write_bytes((recipes / name).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    argv = ["import", "cuda.Dockerfile", "rocm.Dockerfile", "--out", "draft.toml"]
+    assert main(argv) == 0
+    assert (tmp_path / "draft.toml").read_text() == (recipes / "expected/draft.toml").read_text()
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert "exists" in capsys.readouterr().err
+
+
+def test_workflows_check_on_the_repositorys_workflows(capsys: pytest.CaptureFixture[str]) -> None:
+    repo = Path(__file__).resolve().parents[2]
+    workflows = sorted(str(p) for p in (repo / ".github/workflows").glob("*.yml"))
+    assert main(["workflows", "check", *workflows]) == 0
+    assert capsys.readouterr().out.startswith("workflows: trust check clean (")
+    bad = FIXTURES / "workflows/secrets-on-pull-request.yml"
+    assert main(["workflows", "check", str(bad)]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "twinbuild: workflows: 2 trust findings\n"
+    assert len(captured.out.splitlines()) == 2
+    assert all(line.startswith(f"{bad}:") for line in captured.out.splitlines())
+
+
+def _json(path: Path, data: Any) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_rerun_decision_report_and_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cuda, rocm = "GPU smoke (cuda)", "GPU smoke (rocm)"
+    jobs = {"jobs": [{"name": cuda, "status": "completed", "conclusion": "failure"},
+                     {"name": rocm, "status": "completed", "conclusion": "success"}]}  # fmt: skip
+    output = tmp_path / "github_output"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(output))
+    summary = tmp_path / "summary.md"
+    code = main(
+        ["rerun-decision", "report", "--attempt", "1", "--current", _json(tmp_path / "c.json", jobs),
+         "--summary", str(summary), "--github-output"]
+    )  # fmt: skip
+    assert code == 0
+    assert output.read_text() == f"verdict=rerun\njobs={cuda}\n"
+    assert summary.read_text().startswith("## nightly: rerun\n")
+    capsys.readouterr()
+    code = main(
+        ["rerun-decision", "report", "--attempt", "2", "--current", _json(tmp_path / "c2.json", jobs),
+         "--previous", _json(tmp_path / "p.json", jobs)]
+    )  # fmt: skip
+    assert code == 1
+    run = {"id": 42, "run_attempt": 1, "status": "completed", "conclusion": "failure",
+           "path": ".github/workflows/nightly.yml"}  # fmt: skip
+    assert main(["rerun-decision", "guard", "--run", _json(tmp_path / "r.json", run)]) == 0
+    assert "run 42 failed at attempt 1; re-running its failed jobs once" in capsys.readouterr().out
+    run["run_attempt"] = 2
+    assert main(["rerun-decision", "guard", "--run", _json(tmp_path / "r2.json", run)]) == 1
+
+
+def test_pins_table_and_bump(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = ["--manifest", str(root / "pins/manifest.toml")]
+    assert main(["pins", "table", *manifest]) == 0
+    assert capsys.readouterr().out.startswith("### Pins (6 pins: ")
+    before = (root / "pins/manifest.toml").read_text()
+    code = main(
+        ["pins", "bump", "flash-linear-attention", "--version", "0.4.3", "--why", "fla 0.4.3",
+         "--dry-run", *manifest]
+    )  # fmt: skip
+    assert code == 0
+    assert capsys.readouterr().out.endswith(
+        f"dry run: {root / 'pins/manifest.toml'} left as it was\n"
+    )
+    assert (root / "pins/manifest.toml").read_text() == before
+    code = main(
+        ["pins", "bump", "flash-linear-attention", "--version", "0.4.3", "--why", "fla 0.4.3",
+         *manifest]
+    )  # fmt: skip
+    assert code == 0
+    resolved = {
+        p: {r.name: r for r in load(root / "pins/manifest.toml").resolve(p)} for p in PLATFORMS
+    }
+    assert {p: r["flash-linear-attention"].version for p, r in resolved.items()} == {
+        "cuda": "0.4.3",
+        "rocm": "0.4.3",
+    }
+    code = main(
+        ["pins", "bump", "flash-linear-attention", "--version", "0.4.4", "--why", "rocm first",
+         "--platform", "rocm", *manifest]
+    )  # fmt: skip
+    assert code == 2
+    assert "--diverge" in capsys.readouterr().err
