@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -307,7 +308,12 @@ def test_run_container_timeout_removes_container(engine: Engine, api: FakeAPI) -
 
 def test_remove_missing_container_is_fine(engine: Engine, api: FakeAPI) -> None:
     api.fail["remove_container"] = docker.errors.NotFound("gone")
-    engine.remove_container("c1")
+    engine.remove_container("c1")  # no error: the container is already gone
+    assert api.calls == [("remove_container", ("c1", True))]
+    api.fail["remove_container"] = docker.errors.APIError("500", explanation="device busy")
+    with pytest.raises(EngineError) as info:
+        engine.remove_container("c" * 64)
+    assert str(info.value) == f"remove container {'c' * 12}: device busy"
 
 
 def test_start_container_and_exec(engine: Engine, api: FakeAPI) -> None:
@@ -336,9 +342,27 @@ def test_info_reads_builder_version(engine: Engine) -> None:
     assert info.buildkit_default is True
 
 
-def test_fake_satisfies_protocol(engine: Engine) -> None:
-    check: Callable[[twinbuild.engine.client.EngineAPI], str] = lambda e: e.docker_host  # noqa: E731
-    assert check(engine) == HOST
+def test_engine_has_every_member_of_the_protocol_with_its_signature() -> None:
+    """What the rest of twinbuild calls (EngineAPI) is what Engine implements, parameter by
+    parameter; a fake that only matches the protocol would otherwise drift from the real class."""
+    protocol = twinbuild.engine.client.EngineAPI
+    members = {
+        name
+        for name, value in vars(protocol).items()
+        if callable(value) and (not name.startswith("_") or name in ("__enter__", "__exit__"))
+    }
+    assert {"inspect_image", "tag", "run_container", "remove_container", "close"} <= members
+    for name in sorted(members):
+        wanted = inspect.signature(getattr(protocol, name))
+        got = inspect.signature(getattr(Engine, name))
+        assert list(got.parameters) == list(wanted.parameters), name
+        for param, spec in wanted.parameters.items():
+            assert got.parameters[param].kind == spec.kind, (name, param)
+            assert got.parameters[param].default == spec.default, (name, param)
+    assert isinstance(vars(protocol)["docker_host"], property)
+    assert Engine(cast(docker.APIClient, FakeAPI()), "unix:///x.sock").docker_host == (
+        "unix:///x.sock"
+    )
 
 
 FENCED = """
@@ -358,17 +382,20 @@ def test_needs_rocm():
 """
 
 
-def _run_fenced(tmp_path: Path, *args: str, env: Mapping[str, str] | None = None) -> str:
+def _run_fenced(
+    tmp_path: Path, *args: str, env: Mapping[str, str] | None = None, source: str = FENCED
+) -> str:
     import shutil
     import subprocess
     import sys
 
+    tmp_path.mkdir(exist_ok=True)
     shutil.copy(Path(__file__).parent.parent / "conftest.py", tmp_path / "conftest.py")
     (tmp_path / "pytest.ini").write_text(
         "[pytest]\nmarkers =\n  docker: d\n  gpu: g\n"
         "addopts = -p no:cacheprovider --strict-markers\n"
     )
-    (tmp_path / "test_fenced.py").write_text(FENCED)
+    (tmp_path / "test_fenced.py").write_text(source)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-rs", "-q", *args],
         cwd=tmp_path,
@@ -395,6 +422,41 @@ def test_run_docker_option_and_env_enable_docker_tests(tmp_path: Path) -> None:
     assert "needs a Docker engine" not in _run_fenced(tmp_path, env={"TWINBUILD_RUN_DOCKER": "1"})
 
 
+GPU_MARKED = """
+import pytest
+
+@pytest.mark.gpu("cuda")
+def test_needs_cuda():
+    pass
+
 @pytest.mark.gpu
-def test_gpu_marker_runs_only_where_a_gpu_is() -> None:
-    assert gpu_vendors()
+def test_needs_any_gpu():
+    pass
+
+@pytest.mark.gpu("rocm")
+def test_needs_rocm():
+    pass
+"""
+
+
+def _fake_nvidia_smi(folder: Path, *, exit_code: int) -> dict[str, str]:
+    """A PATH where ``nvidia-smi -L`` lists one H200 (exit 0) or fails (driver not loaded)."""
+    folder.mkdir()
+    smi = folder / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-0)'\nexit {exit_code}\n")
+    smi.chmod(0o755)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
+@pytest.mark.skipif(Path("/dev/kfd").exists(), reason="an AMD GPU here would run the rocm test")
+def test_the_gpu_marker_runs_a_test_only_on_its_platforms_vendor(tmp_path: Path) -> None:
+    """The marker's decision, on a machine that has an NVIDIA GPU and on one whose driver fails."""
+    env = _fake_nvidia_smi(tmp_path / "bin", exit_code=0)
+    out = _run_fenced(tmp_path / "nvidia", env=env, source=GPU_MARKED)
+    assert "SKIPPED [1] test_fenced.py:12: needs a amd GPU: none detected here" in out
+    assert "2 passed, 1 skipped" in out
+    env = _fake_nvidia_smi(tmp_path / "broken-bin", exit_code=9)
+    out = _run_fenced(tmp_path / "broken", env=env, source=GPU_MARKED)
+    assert "SKIPPED [1] test_fenced.py:4: needs a nvidia GPU: none detected here" in out
+    assert "SKIPPED [1] test_fenced.py:8: needs a GPU: none detected here" in out
+    assert "3 skipped" in out
