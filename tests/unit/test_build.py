@@ -13,11 +13,13 @@ import filelock
 import pytest
 import requests
 
-from tests.helpers import mini_project
+from tests.helpers import edit, mini_project
+from tests.unit.inputs_reference import reference
 from twinbuild.build.image import BuildOptions, BuildResult, build_image, out_dir
 from twinbuild.engine.client import BuilderUnavailable, Engine, ImageSummary
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest.model import load
+from twinbuild.manifest.render import render
 
 BUILT = "sha256:" + "b" * 64
 GOOD: list[dict[str, Any]] = [
@@ -89,7 +91,14 @@ def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None
     result = _build(root, engine, said)
     assert engine.tags == [(BUILT, "twinbuild/rocm:production")]
     call = engine.api.calls[0]
-    assert call["labels"]["org.twinbuild.inputs-hash"] == result.inputs_hash
+    manifest = load(root / "pins/manifest.toml")
+    expected = reference(
+        root,
+        render(manifest, "rocm", "production"),
+        manifest.platforms["rocm"].base.digest,
+        {"builder": "engine-api", "target": ""},
+    )  # computed apart from the build: a constant or partial hash fails here
+    assert call["labels"]["org.twinbuild.inputs-hash"] == expected == result.inputs_hash
     assert call["labels"]["org.twinbuild.platform"] == "rocm"
     assert call["network"] == "host"
     assert call["builder"] == "buildkit"
@@ -112,6 +121,13 @@ def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
     again = _build(root, engine)
     assert again.up_to_date
     assert engine.api.calls == []
+    # The same image is stale once a rocm pin moves: it must be built, not reused.
+    edit(root / "pins/manifest.toml", 'version = "0.65.1"', 'version = "0.65.2"')
+    moved = FakeEngine(FakeAPI(GOOD), existing)
+    third = _build(root, moved)
+    assert not third.up_to_date
+    assert third.inputs_hash != first.inputs_hash
+    assert len(moved.api.calls) == 1
 
 
 def test_failing_step_names_the_step_and_tags_nothing(tmp_path: Path) -> None:

@@ -3,22 +3,20 @@
 A hash that ignored an input would let a stale image pass as current (the wrong image ships); a
 hash that moved on a README edit would rebuild for nothing. Each input gets its own test, on the
 repository's real recipes and manifest, and the value itself is checked against a second
-implementation written from the format's description (``_reference``), which finds the copied
-files with a plain regex instead of the recipe scanner.
+implementation written from the format's description (tests/unit/inputs_reference.py), which
+finds the copied files with a plain regex instead of the recipe scanner.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import edit, mini_project
+from tests.unit.inputs_reference import copied_by_regex, reference
 from twinbuild.build.image import builder_settings
 from twinbuild.build.inputs import input_files, inputs_hash
 from twinbuild.errors import ConfigError
@@ -64,55 +62,13 @@ def _hash(
     return inputs_hash(root, rendered, base_id=base_id, builder=builder)
 
 
-def _copied_by_regex(root: Path, recipe: Path) -> set[str]:
-    """Repository paths a recipe reads (COPY/ADD sources, bind-mount sources), by regex only."""
-    text = recipe.read_text()
-    found: set[str] = set()
-    for m in re.finditer(r"source=([^,\s]+)", text):
-        found.add(m.group(1))
-    for line in text.splitlines():
-        words = line.split()
-        if words[:1] not in (["COPY"], ["ADD"]) or any(w.startswith("--from") for w in words):
-            continue
-        found.update(w for w in words[1:-1] if not w.startswith("--"))  # the last is the target
-    paths: set[str] = set()
-    for src in found:
-        if src.startswith(".twinbuild") or "://" in src:
-            continue
-        hit = root / src.lstrip("/")
-        items = [hit] if not hit.is_dir() else [p for p in hit.rglob("*") if p.is_file()]
-        paths.update(p.relative_to(root).as_posix() for p in items)
-    return paths | {recipe.relative_to(root).as_posix()}
-
-
-def _reference(root: Path, rendered: Rendered, base_id: str, builder: dict[str, str]) -> str:
-    """The documented format: length-framed (kind, name, sha256(data)) triples, in this order."""
-    out = hashlib.sha256()
-
-    def part(kind: str, name: str, data: bytes) -> None:
-        for chunk in (kind.encode(), name.encode(), hashlib.sha256(data).digest()):
-            out.update(len(chunk).to_bytes(8, "big"))
-            out.update(chunk)
-
-    part("format", "", b"1")
-    for rel in sorted(_copied_by_regex(root, root / rendered.recipe)):
-        part("file", rel, (root / rel).read_bytes())
-    part("args", "", json.dumps(rendered.args, sort_keys=True).encode())
-    for name in sorted(rendered.files):
-        part("generated", name, rendered.files[name].encode())
-    part("base", "", base_id.encode())
-    part("profile", rendered.profile, (rendered.target or "").encode())
-    part("builder", "", json.dumps(builder, sort_keys=True).encode())
-    return "sha256:" + out.hexdigest()
-
-
 @pytest.mark.parametrize(("profile", "platform"), CASES)
 def test_the_hash_is_the_documented_format(
     repo: Path, profile: Profile, platform: Platform
 ) -> None:
     rendered = render(load(repo / MANIFEST), platform, profile)
     builder = builder_settings(rendered)
-    expected = _reference(repo, rendered, BASE_ID, builder)
+    expected = reference(repo, rendered, BASE_ID, builder)
     assert inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder) == expected
 
 
@@ -122,7 +78,7 @@ def test_input_files_are_the_recipe_and_what_it_copies(
 ) -> None:
     rendered = render(load(repo / MANIFEST), platform, profile)
     files = {p.as_posix() for p in input_files(repo, platform, profile)}
-    assert files == _copied_by_regex(repo, repo / rendered.recipe)
+    assert files == copied_by_regex(repo, repo / rendered.recipe)
 
 
 def test_the_production_recipes_copy_the_common_scripts(repo: Path) -> None:
