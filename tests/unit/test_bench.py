@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -44,7 +43,10 @@ def test_fit_exponent_recovers_the_power() -> None:
 
 
 def test_nlogn_ratio() -> None:
-    assert nlogn_ratio(100) == pytest.approx(10 * math.log(1000) / math.log(100))  # 15.0
+    # t(10n)/t(n) for n log n: 10 * log(10n) / log(n); for n = 100 that is 10 * 3 / 2.
+    assert nlogn_ratio(100) == pytest.approx(15.0)
+    assert nlogn_ratio(1000) == pytest.approx(40 / 3)  # 10 * 4 / 3
+    assert nlogn_ratio(10) == pytest.approx(20.0)  # 10 * 2 / 1
 
 
 def test_row_median_and_table_cells() -> None:
