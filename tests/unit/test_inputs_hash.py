@@ -320,3 +320,45 @@ def test_a_glob_that_matches_nothing_is_refused(tmp_path: Path) -> None:
 def test_an_absolute_copy_source_is_the_repository_path(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY /images/common/a.sh /opt/\n")
     assert "images/common/a.sh" in {p.as_posix() for p in input_files(root, "cuda", "production")}
+
+
+@pytest.mark.parametrize("choice", ["classic", "buildkit"])
+def test_builder_settings_hash_in_key_order(repo: Path, choice: str) -> None:
+    """{"builder", "target", "kind"} is hashed as sorted JSON: the order a dict was built in
+    must not move the hash (the gate rebuilds the dict to compare)."""
+    rendered = render(load(repo / MANIFEST), "cuda", "production")
+    builder = builder_settings(rendered, choice)  # type: ignore[arg-type]
+    assert list(builder) == ["builder", "target", "kind"]
+    reordered = dict(reversed(builder.items()))
+    got = inputs_hash(repo, rendered, base_id=BASE_ID, builder=reordered)
+    assert got == reference(repo, rendered, BASE_ID, builder)
+
+
+def test_an_explicit_file_list_is_what_is_hashed(repo: Path) -> None:
+    rendered = render(load(repo / MANIFEST), "cuda", "production")
+    builder = builder_settings(rendered)
+    only_recipe = [Path("images/cuda/Dockerfile")]
+    got = inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder, files=only_recipe)
+    assert got != inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder)
+    (repo / "images/common/checkout.sh").write_text("changed\n")
+    assert inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder, files=only_recipe) == got
+
+
+def test_url_sources_are_not_repository_files(tmp_path: Path) -> None:
+    root = _mini_with(tmp_path, "COPY https://example.org/f.tar /tmp/\n")
+    assert [p.as_posix() for p in input_files(root, "cuda", "production")] == [
+        "images/cuda/Dockerfile"
+    ]
+
+
+def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) -> None:
+    """Only the leading "/" goes: a folder whose name starts with another character stays."""
+    root = _mini_with(tmp_path, "COPY /Xtra/*.sh /opt/\nCOPY /Xtra/one.txt /opt/\n")
+    (root / "Xtra").mkdir()
+    (root / "Xtra/a.sh").write_text("a\n")
+    (root / "Xtra/one.txt").write_text("1\n")
+    assert [p.as_posix() for p in input_files(root, "cuda", "production")] == [
+        "Xtra/a.sh",
+        "Xtra/one.txt",
+        "images/cuda/Dockerfile",
+    ]

@@ -1,0 +1,272 @@
+"""Mutation testing of the modules that guard images and evidence (``nox -s mutate``).
+
+mutmut changes one thing at a time in a module (``<=`` for ``==``, a dropped argument, a changed
+string) and runs the tests that cover the changed function; a change no test notices "survives".
+Each guard module runs on its own, in a copy of the repository under ``build/mutate/<name>/``
+whose pyproject.toml carries that module's ``[tool.mutmut]`` (mutmut reads only the current
+folder's), with the narrow test selection below, under ``nice -n 19``.
+
+A surviving mutant is either a missing test or an equivalent mutant (same behaviour, e.g.
+``to_bytes(8, "big")`` -> ``to_bytes(8)``, whose default is big). Equivalent ones are listed in
+``EQUIVALENT`` with the reason, keyed by function and the mutated line, and leave the kill rate's
+denominator; any other survivor is printed with its diff. ``--write-docs`` puts the table in
+docs/testing.md between its markers.
+
+    python -m tests.mutate [--only NAME ...] [--max-children N] [--write-docs]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / "build" / "mutate"
+DOCS = ROOT / "docs" / "testing.md"
+BEGIN, END = "<!-- mutate:begin -->", "<!-- mutate:end -->"
+#: What the copy needs besides twinbuild/ and tests/ (tests read the real recipes and workflows).
+COPIED = ("pins", "images", ".github", "docs", "README.md", "noxfile.py")
+KILLED = {"killed", "timeout", "caught by type check"}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    name: str
+    source: str  # the module file
+    tests: tuple[str, ...]  # the pytest selection: the tests of this guard, nothing slow
+    functions: tuple[str, ...] = ()  # only these functions; () = the whole module
+
+    @property
+    def module(self) -> str:
+        return self.source.removesuffix(".py").replace("/", ".")
+
+    def patterns(self) -> list[str]:
+        if not self.functions:
+            return [f"{self.module}.*"]
+        return [f"{self.module}.x_{f}__mutmut_*" for f in self.functions]
+
+
+TARGETS = (
+    Target(
+        name="inputs hash",
+        source="twinbuild/build/inputs.py",
+        tests=("tests/unit/test_inputs_hash.py", "tests/unit/test_build.py"),
+    ),
+    Target(
+        name="smoke conformance",
+        source="twinbuild/smoke/conformance.py",
+        tests=("tests/unit/test_conformance_values.py", "tests/unit/test_smoke_conformance.py"),
+    ),
+    Target(
+        name="evidence gate",
+        source="twinbuild/evidence/gate.py",
+        tests=("tests/unit/test_evidence_gate.py", "tests/unit/test_evidence_gate_gpu.py"),
+    ),
+    Target(
+        name="strict JSON",
+        source="twinbuild/evidence/strictjson.py",
+        tests=("tests/unit/test_evidence_strictjson.py", "tests/unit/test_evidence_record.py"),
+    ),
+    Target(
+        name="DSSE verify",
+        source="twinbuild/evidence/dsse.py",
+        tests=("tests/unit/test_evidence_dsse.py", "tests/unit/test_evidence_signing.py"),
+    ),
+    Target(
+        name="lint symmetry rules",
+        source="twinbuild/lint/checks.py",
+        tests=("tests/unit/test_lint.py",),
+        functions=("lint_manifest", "_lint_pin", "_differences", "_lint_values", "is_placeholder"),
+    ),
+    Target(
+        name="pins bump",
+        source="twinbuild/pins/bump.py",
+        tests=("tests/unit/test_bump.py", "tests/unit/test_bump_platforms.py"),
+    ),
+)
+
+#: Survivors that behave exactly like the original: (target, function, mutated line) -> why.
+EQUIVALENT: dict[tuple[str, str, str], str] = {
+    ("inputs hash", "inputs_hash", "digest.update(len(part).to_bytes(8, ) + part)"): (
+        "int.to_bytes defaults to byteorder 'big' since Python 3.11"
+    ),
+}
+
+
+@dataclass(slots=True)
+class Outcome:
+    target: Target
+    seconds: float
+    statuses: dict[str, str]  # mutant name -> mutmut status
+    diffs: dict[str, str] = field(default_factory=dict)  # survivor -> its mutated line
+    equivalent: dict[str, str] = field(default_factory=dict)  # survivor -> why
+
+    @property
+    def counts(self) -> Counter[str]:
+        return Counter(self.statuses.values())
+
+    @property
+    def killed(self) -> int:
+        return sum(1 for s in self.statuses.values() if s in KILLED)
+
+    @property
+    def missed(self) -> list[str]:
+        return [n for n, s in self.statuses.items() if s not in KILLED and n not in self.equivalent]
+
+    @property
+    def rate(self) -> float:
+        denominator = len(self.statuses) - len(self.equivalent)
+        return self.killed / denominator if denominator else 1.0
+
+
+def _config(target: Target) -> str:
+    def array(items: list[str]) -> str:
+        return "[" + ", ".join(f'"{i}"' for i in items) + "]"
+
+    return (
+        "\n[tool.mutmut]\n"
+        'source_paths = ["twinbuild"]\n'
+        f"only_mutate = {array([target.source])}\n"
+        f"also_copy = {array(list(COPIED))}\n"
+        f"pytest_add_cli_args = {array(['-p', 'no:cacheprovider'])}\n"
+        f"pytest_add_cli_args_test_selection = {array(list(target.tests))}\n"
+    )
+
+
+def prepare(target: Target) -> Path:
+    """A fresh copy of the repository with this target's mutmut configuration."""
+    work = WORK / re.sub(r"\W+", "-", target.name)
+    if work.exists():
+        shutil.rmtree(work)
+    ignore = shutil.ignore_patterns("__pycache__", ".twinbuild")  # build/ is not copied at all
+    for part in ("twinbuild", "tests", *COPIED):
+        src = ROOT / part
+        if src.is_dir():
+            shutil.copytree(src, work / part, ignore=ignore)
+        elif src.exists():
+            work.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, work / part)
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    (work / "pyproject.toml").write_text(pyproject + _config(target))
+    return work
+
+
+def _mutmut(work: Path, *args: str, check: bool = True) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # must import the mutants
+    env["TWINBUILD_NO_DOCKER"] = "1"
+    proc = subprocess.run(
+        ["nice", "-n", "19", sys.executable, "-m", "mutmut", *args],
+        cwd=work, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if check and proc.returncode != 0:
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+        raise SystemExit(f"mutmut {' '.join(args)} failed in {work} ({proc.returncode}):\n{tail}")
+    return proc.stdout
+
+
+def _function(mutant: str) -> str:
+    """``twinbuild.x.x_func__mutmut_3`` -> ``func``; a method ``xǁCǁm__mutmut_1`` -> ``C.m``."""
+    last = mutant.rsplit(".", 1)[1].rsplit("__mutmut_", 1)[0]
+    if last.startswith("xǁ"):
+        return last[2:].replace("ǁ", ".")
+    return last.removeprefix("x_")
+
+
+def _changed_line(work: Path, mutant: str) -> str:
+    shown = _mutmut(work, "show", mutant, check=False)
+    added = [
+        line[1:].strip()
+        for line in shown.splitlines()
+        if line.startswith("+") and not line.startswith("+++")
+    ]
+    return " / ".join(added) if added else "(line removed)"
+
+
+def run(target: Target, max_children: int) -> Outcome:
+    work = prepare(target)
+    started = time.monotonic()
+    _mutmut(work, "run", "--max-children", str(max_children), *target.patterns())
+    seconds = time.monotonic() - started
+    statuses: dict[str, str] = {}
+    for line in _mutmut(work, "results", "--all", "true").splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if sep and any(fnmatch.fnmatchcase(name, p) for p in target.patterns()):
+            statuses[name] = status
+    outcome = Outcome(target=target, seconds=seconds, statuses=statuses)
+    for name, status in statuses.items():
+        if status in KILLED:
+            continue
+        line = _changed_line(work, name)
+        outcome.diffs[name] = line
+        why = EQUIVALENT.get((target.name, _function(name), line))
+        if why is not None:
+            outcome.equivalent[name] = why
+    return outcome
+
+
+def table(outcomes: list[Outcome]) -> str:
+    rows = [
+        "| guard | module | mutants | killed | equivalent | not killed | kill rate | minutes |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for o in outcomes:
+        rows.append(
+            f"| {o.target.name} | `{o.target.source}` | {len(o.statuses)} | {o.killed} | "
+            f"{len(o.equivalent)} | {len(o.missed)} | {o.rate:.1%} | {o.seconds / 60:.1f} |"
+        )
+    return "\n".join(rows) + "\n"
+
+
+def details(outcomes: list[Outcome]) -> str:
+    lines: list[str] = []
+    for o in outcomes:
+        for name in o.missed:
+            lines.append(f"- {o.target.name}: `{name}` ({o.statuses[name]}): `{o.diffs[name]}`")
+        for name, why in o.equivalent.items():
+            lines.append(f"- {o.target.name}: `{name}` equivalent: {why}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def write_docs(text: str) -> None:
+    page = DOCS.read_text()
+    start, end = page.index(BEGIN) + len(BEGIN), page.index(END)
+    DOCS.write_text(page[:start] + "\n" + text + page[end:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutate", description=__doc__)
+    parser.add_argument("--only", action="append", metavar="NAME", help="a target's name")
+    parser.add_argument("--max-children", type=int, default=1, help="parallel mutants (1)")
+    parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
+    args = parser.parse_args(argv)
+    chosen = [t for t in TARGETS if not args.only or t.name in args.only]
+    unknown = set(args.only or ()) - {t.name for t in TARGETS}
+    if unknown:
+        parser.error(f"unknown target {sorted(unknown)}; known: {[t.name for t in TARGETS]}")
+    outcomes: list[Outcome] = []
+    for target in chosen:
+        print(f"mutate: {target.name} ({target.source}) ...", flush=True)
+        outcome = run(target, args.max_children)
+        print(f"  {dict(outcome.counts)} in {outcome.seconds:.0f}s", flush=True)
+        outcomes.append(outcome)
+    total = sum(o.seconds for o in outcomes)
+    report = table(outcomes) + f"\nTotal: {total / 60:.1f} minutes.\n\n" + details(outcomes)
+    print(report, end="")
+    WORK.mkdir(parents=True, exist_ok=True)
+    (WORK / "report.md").write_text(report)
+    if args.write_docs:
+        write_docs(report)
+    return 0 if all(o.rate >= 0.9 for o in outcomes) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
