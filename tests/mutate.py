@@ -95,10 +95,22 @@ TARGETS = (
 )
 
 #: Survivors that behave exactly like the original: (target, function, mutated line) -> why.
+_GLOB_SELF = (
+    "a path without glob characters globs to itself (or to nothing, which raises the same "
+    "'does not exist' error), so taking the glob branch for it changes nothing"
+)
 EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("inputs hash", "inputs_hash", "digest.update(len(part).to_bytes(8, ) + part)"): (
         "int.to_bytes defaults to byteorder 'big' since Python 3.11"
     ),
+    (
+        "inputs hash",
+        "input_files",
+        'if source.startswith((GENERATED, "XX--XX")) or "://" in source:',
+    ): "the recipe scanner strips COPY/ADD flags before it records a source, so none starts --",
+    ("inputs hash", "input_files", 'if (any(c in source for c in "*?[")) or True'): _GLOB_SELF,
+    ("inputs hash", "input_files", 'if any(c not in source for c in "*?[")'): _GLOB_SELF,
+    ("inputs hash", "input_files", 'if any(c in source for c in "XX*?[XX")'): _GLOB_SELF,
 }
 
 
