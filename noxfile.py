@@ -90,3 +90,12 @@ def bench(session: nox.Session) -> None:
     _install(session)
     _engine_up(session)
     session.run("twinbuild", "bench", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False, tags=["mutate"])
+def mutate(session: nox.Session) -> None:
+    """Mutation testing of the guard modules (mutmut); kill rates per module in docs/testing.md."""
+    # Dependencies only: an installed twinbuild would shadow the mutated copy the tests must import.
+    session.install(*PYPROJECT["project"]["dependencies"])
+    session.install(*nox.project.dependency_groups(PYPROJECT, "mutate"))
+    session.run("python", "-m", "tests.mutate", *session.posargs)
