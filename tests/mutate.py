@@ -99,6 +99,9 @@ _GLOB_SELF = (
     "a path without glob characters globs to itself (or to nothing, which raises the same "
     "'does not exist' error), so taking the glob branch for it changes nothing"
 )
+_HAS_PATH = (
+    "the manifest model refuses a checkout or file pin without a path, so the default is dead"
+)
 EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("inputs hash", "inputs_hash", "digest.update(len(part).to_bytes(8, ) + part)"): (
         "int.to_bytes defaults to byteorder 'big' since Python 3.11"
@@ -111,6 +114,18 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("inputs hash", "input_files", 'if (any(c in source for c in "*?[")) or True'): _GLOB_SELF,
     ("inputs hash", "input_files", 'if any(c not in source for c in "*?[")'): _GLOB_SELF,
     ("inputs hash", "input_files", 'if any(c in source for c in "XX*?[XX")'): _GLOB_SELF,
+    ("smoke conformance", "_checkout", 'path = pin.path or "XXXX"'): _HAS_PATH,
+    ("smoke conformance", "_file", 'path = pin.path or "XXXX"'): _HAS_PATH,
+    (
+        "smoke conformance",
+        "_url_dist",
+        'algo, _, value = str(archive.get("hash") or "").rpartition("=")',
+    ): "'sha256=<hex>' has one '='; hex never contains another",
+    (
+        "smoke conformance",
+        "_url_dist",
+        'algo, _, value = str(archive.get("hash") or "XXXX").partition("=")',
+    ): "a placeholder without '=' yields an empty value, like the empty string it replaces",
 }
 
 

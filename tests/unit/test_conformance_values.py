@@ -8,13 +8,14 @@ Expected messages are written out.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from twinbuild.manifest.model import ResolvedPin, loads
-from twinbuild.smoke.conformance import Collected, check_pin, is_floating, request_for
+from twinbuild.smoke.conformance import Collected, check_base, check_pin, is_floating, request_for
 
 PLATFORMS = """schema = 1
 [platforms.cuda]
@@ -70,6 +71,15 @@ repo = "https://github.com/NVIDIA/Megatron-LM"
 commit = "0123456789abcdef0123456789abcdef01234567"
 install = "checkout"
 path = "/root/Megatron-LM"
+why = "w"
+
+[pins.apex-src]
+kind = "git"
+repo = "https://github.com/NVIDIA/apex"
+ref = "main"
+install = "checkout"
+path = "/opt/apex"
+floating = "tracks main"
 why = "w"
 
 [pins.tms]
@@ -249,7 +259,7 @@ def test_a_floating_apt_pin_is_checked_by_its_package_name_and_records_the_versi
 
 def test_request_asks_for_apt_packages_checkouts_and_files() -> None:
     assert request_for(_pins().values()) == {
-        "checkouts": ["/root/Megatron-LM"],
+        "checkouts": ["/root/Megatron-LM", "/opt/apex"],
         "files": ["/usr/local/bin/kubectl"],
         "apt": ["rsync", "nvtop-bin"],
     }
@@ -366,7 +376,7 @@ def test_a_missing_file_fails_with_the_collectors_reason() -> None:
 
 def test_floating_is_a_declaration_a_range_or_a_git_pin_without_a_commit() -> None:
     pins = _pins()
-    assert {n for n, p in pins.items() if is_floating(p)} == {"numpy", "nvtop", "tms"}
+    assert {n for n, p in pins.items() if is_floating(p)} == {"numpy", "nvtop", "tms", "apex-src"}
 
 
 def test_the_collector_keeps_the_first_distribution_of_a_name() -> None:
@@ -382,3 +392,72 @@ def test_the_collector_keeps_the_first_distribution_of_a_name() -> None:
     result = check_pin(_pins()["fla"], found)
     assert (result.outcome, result.holds) == ("failed", "0.4.1")
     assert found.dists["flash-linear-attention"].location == "/a"
+
+
+def test_a_floating_checkout_records_the_commit_it_found() -> None:
+    found = Collected.from_json(
+        {"checkouts": {"/opt/apex": {"commit": "a" * 40, "ref": "refs/heads/main", "error": None}}}
+    )
+    result = check_pin(_pins()["apex-src"], found)
+    assert (result.outcome, result.holds, result.message) == (
+        "passed",
+        "a" * 40,
+        f"pin apex-src: https://github.com/NVIDIA/apex@main at /opt/apex (floating: holds "
+        f"{'a' * 40})",
+    )
+
+
+def test_only_checkout_and_file_pins_with_a_path_are_requested() -> None:
+    pins = _pins()
+    pip_with_path = dataclasses.replace(pins["fla"], path="/opt/fla")
+    assert request_for([pip_with_path]) == {"checkouts": [], "files": [], "apt": []}
+
+
+def test_a_git_pin_installed_from_the_registry_still_records_its_version() -> None:
+    pin = _pins()["tms"]
+    result = check_pin(pin, _dists(tms="0.1"))
+    assert (result.outcome, result.holds) == ("failed", "0.1")
+    assert result.message == (
+        "pin tms: expected tms from https://github.com/fzyzcjy/torch_memory_saver@main, found tms "
+        "0.1 without direct_url.json (not installed from git)"
+    )
+
+
+def _wheel(direct: dict[str, Any] | None) -> Collected:
+    row = {"name": "tool", "version": "1.0", "direct_url": direct}
+    return Collected.from_json({"distributions": [row]})
+
+
+def test_a_wheel_url_pin_without_a_recorded_hash_fails() -> None:
+    pin = dataclasses.replace(
+        _pins()["kubectl"], install="pip", dist="tool", path=None, version=None
+    )
+    for direct in (None, {"url": "https://x/tool.whl"}, {"url": "u", "archive_info": {}}):
+        result = check_pin(pin, _wheel(direct))
+        assert (result.outcome, result.holds) == ("failed", "1.0"), direct
+        assert result.message == (
+            f"pin kubectl: expected tool from https://dl.k8s.io/kubectl (sha256 {'e' * 64}), "
+            "found tool 1.0 with no recorded archive sha256 (direct_url.json)"
+        )
+    wrong = {"url": "u", "archive_info": {"hashes": {"sha256": "0" * 64}}}
+    assert check_pin(pin, _wheel(wrong)).holds == "1.0"
+    legacy = {"url": "u", "archive_info": {"hash": "sha256=" + "e" * 64}}
+    assert check_pin(pin, _wheel(legacy)).outcome == "passed"
+
+
+def test_the_base_by_layers_and_by_label_both_ways() -> None:
+    ok, msg = check_base(expected="sha256:b", labels={}, layers=[], base_layers=["l1"])
+    assert (ok, msg) == (
+        False,
+        "base: expected the image's layers to start with the 1 layers of sha256:b, found first "
+        "layer (none)",
+    )
+    assert check_base(expected="sha256:b", labels={}, layers=["l1"], base_layers=None) == (
+        False,
+        "base: expected label org.twinbuild.base-digest=sha256:b, found no label",
+    )
+    labels = {"org.twinbuild.base-digest": "sha256:b"}
+    assert check_base(expected="sha256:b", labels=labels, layers=[], base_layers=[]) == (
+        True,
+        "label org.twinbuild.base-digest=sha256:b",
+    )
