@@ -18,6 +18,8 @@ docs/testing.md between its markers.
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import fnmatch
 import os
 import re
@@ -208,14 +210,31 @@ def _function(mutant: str) -> str:
     return last.removeprefix("x_")
 
 
-def _changed_line(work: Path, mutant: str) -> str:
-    shown = _mutmut(work, "show", mutant, check=False)
-    added = [
-        line[1:].strip()
-        for line in shown.splitlines()
-        if line.startswith("+") and not line.startswith("+++")
-    ]
-    return " / ".join(added) if added else "(line removed)"
+def changed_lines(work: Path, source: str) -> dict[str, str]:
+    """Each mutant's added line(s), by diffing its function with the original in mutants/.
+
+    The same text ``mutmut show`` prints after its "+", without one mutmut process per mutant.
+    """
+    text = (work / "mutants" / source).read_text()
+    lines = text.splitlines()
+    bodies: dict[str, list[str]] = {}
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef) and "__mutmut_" in node.name:
+            first = node.body[0].lineno - 1 if node.body else node.lineno
+            bodies[node.name] = lines[first : node.end_lineno]
+    changed: dict[str, str] = {}
+    for name, body in bodies.items():
+        prefix, _, suffix = name.rpartition("__mutmut_")
+        original = bodies.get(f"{prefix}__mutmut_orig")
+        if suffix == "orig" or original is None:
+            continue
+        added = [
+            line[1:].strip()
+            for line in difflib.unified_diff(original, body, lineterm="", n=0)
+            if line.startswith("+") and not line.startswith("+++")
+        ]
+        changed[name] = " / ".join(added) if added else "(line removed)"
+    return changed
 
 
 def run(target: Target, max_children: int) -> Outcome:
@@ -229,10 +248,11 @@ def run(target: Target, max_children: int) -> Outcome:
         if sep and any(fnmatch.fnmatchcase(name, p) for p in target.patterns()):
             statuses[name] = status
     outcome = Outcome(target=target, seconds=seconds, statuses=statuses)
+    lines = changed_lines(work, target.source)
     for name, status in statuses.items():
         if status in KILLED:
             continue
-        line = _changed_line(work, name)
+        line = lines.get(name.rsplit(".", 1)[1], "(not found in mutants/)")
         outcome.diffs[name] = line
         why = EQUIVALENT.get((target.name, _function(name), line))
         if why is not None:
