@@ -101,6 +101,7 @@ _GLOB_SELF = (
     "a path without glob characters globs to itself (or to nothing, which raises the same "
     "'does not exist' error), so taking the glob branch for it changes nothing"
 )
+_ONE_BRACKET = "a PEP 508 name has one '[' (its extras); the text before it is the same either way"
 _HAS_PATH = (
     "the manifest model refuses a checkout or file pin without a path, so the default is dead"
 )
@@ -117,6 +118,26 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("inputs hash", "input_files", 'if any(c not in source for c in "*?[")'): _GLOB_SELF,
     ("inputs hash", "input_files", 'if any(c in source for c in "XX*?[XX")'): _GLOB_SELF,
     ("smoke conformance", "_checkout", 'path = pin.path or "XXXX"'): _HAS_PATH,
+    (
+        "smoke conformance",
+        "_dist",
+        'name = (pin.dist or pin.name).split("[", )[0].strip()  # "httpx[http2]": extras are no name',
+    ): _ONE_BRACKET,
+    (
+        "smoke conformance",
+        "_dist",
+        'name = (pin.dist or pin.name).rsplit("[", 1)[0].strip()  # "httpx[http2]": extras are no name',
+    ): _ONE_BRACKET,
+    (
+        "smoke conformance",
+        "_dist",
+        'name = (pin.dist or pin.name).split("[", 2)[0].strip()  # "httpx[http2]": extras are no name',
+    ): _ONE_BRACKET,
+    (
+        "smoke conformance",
+        "_dist",
+        'expected = f"{name}{pin.range or \'XXXX\'} (floating)" if pin.range else f"{name} (unpinned)"',
+    ): "that branch runs only when pin.range is non-empty, so the fallback is never used",
     ("smoke conformance", "_file", 'path = pin.path or "XXXX"'): _HAS_PATH,
     (
         "smoke conformance",

@@ -461,3 +461,67 @@ def test_the_base_by_layers_and_by_label_both_ways() -> None:
         True,
         "label org.twinbuild.base-digest=sha256:b",
     )
+
+
+def test_an_unpinned_pin_passes_and_records_the_version() -> None:
+    pin = dataclasses.replace(_pins()["numpy"], range="")
+    result = check_pin(pin, _dists(numpy="1.26.4"))
+    assert (result.pin, result.outcome, result.holds, result.message) == (
+        "numpy",
+        "passed",
+        "1.26.4",
+        "pin numpy: numpy (unpinned) (floating: holds 1.26.4)",
+    )
+
+
+def test_a_range_that_is_not_pep_440_fails_naming_what_was_found() -> None:
+    pin = dataclasses.replace(_pins()["numpy"], range="~=x")
+    result = check_pin(pin, _dists(numpy="1.26.4"))
+    assert (result.pin, result.outcome, result.holds, result.message) == (
+        "numpy",
+        "failed",
+        "1.26.4",
+        "pin numpy: expected numpy~=x (floating), found 1.26.4; the range is not PEP 440",
+    )
+
+
+def test_a_pre_release_inside_a_range_counts() -> None:
+    """The image holds what it holds: a range admits the pre-releases inside it."""
+    result = check_pin(_pins()["numpy"], _dists(numpy="1.27.0rc1"))
+    assert (result.outcome, result.holds) == ("passed", "1.27.0rc1")
+
+
+def test_a_git_pin_without_a_commit_floats_even_undeclared() -> None:
+    pin = dataclasses.replace(_pins()["tms"], floating=None)
+    assert is_floating(pin)
+    assert not is_floating(_pins()["megatron-lm"])
+    assert not is_floating(dataclasses.replace(_pins()["fla"], kind="url"))
+
+
+def test_a_result_names_its_pin() -> None:
+    pins = _pins()
+    assert check_pin(pins["fla"], _dists(flash_linear_attention="0.4.2")).pin == "fla"
+    assert check_pin(pins["fla"], _dists(flash_linear_attention="0.4.3")).pin == "fla"
+
+
+def test_the_collector_json_is_read_with_its_defaults() -> None:
+    found = Collected.from_json(
+        {
+            "python": "/opt/venv/bin/python",
+            "distributions": [{"name": "tms", "version": "0.1", "direct_url": "not an object"}],
+        }
+    )
+    assert found.python == "/opt/venv/bin/python"
+    assert found.dists["tms"].direct_url is None
+    assert found.dists["tms"].location == ""
+    assert Collected.from_json({}).python == ""
+    result = check_pin(_pins()["tms"], found)
+    assert result.message.endswith("found tms 0.1 without direct_url.json (not installed from git)")
+
+
+def test_a_git_pin_installed_from_an_archive_records_its_version() -> None:
+    found = Collected.from_json(
+        {"distributions": [{"name": "tms", "version": "0.1", "direct_url": {"url": "https://x"}}]}
+    )
+    result = check_pin(_pins()["tms"], found)
+    assert (result.outcome, result.holds) == ("failed", "0.1")
