@@ -194,7 +194,7 @@ def _config(target: Target) -> str:
 
 def prepare(target: Target) -> Path:
     """A fresh copy of the repository with this target's mutmut configuration."""
-    work = WORK / re.sub(r"\W+", "-", target.name)
+    work = _work(target)
     if work.exists():
         shutil.rmtree(work)
     ignore = shutil.ignore_patterns("__pycache__", ".twinbuild")  # build/ is not copied at all
@@ -258,11 +258,24 @@ def changed_lines(work: Path, source: str) -> dict[str, str]:
     return changed
 
 
+def _work(target: Target) -> Path:
+    return WORK / re.sub(r"\W+", "-", target.name)
+
+
 def run(target: Target, max_children: int) -> Outcome:
     work = prepare(target)
     started = time.monotonic()
     _mutmut(work, "run", "--max-children", str(max_children), *target.patterns())
-    seconds = time.monotonic() - started
+    (work / "seconds.txt").write_text(f"{time.monotonic() - started:.0f}\n")
+    return collect(target)
+
+
+def collect(target: Target) -> Outcome:
+    """The results of the last run of ``target`` (from its copy under build/mutate/)."""
+    work = _work(target)
+    if not (work / "seconds.txt").exists():
+        raise SystemExit(f"{work}: no finished run of {target.name!r}; run it first")
+    seconds = float((work / "seconds.txt").read_text())
     statuses: dict[str, str] = {}
     for line in _mutmut(work, "results", "--all", "true").splitlines():
         name, sep, status = line.strip().rpartition(": ")
@@ -315,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", metavar="NAME", help="a target's name")
     parser.add_argument("--max-children", type=int, default=1, help="parallel mutants (1)")
     parser.add_argument("--write-docs", action="store_true", help=f"update {DOCS.name}")
+    parser.add_argument(
+        "--collect", action="store_true", help="report the last finished runs, run nothing"
+    )
     args = parser.parse_args(argv)
     chosen = [t for t in TARGETS if not args.only or t.name in args.only]
     unknown = set(args.only or ()) - {t.name for t in TARGETS}
@@ -323,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     outcomes: list[Outcome] = []
     for target in chosen:
         print(f"mutate: {target.name} ({target.source}) ...", flush=True)
-        outcome = run(target, args.max_children)
+        outcome = collect(target) if args.collect else run(target, args.max_children)
         print(f"  {dict(outcome.counts)} in {outcome.seconds:.0f}s", flush=True)
         outcomes.append(outcome)
     total = sum(o.seconds for o in outcomes)
