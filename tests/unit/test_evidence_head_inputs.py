@@ -10,7 +10,7 @@ import pytest
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import git, isolate_git, needs_git
 from twinbuild.build.image import BuildOptions, plan_inputs
-from twinbuild.cli.evidence_handlers import head_inputs
+from twinbuild.evidence.head import commit_inputs
 from twinbuild.engine.client import Engine
 from twinbuild.manifest.model import PLATFORMS, load
 
@@ -30,7 +30,8 @@ def test_head_inputs_equal_the_build_inputs(
     # The working tree moves on; the gate must see the commit, not the checkout.
     edit(root / MANIFEST, 'version = "0.65.1"', 'version = "0.66.0"')
     monkeypatch.chdir(root)
-    hashes, digest = head_inputs(head, MANIFEST)
+    found = commit_inputs(head)
+    hashes, digest = found.inputs, found.manifest_digest
 
     git(root, "checkout", "-q", "--", ".")
     manifest = load(root / MANIFEST)

@@ -1,29 +1,24 @@
 """``twinbuild evidence ...``: argument handling around record, sign, verify, gate and keygen.
 
-The gate reads everything about the PR head as git data (``git show``/``git archive`` of objects
-fetched by the workflow); it never checks out or runs PR code.
+The gate reads everything about the PR head as git objects fetched by the workflow (see
+``twinbuild.evidence.head``); it never checks out or runs PR code.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import os
-import subprocess
-import tarfile
-import tempfile
+import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
 from twinbuild import evidence
-from twinbuild.build.image import builder_settings
-from twinbuild.build.inputs import inputs_hash
 from twinbuild.errors import ConfigError
-from twinbuild.evidence import Blob, Policy
-from twinbuild.manifest.model import PLATFORMS, Platform, loads
-from twinbuild.manifest.render import render
+from twinbuild.evidence import Blob, Policy, strictjson
+from twinbuild.evidence.head import commit_inputs, evidence_blobs
 
 REPORT = "report.json"
 
@@ -77,42 +72,35 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _git(*argv: str) -> bytes | None:
-    proc = subprocess.run(["git", *argv], capture_output=True, check=False)
-    return proc.stdout if proc.returncode == 0 else None
+#: A GitHub event payload is read with the evidence reader's strictness, with room for long PR text.
+EVENT_MAX_BYTES = 64 * 1024 * 1024
 
 
 def _event() -> dict[str, object]:
     path = os.environ.get("GITHUB_EVENT_PATH")
     if not path:
         return {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read the GitHub event: {exc}") from None
+    data = strictjson.load(Path(path), max_bytes=EVENT_MAX_BYTES)
     return data if isinstance(data, dict) else {}
 
 
-def head_inputs(head: str, manifest_path: Path) -> tuple[dict[Platform, str], str]:
-    """Production inputs hash per platform and the manifest digest at ``head``, from git objects."""
-    text = _git("show", f"{head}:{manifest_path.as_posix()}")
-    if text is None:
-        raise ConfigError(f"{head}: no {manifest_path} at that commit; fetch the PR head first")
-    manifest = loads(text.decode("utf-8"), manifest_path)
-    archive = _git("archive", "--format=tar", head, "images")
-    if archive is None:
-        raise ConfigError(f"{head}: cannot read images/ at that commit")
-    hashes: dict[Platform, str] = {}
-    with tempfile.TemporaryDirectory(prefix="twinbuild-head-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(tmp, filter="data")  # data only: nothing of it is executed
-        for platform in PLATFORMS:
-            rendered = render(manifest, platform, "production")
-            hashes[platform] = inputs_hash(
-                Path(tmp), rendered, base_id=manifest.platforms[platform].base.digest,
-                builder=builder_settings(rendered),
-            )  # fmt: skip
-    return hashes, manifest.digest()
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputsOptions:
+    """``twinbuild evidence inputs``: what the gate computes at one commit."""
+
+    head: str
+    format: Literal["text", "json"]
+    manifest: Path
+    repo: Path
+
+
+def cmd_inputs(args: argparse.Namespace) -> int:
+    options = InputsOptions(
+        head=args.head, format=args.format, manifest=Path(args.manifest), repo=Path(args.repo)
+    )
+    found = commit_inputs(options.head, repo=options.repo, manifest=options.manifest)
+    sys.stdout.write(found.json() if options.format == "json" else found.text())
+    return 0
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -120,24 +108,25 @@ def cmd_gate(args: argparse.Namespace) -> int:
     pull = _table(event, "pull_request")
     repository = _table(event, "repository")
     repo_id = os.environ.get("GITHUB_REPOSITORY_ID") or str(repository.get("id", ""))
-    if not repo_id.isdigit():
+    if not repo_id.isdigit() or len(repo_id) > 19:
         raise ConfigError("evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions")
+    repo = Path(args.repo)
     blobs: list[Path | Blob] = [Path(p) for p in args.evidence]
     if args.evidence_ref:
-        for platform in PLATFORMS:
-            name = f"evidence/{platform}.dsse.json"
-            data = _git("show", f"{args.evidence_ref}:{name}")
-            if data is not None:
-                blobs.append(Blob(name=f"{args.evidence_ref}:{name}", data=data))
-    inputs, digest = head_inputs(args.head, Path(args.manifest))
+        blobs += evidence_blobs(args.evidence_ref, repo=repo)
+    head = commit_inputs(args.head, repo=repo, manifest=Path(args.manifest))
+    base = commit_inputs(args.base, repo=repo, manifest=Path(args.manifest)) if args.base else None
     policy = Policy(
         base_repository=os.environ.get("GITHUB_REPOSITORY", ""),
         base_repository_id=int(repo_id),
         head_commit=args.head,
         pr=number if isinstance(number := pull.get("number"), int) else args.pr,
         default_branch=str(repository.get("default_branch") or args.default_branch),
-        head_inputs=None if args.same_commit else inputs,
-        manifest_digest=digest,
+        head_inputs=head.inputs,
+        match_inputs=not args.same_commit,
+        base_commit=args.base,
+        base_inputs=base.inputs if base is not None else None,
+        manifest_digest=head.manifest_digest,
         max_age=timedelta(days=args.max_age_days),
     )
     try:
