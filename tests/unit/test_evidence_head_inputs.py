@@ -10,8 +10,8 @@ import pytest
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import git, isolate_git, needs_git
 from twinbuild.build.image import BuildOptions, plan_inputs
-from twinbuild.evidence.head import commit_inputs
 from twinbuild.engine.client import Engine
+from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.model import PLATFORMS, load
 
 MANIFEST = Path("pins/manifest.toml")
