@@ -9,6 +9,7 @@ import pytest
 
 from tests.unit.gate_repos import EVIDENCE_REF, GateRepo, make_repo, run_gate
 from tests.unit.gitrepos import commit_all, git, needs_git
+from twinbuild.cli.main import main
 from twinbuild.evidence import dsse, strictjson
 from twinbuild.manifest.model import MAX_DEPTH
 
@@ -150,3 +151,10 @@ def test_a_hostile_head_manifest_is_one_line_and_exit_2(
     code, out, err = run_gate(capsys, head)
     assert (code, out) == (2, [])
     assert err == [f"twinbuild: {head}:{message}"]
+
+
+@pytest.mark.parametrize("days", ["1e308", "nan", "-1", "inf"])
+def test_max_age_is_bounded_before_timedelta_sees_it(days: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["evidence", "gate", "--head", "HEAD", "--max-age-days", days])
+    assert info.value.code == 2

@@ -83,9 +83,11 @@ class WorkTree:
     def _walk(self, start: Path) -> Iterator[Entry]:
         for folder, dirs, files in os.walk(start, followlinks=False):
             here = Path(folder)
-            if here == self.root and ".git" in dirs:
-                dirs.remove(".git")  # git's own data, never a build input
+            if here == self.root:  # git's own data (a folder, or a worktree's file), never an input
+                dirs[:] = [d for d in dirs if d != ".git"]
             for name in [*dirs, *files]:
+                if here == self.root and name == ".git":
+                    continue
                 path = here / name
                 info = path.lstat()
                 if stat.S_ISDIR(info.st_mode):

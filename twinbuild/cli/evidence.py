@@ -20,6 +20,17 @@ def _handler(name: str) -> Handler:
     return handler
 
 
+def _days(text: str) -> float:
+    """A positive number of days up to ten years (timedelta overflows far beyond that)."""
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
+    if not 0 < days <= 3650:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of days from 0 to 3650")
+    return days
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     group = sub.add_parser("evidence", help="record, sign, verify and gate on GPU evidence")
     ev = group.add_subparsers(dest="evidence_command", required=True, metavar="EVIDENCE_COMMAND")
@@ -58,7 +69,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--evidence", action="append", default=[], help="an evidence file")
     p.add_argument("--keys", default="evidence/keys")
     p.add_argument("--manifest", default=str(DEFAULT_PATH))
-    p.add_argument("--max-age-days", type=float, default=14.0)
+    p.add_argument("--max-age-days", type=_days, default=14.0)
     p.add_argument("--same-commit", action="store_true", help="accept the head commit only")
     p.add_argument("--default-branch", default="main")
     p.add_argument("--pr", type=int)

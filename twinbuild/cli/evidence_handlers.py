@@ -10,15 +10,13 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Literal
 
 from twinbuild import evidence
 from twinbuild.errors import ConfigError
 from twinbuild.evidence import Blob, Policy, strictjson
-from twinbuild.evidence.head import commit_inputs, evidence_blobs
+from twinbuild.evidence.head import InputsOptions, commit_inputs, evidence_blobs, inputs_report
 
 REPORT = "report.json"
 
@@ -84,22 +82,11 @@ def _event() -> dict[str, object]:
     return data if isinstance(data, dict) else {}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InputsOptions:
-    """``twinbuild evidence inputs``: what the gate computes at one commit."""
-
-    head: str
-    format: Literal["text", "json"]
-    manifest: Path
-    repo: Path
-
-
 def cmd_inputs(args: argparse.Namespace) -> int:
     options = InputsOptions(
         head=args.head, format=args.format, manifest=Path(args.manifest), repo=Path(args.repo)
     )
-    found = commit_inputs(options.head, repo=options.repo, manifest=options.manifest)
-    sys.stdout.write(found.json() if options.format == "json" else found.text())
+    sys.stdout.write(inputs_report(options))
     return 0
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from twinbuild.build.image import builder_settings
 from twinbuild.build.inputs import inputs_hash
@@ -67,6 +68,22 @@ def commit_inputs(
             builder=builder_settings(rendered),
         )  # fmt: skip
     return CommitInputs(commit=commit, inputs=hashes, manifest_digest=parsed.digest())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputsOptions:
+    """``twinbuild evidence inputs``: what the gate computes at one commit."""
+
+    head: str
+    format: Literal["text", "json"] = "text"
+    manifest: Path = DEFAULT_PATH
+    repo: Path = Path()
+
+
+def inputs_report(options: InputsOptions) -> str:
+    """What ``evidence inputs`` prints: the text lines, or the JSON the issue fixes."""
+    found = commit_inputs(options.head, repo=options.repo, manifest=options.manifest)
+    return found.json() if options.format == "json" else found.text()
 
 
 def evidence_blobs(ref: str, *, repo: Path = Path()) -> list[Blob]:
