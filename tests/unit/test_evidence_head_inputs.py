@@ -8,6 +8,7 @@ from typing import cast
 import pytest
 
 from tests.helpers import edit, mini_project
+from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import git, isolate_git, needs_git
 from twinbuild.build.image import BuildOptions, plan_inputs
 from twinbuild.engine.client import Engine
@@ -23,6 +24,7 @@ def test_head_inputs_equal_the_build_inputs(
 ) -> None:
     isolate_git(monkeypatch, tmp_path / "home")
     root = mini_project(tmp_path)
+    copy_builder_code(root)  # the builder code is an input: both sides must hash the same bytes
     git(root, "init", "-q", "-b", "main")
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "mini")
