@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from tests.helpers import mini_project
-from twinbuild.build.image import BuildOptions, BuildResult, build_image, out_dir
+from twinbuild.build.image import BuilderChoice, BuildOptions, BuildResult, build_image, out_dir
 from twinbuild.engine.client import BuilderUnavailable, Engine, ImageSummary
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest.model import load
@@ -75,8 +75,10 @@ class FakeEngine:
         return {"Id": BUILT if ref.startswith("sha256:b") else ref}
 
 
-def _build(root: Path, engine: FakeEngine, said: list[str] | None = None) -> BuildResult:
-    options = BuildOptions(root=root, profile="production", lock_timeout=0.3)
+def _build(
+    root: Path, engine: FakeEngine, said: list[str] | None = None, builder: BuilderChoice = "auto"
+) -> BuildResult:
+    options = BuildOptions(root=root, profile="production", lock_timeout=0.3, builder=builder)
     manifest = load(root / "pins/manifest.toml")
     sink = said if said is not None else []
     return build_image(manifest, cast(Engine, engine), "rocm", options, say=sink.append)
@@ -186,3 +188,29 @@ def test_an_engine_without_buildkit_gets_the_classic_builder(tmp_path: Path) -> 
     assert [c["builder"] for c in engine.api.calls] == ["buildkit", "classic"]
     assert said[0] == "[rocm/production] no BuildKit in this engine: classic builder"
     assert engine.tags == [(BUILT, "twinbuild/rocm:production")]
+
+
+def test_builder_classic_never_asks_for_buildkit(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    engine = FakeEngine(FakeAPI(GOOD))
+    _build(root, engine, builder="classic")
+    assert [c["builder"] for c in engine.api.calls] == ["classic"]
+    assert engine.tags == [(BUILT, "twinbuild/rocm:production")]
+
+
+def test_builder_buildkit_does_not_fall_back_and_tags_nothing(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    engine = FakeEngine(FakeAPI(GOOD, buildkit=False))
+    with pytest.raises(BuilderUnavailable, match="no BuildKit"):
+        _build(root, engine, builder="buildkit")
+    assert [c["builder"] for c in engine.api.calls] == ["buildkit"]
+    assert engine.tags == []
+
+
+def test_the_builder_choice_is_part_of_the_inputs_hash(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    hashes = {
+        choice: _build(root, FakeEngine(FakeAPI(GOOD)), builder=choice).inputs_hash
+        for choice in ("auto", "buildkit", "classic")
+    }
+    assert len(set(hashes.values())) == 3

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,20 @@ def machine_line(env: dict[str, str] | None = None) -> str:
         f"Machine: {os.cpu_count()} cores, {mem} memory, kernel {host.release()}, "
         f"Docker {docker_v}, {date}"
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchOptions:
+    """What ``twinbuild bench`` was asked for."""
+
+    root: Path = Path()  # the repository, for tests/fixtures/mini and the real project
+    out: Path = Path("build/bench")  # folder for bench.md and bench.json
+    quick: bool = False  # fewer runs, no base-included build
+
+
+def bench(options: BenchOptions, say: Say = print) -> dict[str, Any]:
+    """:func:`run` with the options of ``twinbuild bench``."""
+    return run(options.root, options.out, quick=options.quick, say=say)
 
 
 def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from twinbuild.build.wheelhouse import copy_mirrors, download_wheels
 from twinbuild.engine.client import Builder, BuilderUnavailable, Engine
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted, LockBusy
-from twinbuild.manifest.model import Manifest, Platform, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile, load
 from twinbuild.manifest.render import GENERATED, Rendered, render
 from twinbuild.util.atomic import write_atomic
 
@@ -57,6 +57,16 @@ class BuildOptions:
     builder: BuilderChoice = "auto"  # BuildKit where the engine has it, else the classic builder
     source: str = "https://github.com/twinbuild/twinbuild"
     revision: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildRequest:
+    """What ``twinbuild build`` was asked for: which manifest and platforms, how many at once."""
+
+    manifest: Path = DEFAULT_PATH
+    platform: Platform | None = None  # None: every platform
+    jobs: int = 1  # platforms built at once
+    options: BuildOptions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,6 +210,25 @@ def build_image(
         image_id = str(inspected["Id"])
         engine.tag(image_id, tag)  # only now: a failed or interrupted build never gets here
         return result(image_id, fresh=True, log=log_path)
+
+
+def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
+    """Build (or find up to date) every platform ``request`` names, ``request.jobs`` at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from twinbuild.engine.client import connect
+
+    manifest = load(request.manifest)  # a bad manifest fails before the engine is asked
+    wanted = [request.platform] if request.platform else list(PLATFORMS)
+    with connect() as engine:
+
+        def one(platform: Platform) -> BuildResult:
+            return build_image(manifest, engine, platform, request.options, say)
+
+        if request.jobs > 1 and len(wanted) > 1:
+            with ThreadPoolExecutor(max_workers=request.jobs) as pool:
+                return list(pool.map(one, wanted))
+        return [one(p) for p in wanted]
 
 
 def _labels(

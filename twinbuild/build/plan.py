@@ -73,6 +73,24 @@ class Plan:
         return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanOptions:
+    """What ``twinbuild plan`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    root: Path = Path()
+    base: str | None = None  # None: merge-base with origin/main, else HEAD~1
+    github_output: bool = False  # append the plan to $GITHUB_OUTPUT
+
+
+def plan_change(options: PlanOptions) -> Plan:
+    """The plan for the working tree under ``options.root``; written as step outputs if asked."""
+    result = plan(options.root, options.base, manifest=options.manifest)
+    if options.github_output:
+        write_github_output(result)
+    return result
+
+
 def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAULT_PATH) -> Plan:
     """Compare ``base`` (default: merge-base with origin/main, else HEAD~1) with the worktree."""
     if run_git(root, "rev-parse", "--is-inside-work-tree").returncode != 0:

@@ -169,6 +169,45 @@ def guard(
     return _refuse(f"{name} concluded '{conclusion}'; there is nothing failed to re-run")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportOptions:
+    """What ``twinbuild rerun-decision report`` was asked for."""
+
+    attempt: int  # github.run_attempt
+    current: Path  # the jobs API answer for this attempt
+    previous: Path | None = None  # the jobs API answer for the previous attempt (attempt > 1)
+    summary: Path | None = None  # step summary file to append the verdict to
+    github_output: bool = False  # write verdict= and jobs= to $GITHUB_OUTPUT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardOptions:
+    """What ``twinbuild rerun-decision guard`` was asked for."""
+
+    run: Path  # the runs API answer for the run
+    workflow: str = ".github/workflows/nightly.yml"
+    summary: Path | None = None  # step summary file to append the verdict to
+
+
+def report(options: ReportOptions) -> Decision:
+    """:func:`decide` over the jobs API answers the options name."""
+    current = outcomes(load_json(options.current), source=str(options.current))
+    previous = (
+        None
+        if options.previous is None
+        else outcomes(load_json(options.previous), source=str(options.previous))
+    )
+    return decide(attempt=options.attempt, current=current, previous=previous)
+
+
+def check_guard(options: GuardOptions) -> Decision:
+    """:func:`guard` over the runs API answer the options name."""
+    run = load_json(options.run)
+    if not isinstance(run, dict):
+        raise ConfigError(f"{options.run}: expected a GitHub workflow run object")
+    return guard(run, workflow=options.workflow)
+
+
 def outcomes(doc: object, *, source: str) -> dict[str, Outcome]:
     """Job name -> outcome from a jobs API answer (``{"jobs": [...]}``), finished jobs only.
 

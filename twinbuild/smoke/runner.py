@@ -24,7 +24,15 @@ from dockerfile_parse import DockerfileParser
 import twinbuild
 from twinbuild.engine import client as engine_mod
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
-from twinbuild.manifest.model import PLATFORMS, PROFILES, Manifest, Platform, Profile
+from twinbuild.manifest.model import (
+    DEFAULT_PATH,
+    PLATFORMS,
+    PROFILES,
+    Manifest,
+    Platform,
+    Profile,
+    load,
+)
 from twinbuild.manifest.render import RECIPES, local_skip_reason, render
 from twinbuild.recipe.scan import parse as parse_recipe
 from twinbuild.smoke import gpu as gpu_mod
@@ -427,6 +435,30 @@ def smoke_target(
     )
     paths = report.write(data, report_dir)
     return Outcome(summary=data, paths=paths, seconds=time.monotonic() - started)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmokeOptions:
+    """What ``twinbuild smoke`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    root: Path = Path()
+    platform: Platform | None = None  # None: both
+    profile: Profile | None = None  # None: local for built images, production for --image/--host
+    image: str | None = None  # any image, resolved to its id first
+    host: bool = False  # this machine, through testinfra's local backend
+    gpu: bool | None = None  # None: GPU checks where a GPU is found
+    rerun_failed_once: bool = False
+    report_dir: Path = Path("build/smoke")
+
+
+def smoke_images(options: SmokeOptions) -> list[Outcome]:
+    """Load the manifest and smoke what ``options`` names (see :func:`smoke`)."""
+    return smoke(
+        load(options.manifest), root=options.root, platform=options.platform,
+        profile=options.profile, image=options.image, host=options.host, gpu=options.gpu,
+        rerun_failed_once=options.rerun_failed_once, report_dir=options.report_dir,
+    )  # fmt: skip
 
 
 def smoke(
