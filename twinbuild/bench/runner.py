@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twinbuild.bench.builds import (
     BUMP_PIN,
@@ -29,6 +29,9 @@ from twinbuild.bench.lint import bench_lint
 from twinbuild.bench.session import Say, Session
 from twinbuild.bench.smoke import bench_smoke
 from twinbuild.bench.stats import Row, table
+
+if TYPE_CHECKING:
+    from twinbuild.engine.client import EngineAPI
 
 MINI = Path("tests/fixtures/mini")
 
@@ -139,7 +142,7 @@ def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> 
     return result
 
 
-def _cleanup(engine: Any, s: Session, before: dict[str, Any], say: Say) -> None:
+def _cleanup(engine: EngineAPI, s: Session, before: dict[str, Any], say: Say) -> None:
     """Put the local tags back, then remove every image this run made (newest first)."""
     ours = set(s.created)
     for tag, old in before.items():
@@ -150,15 +153,15 @@ def _cleanup(engine: Any, s: Session, before: dict[str, Any], say: Say) -> None:
             if old is not None:
                 engine.tag(old, tag)
             else:
-                engine.api.remove_image(tag, noprune=True)
+                engine.remove_image(tag, prune=False)
     for inputs in s.bases:  # every image built on a base we made carries its label: ours too
-        rows = engine.api.images(all=True, filters={"label": f"org.twinbuild.base-inputs={inputs}"})
-        s.created[:0] = [str(r["Id"]) for r in rows if str(r["Id"]) not in s.created]
+        rows = engine.images_by_label("org.twinbuild.base-inputs", inputs, intermediate=True)
+        s.created[:0] = [r.id for r in rows if r.id not in s.created]
     left = list(reversed(s.created))
     for _ in range(3):  # a parent refuses while a child is there; the next pass gets it
         for image_id in left:
             with contextlib.suppress(Exception):
-                engine.api.remove_image(image_id, force=True)
+                engine.remove_image(image_id, force=True)
         left = [i for i in left if engine.inspect_image(i) is not None]
     if left:
         say(f"bench: {len(left)} images could not be removed: {' '.join(left)}")

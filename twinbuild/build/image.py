@@ -31,7 +31,7 @@ from twinbuild import __version__
 from twinbuild.build.inputs import input_files, inputs_hash
 from twinbuild.build.progress import BuildStream
 from twinbuild.build.wheelhouse import copy_mirrors, download_wheels
-from twinbuild.engine.client import Builder, BuilderUnavailable, Engine
+from twinbuild.engine.client import Builder, BuilderUnavailable, EngineAPI
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted, LockBusy
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile, load
@@ -116,7 +116,7 @@ def builder_settings(rendered: Rendered, choice: BuilderChoice = "auto") -> dict
 
 
 def plan_inputs(
-    manifest: Manifest, engine: Engine, platform: Platform, options: BuildOptions, say: Say
+    manifest: Manifest, engine: EngineAPI, platform: Platform, options: BuildOptions, say: Say
 ) -> tuple[Rendered, str, dict[str, str]]:
     """Render and hash; for the local profile make sure the embedded base exists first."""
     if options.profile == "local":
@@ -141,7 +141,7 @@ def plan_inputs(
 
 
 def find_up_to_date(
-    engine: Engine, platform: Platform, profile: Profile, digest: str
+    engine: EngineAPI, platform: Platform, profile: Profile, digest: str
 ) -> tuple[str, bool] | None:
     """An image built from exactly these inputs: (its id, whether the tag already names it).
 
@@ -163,7 +163,7 @@ def find_up_to_date(
     return None
 
 
-def _reuse(engine: Engine, found: tuple[str, bool], tag: str) -> str:
+def _reuse(engine: EngineAPI, found: tuple[str, bool], tag: str) -> str:
     image_id, tagged = found
     if not tagged:
         engine.tag(image_id, tag)
@@ -171,7 +171,11 @@ def _reuse(engine: Engine, found: tuple[str, bool], tag: str) -> str:
 
 
 def build_image(
-    manifest: Manifest, engine: Engine, platform: Platform, options: BuildOptions, say: Say = print
+    manifest: Manifest,
+    engine: EngineAPI,
+    platform: Platform,
+    options: BuildOptions,
+    say: Say = print,
 ) -> BuildResult:
     """Build (or find up to date) the image of ``platform``; see the module docstring."""
     start = time.monotonic()
@@ -348,7 +352,7 @@ def _tar_context(context: Path) -> tempfile._TemporaryFileWrapper[bytes]:
 
 
 def _run_build(
-    engine: Engine,
+    engine: EngineAPI,
     rendered: Rendered,
     context: Path,
     labels: Mapping[str, str],
