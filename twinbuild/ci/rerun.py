@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from twinbuild.ci import github
 from twinbuild.errors import ConfigError, FindingsError
 
 Outcome = Literal["success", "failure", "cancelled", "skipped"]
@@ -63,9 +64,15 @@ class Decision:
             text += "\n" + "".join(f"- {job}\n" for job in self.jobs)
         return text
 
-    def github_output(self) -> str:
-        """``verdict=...`` and ``jobs=...`` lines for $GITHUB_OUTPUT."""
-        return f"verdict={self.verdict}\njobs={','.join(self.jobs)}\n"
+    def outputs(self) -> dict[str, str]:
+        """The step outputs: ``verdict`` and ``jobs`` (comma-separated)."""
+        return {"verdict": self.verdict, "jobs": ",".join(self.jobs)}
+
+    def publish(self, summary: Path | None, *, github_output: bool = False) -> None:
+        """Append the verdict to the step summary file and $GITHUB_OUTPUT, where asked."""
+        github.append_summary(summary, self.markdown())
+        if github_output:
+            github.write_outputs(self.outputs(), who="rerun-decision report")
 
     def raise_if_bad(self) -> None:
         if not self.ok:
@@ -197,7 +204,9 @@ def report(options: ReportOptions) -> Decision:
         if options.previous is None
         else outcomes(load_json(options.previous), source=str(options.previous))
     )
-    return decide(attempt=options.attempt, current=current, previous=previous)
+    decision = decide(attempt=options.attempt, current=current, previous=previous)
+    decision.publish(options.summary, github_output=options.github_output)
+    return decision
 
 
 def check_guard(options: GuardOptions) -> Decision:
@@ -205,7 +214,9 @@ def check_guard(options: GuardOptions) -> Decision:
     run = load_json(options.run)
     if not isinstance(run, dict):
         raise ConfigError(f"{options.run}: expected a GitHub workflow run object")
-    return guard(run, workflow=options.workflow)
+    decision = guard(run, workflow=options.workflow)
+    decision.publish(options.summary)
+    return decision
 
 
 def outcomes(doc: object, *, source: str) -> dict[str, Outcome]:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from twinbuild.cli.common import root
-from twinbuild.errors import ConfigError, FindingsError
+from twinbuild.errors import FindingsError
 
 
 def cmd_workflows_check(args: argparse.Namespace) -> int:
@@ -40,9 +39,8 @@ def cmd_rerun_report(args: argparse.Namespace) -> int:
         previous=_optional_path(args.previous), summary=_optional_path(args.summary),
         github_output=args.github_output,
     )  # fmt: skip
-    decision = report(options)
-    _publish(decision.line(), decision.markdown(), decision.github_output(), options.summary,
-             github_output=options.github_output)  # fmt: skip
+    decision = report(options)  # written to the summary and outputs asked for
+    print(decision.line())
     decision.raise_if_bad()
     return 0
 
@@ -53,26 +51,10 @@ def cmd_rerun_guard(args: argparse.Namespace) -> int:
     options = GuardOptions(
         run=Path(args.run), workflow=args.workflow, summary=_optional_path(args.summary)
     )
-    decision = check_guard(options)
-    _publish(decision.line(), decision.markdown(), decision.github_output(), options.summary)
+    decision = check_guard(options)  # written to the summary asked for
+    print(decision.line())
     decision.raise_if_bad()
     return 0
-
-
-def _publish(
-    line: str, markdown: str, output: str, summary: Path | None, *, github_output: bool = False
-) -> None:
-    """Print the verdict; append it to the step summary and $GITHUB_OUTPUT when asked."""
-    print(line)
-    if summary is not None:
-        with summary.open("a", encoding="utf-8") as fh:
-            fh.write(markdown)
-    if github_output:
-        target = os.environ.get("GITHUB_OUTPUT")
-        if not target:
-            raise ConfigError("rerun-decision: --github-output needs $GITHUB_OUTPUT to be set")
-        with Path(target).open("a", encoding="utf-8") as fh:
-            fh.write(output)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,9 +7,7 @@ fetched by the workflow); it never checks out or runs PR code.
 from __future__ import annotations
 
 import io
-import json
 import os
-import subprocess
 import tarfile
 import tempfile
 from collections.abc import Sequence
@@ -19,6 +17,7 @@ from pathlib import Path
 from twinbuild import evidence
 from twinbuild.build.image import builder_settings
 from twinbuild.build.inputs import inputs_hash
+from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.evidence import Blob, Policy
 from twinbuild.evidence.options import (
@@ -30,6 +29,7 @@ from twinbuild.evidence.options import (
 )
 from twinbuild.manifest.model import PLATFORMS, Platform, loads
 from twinbuild.manifest.render import render
+from twinbuild.util.git import git_bytes
 
 REPORT = "report.json"
 
@@ -51,7 +51,7 @@ def record(options: RecordOptions) -> int:
 
 def sign(options: SignOptions) -> int:
     key = evidence.load_private(env=os.environ, path=options.key)
-    in_actions = os.environ.get("GITHUB_ACTIONS") == "true"
+    in_actions = github.in_actions()
     found = sorted(options.statements.rglob("*.statement.json"))
     if not found:
         raise ConfigError(
@@ -86,19 +86,8 @@ def verify(options: VerifyOptions) -> int:
 
 
 def _git(*argv: str) -> bytes | None:
-    proc = subprocess.run(["git", *argv], capture_output=True, check=False)
-    return proc.stdout if proc.returncode == 0 else None
-
-
-def _event() -> dict[str, object]:
-    path = os.environ.get("GITHUB_EVENT_PATH")
-    if not path:
-        return {}
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read the GitHub event: {exc}") from None
-    return data if isinstance(data, dict) else {}
+    """git's raw output in the current directory (the gate's checkout), None when git fails."""
+    return git_bytes(Path(), *argv)
 
 
 def head_inputs(head: str, manifest_path: Path) -> tuple[dict[Platform, str], str]:
@@ -124,7 +113,7 @@ def head_inputs(head: str, manifest_path: Path) -> tuple[dict[Platform, str], st
 
 
 def gate(options: GateOptions) -> int:
-    event = _event()
+    event = github.event()
     pull = _table(event, "pull_request")
     repository = _table(event, "repository")
     repo_id = os.environ.get("GITHUB_REPOSITORY_ID") or str(repository.get("id", ""))
@@ -170,9 +159,7 @@ def _table(event: dict[str, object], key: str) -> dict[str, object]:
 
 
 def _summary(path: Path | None, lines: Sequence[str]) -> None:
-    if path is not None:
-        with path.open("a", encoding="utf-8") as fh:
-            fh.write("\n".join(lines) + "\n")
+    github.append_summary(path, "\n".join(lines))
 
 
 def keygen(options: KeygenOptions) -> int:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from twinbuild.cli.common import add_common, manifest_path, root
 from twinbuild.errors import FindingsError
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
+    from twinbuild.ci import github
     from twinbuild.lint.checks import LintOptions, format_findings, lint_project
 
     options = LintOptions(
@@ -19,8 +19,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     if options.format == "json":
         print(report.to_json())
     else:
-        github = os.environ.get("GITHUB_ACTIONS") == "true"
-        for line in format_findings(report.findings, github=github):
+        for line in format_findings(report.findings, github=github.in_actions()):
             print(line)
         if not options.strict and report.floating:
             print(f"note: {len(report.floating)} declared floating refs (--strict fails them)")

@@ -22,6 +22,7 @@ from typing import Any
 from dockerfile_parse import DockerfileParser
 
 import twinbuild
+from twinbuild.ci import github
 from twinbuild.engine import client as engine_mod
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
 from twinbuild.manifest.model import (
@@ -527,10 +528,7 @@ def smoke(
     md = report.markdown([o.summary for o in outcomes])
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "smoke.md").write_text(md, encoding="utf-8")
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:
-        with Path(step_summary).open("a", encoding="utf-8") as f:
-            f.write(md)
+    github.append_summary(github.step_summary(), md)
     failures = [
         f"{o.summary['platform']} ({o.summary['profile']}): {t['message'] or t['id']}"
         for o in outcomes
