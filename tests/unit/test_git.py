@@ -1,4 +1,4 @@
-"""The one git runner: raw bytes come back exact, a failure is None, a hung git is stopped."""
+"""The one git runner: raw bytes come back exact, a hung git is stopped, no git is one line."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ def test_git_bytes_returns_blobs_exactly(tmp_path: Path, monkeypatch: pytest.Mon
     (repo / "data.bin").write_bytes(blob)
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "data")
-    assert gitmod.git_bytes(repo, "show", "HEAD:data.bin") == blob
-    assert gitmod.git_bytes(repo, "show", "HEAD:missing") is None
+    assert gitmod.run_git(repo, "show", "HEAD:data.bin", binary=True).stdout == blob
+    assert gitmod.run_git(repo, "show", "HEAD:missing", binary=True).returncode != 0
 
 
 def test_a_git_that_never_answers_is_stopped(
@@ -35,13 +35,13 @@ def test_a_git_that_never_answers_is_stopped(
     hung.chmod(hung.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("PATH", str(bin_dir))
     monkeypatch.setattr(gitmod, "GIT_TIMEOUT_S", 0.5)
-    for call in (gitmod.git_bytes, gitmod.run_git):
+    for binary in (True, False):
         with pytest.raises(ConfigError) as info:
-            call(tmp_path, "archive", "HEAD")
+            gitmod.run_git(tmp_path, "archive", "HEAD", binary=binary)
         assert str(info.value) == f"git -C {tmp_path} archive HEAD: no answer in 0.5s"
 
 
 def test_no_git_on_path_says_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ConfigError, match=r"^git: not found on PATH; install git$"):
-        gitmod.git_bytes(tmp_path, "status")
+        gitmod.run_git(tmp_path, "status")

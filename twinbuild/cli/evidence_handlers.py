@@ -29,7 +29,7 @@ from twinbuild.evidence.options import (
 )
 from twinbuild.manifest.model import PLATFORMS, Platform, loads
 from twinbuild.manifest.render import render
-from twinbuild.util.git import git_bytes
+from twinbuild.util.git import run_git
 
 REPORT = "report.json"
 
@@ -87,7 +87,8 @@ def verify(options: VerifyOptions) -> int:
 
 def _git(*argv: str) -> bytes | None:
     """git's raw output in the current directory (the gate's checkout), None when git fails."""
-    return git_bytes(Path(), *argv)
+    proc = run_git(Path(), *argv, binary=True)
+    return proc.stdout if proc.returncode == 0 else None
 
 
 def head_inputs(head: str, manifest_path: Path) -> tuple[dict[Platform, str], str]:

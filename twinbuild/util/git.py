@@ -1,7 +1,6 @@
 """Running git: one place that never prompts, never hangs, and says what to do without git.
 
-Every git call in twinbuild goes through :func:`run_git` (text) or :func:`git_bytes` (blobs and
-archives).
+Every git call in twinbuild goes through :func:`run_git`; ``binary=True`` for blobs and archives.
 """
 
 from __future__ import annotations
@@ -16,34 +15,27 @@ from twinbuild.errors import ConfigError
 GIT_TIMEOUT_S = 60
 
 
-def run_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run git in ``repo``; never prompts, never raises for a non-zero exit."""
-    return _run(repo, args, text=True)
-
-
-def git_bytes(repo: Path, *args: str) -> bytes | None:
-    """git's raw stdout in ``repo`` (a blob, an archive: not text), or None for a non-zero exit."""
-    proc = _run(repo, args, text=False)
-    return proc.stdout if proc.returncode == 0 else None
-
-
 @overload
-def _run(
-    repo: Path, args: tuple[str, ...], *, text: Literal[True]
+def run_git(
+    repo: Path, *args: str, binary: Literal[False] = False
 ) -> subprocess.CompletedProcess[str]: ...
 @overload
-def _run(
-    repo: Path, args: tuple[str, ...], *, text: Literal[False]
+def run_git(
+    repo: Path, *args: str, binary: Literal[True]
 ) -> subprocess.CompletedProcess[bytes]: ...
-def _run(
-    repo: Path, args: tuple[str, ...], *, text: bool
+def run_git(
+    repo: Path, *args: str, binary: bool = False
 ) -> subprocess.CompletedProcess[str] | subprocess.CompletedProcess[bytes]:
+    """Run git in ``repo``; never prompts, never raises for a non-zero exit.
+
+    ``binary`` returns stdout and stderr as bytes (a blob, an archive: not text).
+    """
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     try:
         return subprocess.run(
             ["git", "-C", str(repo), *args],
             capture_output=True,
-            text=text,
+            text=not binary,
             timeout=GIT_TIMEOUT_S,
             check=False,
             env=env,
