@@ -91,3 +91,23 @@ def test_the_docker_check_sees_every_spelling(tmp_path: Path) -> None:
         "def f():\n    import docker.types\n"
     )
     assert _imports_docker(sample) == [1, 2, 3, 4, 7]
+
+
+def test_lint_loads_neither_docker_nor_cryptography(tmp_path: Path) -> None:
+    """Command modules import library code inside handlers, so a lint stays light."""
+    import subprocess
+    import sys
+
+    from tests.helpers import mini_project
+
+    root = mini_project(tmp_path)
+    code = (
+        "import sys\nfrom twinbuild.cli.main import main\n"
+        f"main(['lint', '--root', {str(root)!r}, '--manifest', {str(root / 'pins/manifest.toml')!r}])\n"
+        "print(sorted(m for m in ('docker', 'cryptography') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "[]"
