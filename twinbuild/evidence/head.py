@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from twinbuild.build.image import builder_settings
 from twinbuild.build.inputs import inputs_hash
 from twinbuild.build.tree import KIND_NAMES, CommitTree
 from twinbuild.errors import ConfigError
 from twinbuild.evidence import strictjson
+from twinbuild.evidence.options import InputsOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.manifest.model import DEFAULT_PATH, MAX_BYTES, PLATFORMS, Platform, load_bytes
 from twinbuild.manifest.render import render
@@ -68,16 +68,6 @@ def commit_inputs(
             builder=builder_settings(rendered),
         )  # fmt: skip
     return CommitInputs(commit=commit, inputs=hashes, manifest_digest=parsed.digest())
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InputsOptions:
-    """``twinbuild evidence inputs``: what the gate computes at one commit."""
-
-    head: str
-    format: Literal["text", "json"] = "text"
-    manifest: Path = DEFAULT_PATH
-    repo: Path = Path()
 
 
 def inputs_report(options: InputsOptions) -> str:

@@ -1,5 +1,6 @@
 """Running git: one place that never prompts, never hangs, and says what to do without git.
 
+Every git call in twinbuild goes through :func:`run_git`; ``binary=True`` for blobs and archives.
 ``tree_entries`` and ``read_blobs`` read a commit's files as git objects (``ls-tree`` and
 ``cat-file --batch``): exactly the committed bytes, with no ``.gitattributes`` (``export-subst``,
 ``eol``, filters), no checkout and no replace refs in between. The evidence gate judges a PR
@@ -39,31 +40,27 @@ def run_git(
 ) -> subprocess.CompletedProcess[str] | subprocess.CompletedProcess[bytes]:
     """Run git in ``repo``; never prompts, never raises for a non-zero exit.
 
-    ``binary`` returns stdout and stderr as bytes (file contents, ``-z`` listings).
+    ``binary`` returns stdout and stderr as bytes (a blob, an archive, a ``-z`` listing: not
+    text). ``stdin`` is what git reads (``cat-file --batch`` requests); without it git reads
+    nothing, so nothing may wait for an answer that never comes.
     """
     env = {**os.environ, **_ENV}
     try:
-        if binary or stdin is not None:
-            proc = subprocess.run(
+        if stdin is None:
+            return subprocess.run(
                 ["git", "-C", str(repo), *args],
                 capture_output=True,
-                input=stdin,
+                text=not binary,
                 timeout=GIT_TIMEOUT_S,
                 check=False,
                 env=env,
-            )
-            if binary:
-                return proc
-            return subprocess.CompletedProcess(
-                proc.args,
-                proc.returncode,
-                proc.stdout.decode("utf-8", "replace"),
-                proc.stderr.decode("utf-8", "replace"),
+                stdin=subprocess.DEVNULL,
             )
         return subprocess.run(
             ["git", "-C", str(repo), *args],
             capture_output=True,
-            text=True,
+            text=not binary,
+            input=stdin if binary else stdin.decode("utf-8"),
             timeout=GIT_TIMEOUT_S,
             check=False,
             env=env,
