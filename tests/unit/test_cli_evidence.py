@@ -168,8 +168,8 @@ def test_the_gate_matches_another_commit_by_the_head_inputs_hash(
     assert chain.gate("--same-commit") == 7
     err = capsys.readouterr().err
     assert (
-        f"evidence is for commit {earlier}, the PR head is {chain.head} and no inputs hash at the "
-        "PR head was given to compare" in err
+        f"evidence is for commit {earlier}, the PR head is {chain.head} and --same-commit counts "
+        "the PR head's own evidence only; push the new head to validate/pr-42 to validate it" in err
     )
 
 
@@ -221,7 +221,8 @@ def test_a_head_that_is_not_in_the_repository_is_a_usage_error(
     capsys.readouterr()
     assert chain.gate() == 2
     assert capsys.readouterr().err == (
-        f"twinbuild: {'e' * 40}: no pins/manifest.toml at that commit; fetch the PR head first\n"
+        f"twinbuild: {'e' * 40}: cannot list its files in . (fatal: not a tree object); fetch "
+        "that commit first\n"
     )
 
 
@@ -307,3 +308,17 @@ def test_verify_refuses_a_statement_signed_by_an_untrusted_key(
     assert "signature: no trusted keys in evidence/keys/" in err
     envelope = json.loads((chain.repo / "evidence/cuda.dsse.json").read_text())
     assert envelope["payloadType"] == "application/vnd.in-toto+json"
+
+
+def test_evidence_inputs_prints_what_the_build_hashes(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The head's hashes from git objects equal the build's over the working tree."""
+    code = main(
+        ["evidence", "inputs", "--head", chain.head, "--repo", str(chain.repo), "--format", "json"]
+    )
+    assert code == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "inputs": dict(chain.inputs),
+        "manifest_digest": chain.digest,
+    }

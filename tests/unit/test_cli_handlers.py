@@ -16,10 +16,13 @@ from typing import Any
 
 import pytest
 
+from tests.fake_engine import FakeEngine
 from tests.helpers import FIXTURES, edit, mini_project
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
-from tests.unit.test_build import BUILT, GOOD, FakeAPI, FakeEngine
+from tests.unit.test_build import BUILT, GOOD
 from twinbuild.cli.main import build_parser, main
+from twinbuild.engine import client
+from twinbuild.errors import EngineError
 from twinbuild.manifest.model import PLATFORMS, load
 
 NOWHERE = "unix:///nonexistent/twinbuild-test/docker.sock"
@@ -75,6 +78,7 @@ COVERED = {
     ("evidence", "verify"): "test_cli_evidence.py",
     ("evidence", "gate"): "test_cli_evidence.py",
     ("evidence", "keygen"): "test_cli_evidence.py",
+    ("evidence", "inputs"): "test_cli_evidence.py",
 }
 
 
@@ -116,14 +120,15 @@ def test_lint_clean_findings_strict_and_json(
 
 
 def test_render_both_profiles(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["render", "cuda", *_common(root)]) == 0
+    manifest = ["--manifest", str(root / "pins/manifest.toml")]
+    assert main(["render", "cuda", *manifest]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:2] == [
         "# twinbuild render cuda --profile production",
         "recipe: images/cuda/Dockerfile",
     ]
     assert "numba" not in out  # a rocm-only pin
-    assert main(["render", "rocm", "--profile", "local", *_common(root)]) == 0
+    assert main(["render", "rocm", "--profile", "local", *manifest]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:3] == [
         "# twinbuild render rocm --profile local",
@@ -153,14 +158,8 @@ def test_base_without_an_engine_exits_3(
     root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The fence makes connect refuse; what a machine without an engine answers is exit 3."""
-    from twinbuild.cli import engine
-    from twinbuild.errors import EngineError
-
-    def no_engine() -> Any:
-        raise EngineError(f"{NOWHERE}: no Docker engine answers; run `twinbuild engine up`")
-
-    monkeypatch.setattr(engine, "connect", no_engine)
-    assert main(["base", *_common(root)]) == 3
+    monkeypatch.setattr(client, "connect", _no_engine)
+    assert main(["base", "--manifest", str(root / "pins/manifest.toml")]) == 3
     assert capsys.readouterr().err == (
         f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
     )
@@ -171,13 +170,7 @@ def test_bench_without_an_engine_exits_3(
 ) -> None:
     import tempfile
 
-    from twinbuild.engine import client
-    from twinbuild.errors import EngineError
-
-    def no_engine(host: str | None = None) -> Any:
-        raise EngineError(f"{host}: no Docker engine answers; run `twinbuild engine up`")
-
-    monkeypatch.setattr(client, "connect", no_engine)
+    monkeypatch.setattr(client, "connect", _no_engine)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # bench's work folder
     monkeypatch.setenv("DOCKER_HOST", NOWHERE)
     repo = Path(__file__).resolve().parents[2]
@@ -189,7 +182,7 @@ def test_bench_without_an_engine_exits_3(
 
 
 class _Engine(FakeEngine):
-    """The build tests' fake engine, usable as ``with connect() as engine``."""
+    """The unit tests' fake engine, usable as ``with connect() as engine``."""
 
     def __enter__(self) -> _Engine:
         return self
@@ -200,24 +193,26 @@ class _Engine(FakeEngine):
         return None
 
 
+def _no_engine(host: str | None = None) -> Any:
+    raise EngineError(f"{host or NOWHERE}: no Docker engine answers; run `twinbuild engine up`")
+
+
 def test_build_passes_every_option_to_the_build(
     root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from twinbuild.cli import build
-
-    engine = _Engine(FakeAPI(GOOD))
-    monkeypatch.setattr(build, "connect", lambda: engine)
+    engine = _Engine(build_chunks=GOOD)
+    monkeypatch.setattr(client, "connect", lambda host=None: engine)
     monkeypatch.setenv("GITHUB_SHA", "c" * 40)
     code = main(
         ["build", "--profile", "production", "--platform", "rocm", "--builder", "classic",
          "--force", *_common(root)]
     )  # fmt: skip
     assert code == 0
-    call = engine.api.calls[0]
+    call = engine.builds[0]
     assert call["builder"] == "classic"
     assert call["labels"]["org.opencontainers.image.revision"] == "c" * 40
     assert call["labels"]["org.twinbuild.profile"] == "production"
-    assert engine.tags == [(BUILT, "twinbuild/rocm:production")]
+    assert engine.tagged == [(BUILT, "twinbuild/rocm:production")]
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("twinbuild/rocm:production: built in ")
     assert f"({BUILT[:19]}, inputs sha256:" in last

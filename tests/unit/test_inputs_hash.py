@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import edit, mini_project
+from tests.unit.inputs_reference import BUILDER_CODE as REFERENCE_CODE
 from tests.unit.inputs_reference import copied_by_regex, reference
 from twinbuild.build.image import builder_settings
-from twinbuild.build.inputs import input_files, inputs_hash
+from twinbuild.build.inputs import BUILDER_CODE, input_files, inputs_hash
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Manifest, Platform, Profile, load
 from twinbuild.manifest.render import Rendered, render
@@ -38,8 +39,9 @@ CASES: list[tuple[Profile, Platform]] = [
 def repo(tmp_path: Path) -> Path:
     """A copy of the repository's pins/ and images/, plus files that are not inputs."""
     root = tmp_path / "repo"
-    for part in ("pins", "images"):
-        shutil.copytree(REPO / part, root / part)
+    for part in ("pins", "images", "twinbuild"):
+        shutil.copytree(REPO / part, root / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(REPO / "pyproject.toml", root / "pyproject.toml")
     (root / "README.md").write_text("# readme\n")
     (root / "docs").mkdir()
     (root / "docs/building.md").write_text("# building\n")
@@ -77,13 +79,13 @@ def test_input_files_are_the_recipe_and_what_it_copies(
     repo: Path, profile: Profile, platform: Platform
 ) -> None:
     rendered = render(load(repo / MANIFEST), platform, profile)
-    files = {p.as_posix() for p in input_files(repo, platform, profile)}
+    files = {e.path for e in input_files(repo, platform, profile)}
     assert files == copied_by_regex(repo, repo / rendered.recipe)
 
 
 def test_the_production_recipes_copy_the_common_scripts(repo: Path) -> None:
     """Guards the regex reference above: it must see the bind-mounted scripts, not only recipes."""
-    files = {p.as_posix() for p in input_files(repo, "cuda", "production")}
+    files = {e.path for e in input_files(repo, "cuda", "production")}
     assert {"images/cuda/Dockerfile", "images/common/checkout.sh"} <= files
     assert "images/rocm/Dockerfile" not in files
 
@@ -95,7 +97,8 @@ def test_each_file_of_the_image_moves_its_hash(
     before = _hash(repo, platform, profile)
     files = input_files(repo, platform, profile)
     assert files  # at least the recipe
-    for rel in files:
+    for entry in files:
+        rel = entry.path
         path = repo / rel
         original = path.read_bytes()
         path.write_bytes(original + b"\n# changed\n")
@@ -283,7 +286,7 @@ def test_copied_folders_globs_and_files_are_listed(tmp_path: Path) -> None:
         "COPY --from=builder /x /y\n"
         "ADD https://example.org/f.tar /tmp/\n",
     )
-    assert [p.as_posix() for p in input_files(root, "cuda", "production")] == [
+    assert [e.path for e in input_files(root, "cuda", "production")] == [
         "images/common/a.sh",
         "images/common/sub/b.sh",
         "images/cuda/Dockerfile",
@@ -319,7 +322,7 @@ def test_a_glob_that_matches_nothing_is_refused(tmp_path: Path) -> None:
 
 def test_an_absolute_copy_source_is_the_repository_path(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY /images/common/a.sh /opt/\n")
-    assert "images/common/a.sh" in {p.as_posix() for p in input_files(root, "cuda", "production")}
+    assert "images/common/a.sh" in {e.path for e in input_files(root, "cuda", "production")}
 
 
 @pytest.mark.parametrize("choice", ["classic", "buildkit"])
@@ -334,21 +337,62 @@ def test_builder_settings_hash_in_key_order(repo: Path, choice: str) -> None:
     assert got == reference(repo, rendered, BASE_ID, builder)
 
 
-def test_an_explicit_file_list_is_what_is_hashed(repo: Path) -> None:
+def test_builder_code_is_an_input_and_the_rest_of_twinbuild_is_not(repo: Path) -> None:
+    """The code that decides image bytes (manifest model, render, build, engine, pyproject)
+    moves both hashes; the smoke suite, the lint, the CLI and the evidence code move neither."""
+    assert tuple(p if p.endswith(".toml") else p + "/" for p in REFERENCE_CODE) == BUILDER_CODE
+    before = {p: _hash(repo, p) for p in ("cuda", "rocm")}
+    for rel in ("twinbuild/smoke/runner.py", "twinbuild/lint/checks.py", "twinbuild/cli/main.py",
+                "twinbuild/evidence/gate.py", "twinbuild/__init__.py"):  # fmt: skip
+        with (repo / rel).open("a") as fh:
+            fh.write("# not builder code\n")
+    (repo / "twinbuild/build/__pycache__").mkdir(exist_ok=True)
+    (repo / "twinbuild/build/__pycache__/x.pyc").write_bytes(b"\0")
+    assert {p: _hash(repo, p) for p in ("cuda", "rocm")} == before
+    for rel in ("twinbuild/manifest/render.py", "twinbuild/build/image.py",
+                "twinbuild/engine/client.py", "pyproject.toml"):  # fmt: skip
+        path = repo / rel
+        original = path.read_bytes()
+        path.write_bytes(original + b"\n# changed\n")
+        try:
+            moved = {p: _hash(repo, p) for p in ("cuda", "rocm")}
+            assert moved["cuda"] != before["cuda"], rel
+            assert moved["rocm"] != before["rocm"], rel
+        finally:
+            path.write_bytes(original)
+
+
+def test_the_executable_bit_of_an_input_moves_the_hash(repo: Path) -> None:
+    script = repo / "images/common/checkout.sh"
+    before = _hash(repo, "cuda")
+    script.chmod(script.stat().st_mode ^ 0o100)
+    assert _hash(repo, "cuda") != before
+
+
+@pytest.mark.parametrize(
+    "where", [".gitattributes", "images/.gitattributes", "twinbuild/.gitattributes"]
+)
+def test_gitattributes_above_an_input_move_the_hash(repo: Path, where: str) -> None:
+    before = _hash(repo, "cuda")
+    (repo / where).write_text("*.sh text eol=crlf\n")
+    assert _hash(repo, "cuda") != before
     rendered = render(load(repo / MANIFEST), "cuda", "production")
     builder = builder_settings(rendered)
-    only_recipe = [Path("images/cuda/Dockerfile")]
-    got = inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder, files=only_recipe)
-    assert got != inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder)
-    (repo / "images/common/checkout.sh").write_text("changed\n")
-    assert inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder, files=only_recipe) == got
+    assert inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder) == reference(
+        repo, rendered, BASE_ID, builder
+    )
+
+
+def test_gitattributes_elsewhere_are_not_inputs(repo: Path) -> None:
+    before = _hash(repo, "cuda")
+    (repo / "docs").mkdir(exist_ok=True)
+    (repo / "docs/.gitattributes").write_text("*.md text\n")
+    assert _hash(repo, "cuda") == before
 
 
 def test_url_sources_are_not_repository_files(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY https://example.org/f.tar /tmp/\n")
-    assert [p.as_posix() for p in input_files(root, "cuda", "production")] == [
-        "images/cuda/Dockerfile"
-    ]
+    assert [e.path for e in input_files(root, "cuda", "production")] == ["images/cuda/Dockerfile"]
 
 
 def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) -> None:
@@ -357,7 +401,7 @@ def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) ->
     (root / "Xtra").mkdir()
     (root / "Xtra/a.sh").write_text("a\n")
     (root / "Xtra/one.txt").write_text("1\n")
-    assert [p.as_posix() for p in input_files(root, "cuda", "production")] == [
+    assert [e.path for e in input_files(root, "cuda", "production")] == [
         "Xtra/a.sh",
         "Xtra/one.txt",
         "images/cuda/Dockerfile",
