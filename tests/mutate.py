@@ -71,7 +71,11 @@ TARGETS = (
     Target(
         name="evidence gate",
         source="twinbuild/evidence/gate.py",
-        tests=("tests/unit/test_evidence_gate.py", "tests/unit/test_evidence_gate_gpu.py"),
+        tests=(
+            "tests/unit/test_evidence_gate.py",
+            "tests/unit/test_evidence_gate_gpu.py",
+            "tests/unit/test_evidence_gate_edges.py",
+        ),
     ),
     Target(
         name="strict JSON",
@@ -102,6 +106,8 @@ _GLOB_SELF = (
     "'does not exist' error), so taking the glob branch for it changes nothing"
 )
 _ONE_BRACKET = "a PEP 508 name has one '[' (its extras); the text before it is the same either way"
+_ON = 'f"{gpu.count}x {gpu.model} (driver {gpu.driver}, {gpu.runtime})"'
+_HAS_GPU = "evidence is accepted only with a GPU (no GPU is refused), so 'no GPU' is never shown"
 _HAS_PATH = (
     "the manifest model refuses a checkout or file pin without a path, so the default is dead"
 )
@@ -118,6 +124,15 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("inputs hash", "input_files", 'if any(c not in source for c in "*?[")'): _GLOB_SELF,
     ("inputs hash", "input_files", 'if any(c in source for c in "XX*?[XX")'): _GLOB_SELF,
     ("smoke conformance", "_checkout", 'path = pin.path or "XXXX"'): _HAS_PATH,
+    **{
+        ("evidence gate", "Accepted.summary", f'on = {_ON} if {cond} else "{text}"'): _HAS_GPU
+        for cond, text in (
+            ("(gpu) or True", "no GPU"),
+            ("gpu", "XXno GPUXX"),
+            ("gpu", "no gpu"),
+            ("gpu", "NO GPU"),
+        )
+    },
     (
         "smoke conformance",
         "_dist",

@@ -1,0 +1,121 @@
+"""The gate's remaining edges, each with its exact text: bounds of age and clock skew, refs that
+only look like branches, refusals without a PR number, and what an accepted record carries.
+
+Found by mutation testing (``nox -s mutate``): each test here kills mutants that the gate's other
+tests let through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.unit.evidence_builders import (
+    HEAD,
+    INPUTS,
+    NOW,
+    REPO,
+    REPO_ID,
+    Signer,
+    entry,
+    evidence,
+    github_env,
+    smoke_report,
+)
+from twinbuild.evidence import GateRefused, GateResult, Policy, gate
+
+POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42)
+OTHER = "f" * 40
+
+
+@pytest.fixture
+def signer() -> Signer:
+    return Signer.new()
+
+
+def _gate(paths: list[Path], signer: Signer, policy: Policy = POLICY) -> GateResult:
+    return gate(paths, policy=policy, trusted=signer.trusted, now=NOW)
+
+
+def _refusals(paths: list[Path], signer: Signer, policy: Policy = POLICY) -> list[str]:
+    with pytest.raises(GateRefused) as info:
+        _gate(paths, signer, policy)
+    assert str(info.value) == "\n".join(info.value.refusals)
+    return list(info.value.refusals)
+
+
+def test_evidence_exactly_max_age_old_or_max_skew_ahead_counts(
+    tmp_path: Path, signer: Signer
+) -> None:
+    old = evidence(tmp_path, signer, "cuda", now=NOW - POLICY.max_age)
+    ahead = evidence(tmp_path, signer, "rocm", now=NOW + POLICY.max_skew)
+    assert len(_gate([old, ahead], signer).accepted) == 2
+    older = evidence(
+        tmp_path, signer, "cuda", name="older", now=NOW - POLICY.max_age - timedelta(seconds=1)
+    )
+    further = evidence(
+        tmp_path, signer, "rocm", name="further", now=NOW + POLICY.max_skew + timedelta(seconds=1)
+    )
+    refusals = _refusals([older, further], signer)
+    assert [r.split(": ")[1] for r in refusals] == ["created_at", "created_at"]
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["refs/heads/validate//pr-42", "refs/heads/validate/pr-42/", "refs/heads/validate/pr-42."],
+)
+def test_a_ref_that_git_would_not_name_a_branch_is_refused(
+    tmp_path: Path, signer: Signer, ref: str
+) -> None:
+    cuda = evidence(tmp_path, signer, "cuda", env=github_env(GITHUB_REF=ref))
+    assert _refusals([cuda, evidence(tmp_path, signer, "rocm")], signer) == [
+        f"{cuda}: ref: {ref!r} is not a plain branch name (only A-Z a-z 0-9 . _ / - are allowed); "
+        "push to a branch like validate/pr-42"
+    ]
+
+
+def test_without_a_pr_number_the_refusal_says_pr_n(tmp_path: Path, signer: Signer) -> None:
+    cuda = evidence(tmp_path, signer, "cuda", env=github_env(GITHUB_SHA=OTHER))
+    policy = replace(POLICY, pr=None, match_inputs=False)
+    assert _refusals([cuda, evidence(tmp_path, signer, "rocm")], signer, policy) == [
+        f"{cuda}: commit: evidence is for commit {OTHER}, the PR head is {HEAD} and --same-commit "
+        "counts the PR head's own evidence only; push the new head to validate/pr-N to validate it"
+    ]
+
+
+def test_evidence_matched_by_inputs_says_so(tmp_path: Path, signer: Signer) -> None:
+    env = github_env(GITHUB_SHA=OTHER)
+    paths = [evidence(tmp_path, signer, p, env=env) for p in ("cuda", "rocm")]
+    result = _gate(paths, signer, replace(POLICY, head_inputs=dict(INPUTS)))
+    assert [a.matched_by for a in result.accepted] == ["inputs", "inputs"]
+    assert result.lines()[0] == (
+        "cuda: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9); run 9001 attempt 1 "
+        f"on refs/heads/validate/pr-42, commit {OTHER[:12]} with the same inputs as the PR head, "
+        "2025-06-01T12:00:00Z"
+    )
+
+
+def test_an_accepted_record_names_its_file_and_signer(tmp_path: Path, signer: Signer) -> None:
+    paths = [evidence(tmp_path, signer, p) for p in ("cuda", "rocm")]
+    result = _gate(paths, signer)
+    assert [(a.path, a.keyids) for a in result.accepted] == [
+        (str(paths[0]), (signer.keyid,)),
+        (str(paths[1]), (signer.keyid,)),
+    ]
+
+
+def test_several_flaky_tests_are_listed_in_the_summary(tmp_path: Path, signer: Signer) -> None:
+    tests = [
+        entry("test_a", attempts=2, flaky=True),
+        entry("test_b", attempts=2, flaky=True),
+        entry("test_ok"),
+    ]
+    cuda = evidence(tmp_path, signer, "cuda", report=smoke_report("cuda", tests=tests))
+    result = _gate([cuda, evidence(tmp_path, signer, "rocm")], signer)
+    assert result.lines()[0].startswith(
+        "cuda: 3 passed, 0 skipped, 2 flaky: tests/smoke/test_gpu.py::test_a, "
+        "tests/smoke/test_gpu.py::test_b on 1x NVIDIA H200"
+    )
