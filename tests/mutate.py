@@ -228,6 +228,10 @@ def prepare(target: Target) -> Path:
 def _mutmut(work: Path, *args: str, check: bool = True) -> str:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # must import the mutants
     env["TWINBUILD_NO_DOCKER"] = "1"
+    # pytest's numbered temp folders are shared by every pytest of this user; another run's
+    # cleanup can race ours (a warning, an error under filterwarnings=error). One folder per copy.
+    env["TMPDIR"] = str(work / "tmp")
+    (work / "tmp").mkdir(exist_ok=True)
     proc = subprocess.run(
         ["nice", "-n", "19", sys.executable, "-m", "mutmut", *args],
         cwd=work, env=env, capture_output=True, text=True, check=False,
