@@ -108,6 +108,7 @@ _GLOB_SELF = (
 _ONE_BRACKET = "a PEP 508 name has one '[' (its extras); the text before it is the same either way"
 _ON = 'f"{gpu.count}x {gpu.model} (driver {gpu.driver}, {gpu.runtime})"'
 _HAS_GPU = "evidence is accepted only with a GPU (no GPU is refused), so 'no GPU' is never shown"
+_CODEC = "codec names are case-insensitive: 'ASCII' is 'ascii', 'UTF-8' is 'utf-8'"
 _HAS_PATH = (
     "the manifest model refuses a checkout or file pin without a path, so the default is dead"
 )
@@ -124,6 +125,17 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("inputs hash", "input_files", 'if any(c not in source for c in "*?[")'): _GLOB_SELF,
     ("inputs hash", "input_files", 'if any(c in source for c in "XX*?[XX")'): _GLOB_SELF,
     ("smoke conformance", "_checkout", 'path = pin.path or "XXXX"'): _HAS_PATH,
+    (
+        "DSSE verify",
+        "Envelope.to_dict",
+        '"payload": base64.standard_b64encode(self.payload).decode("ASCII"),',
+    ): _CODEC,
+    (
+        "DSSE verify",
+        "Envelope.to_dict",
+        '{"keyid": s.keyid, "sig": base64.standard_b64encode(s.sig).decode("ASCII")}',
+    ): _CODEC,
+    ("DSSE verify", "pae", 'kind = payload_type.encode("UTF-8")'): _CODEC,
     **{
         ("evidence gate", "Accepted.summary", f'on = {_ON} if {cond} else "{text}"'): _HAS_GPU
         for cond, text in (

@@ -101,6 +101,26 @@ def test_unsigned_and_untrusted() -> None:
             {"payloadType": "t", "payload": "", "signatures": [{"keyid": "k"}]},
             "e: envelope.signatures[0]: expected an object with keyid and sig",
         ),
+        (  # characters outside the alphabet are refused, not skipped over
+            {"payloadType": "t", "payload": "aGVsbG8=!", "signatures": []},
+            "e: envelope.payload: not valid base64",
+        ),
+        (
+            {"payloadType": "t", "payload": 5, "signatures": []},
+            "e: envelope.payload: expected a string",
+        ),
+        (
+            {"payloadType": "t", "payload": "", "signatures": [{"keyid": 5, "sig": ""}]},
+            "e: envelope.signatures[0]: keyid and sig are strings",
+        ),
+        (
+            {"payloadType": "t", "payload": "", "signatures": [{"keyid": "k", "sig": 5}]},
+            "e: envelope.signatures[0]: keyid and sig are strings",
+        ),
+        (
+            {"payloadType": "t", "payload": "", "signatures": [{"keyid": "k", "sig": "c2ln!"}]},
+            "e: envelope.signatures[0].sig: not valid base64",
+        ),
     ],
 )
 def test_malformed_envelope(data: object, message: str) -> None:
