@@ -119,3 +119,98 @@ def test_several_flaky_tests_are_listed_in_the_summary(tmp_path: Path, signer: S
         "cuda: 3 passed, 0 skipped, 2 flaky: tests/smoke/test_gpu.py::test_a, "
         "tests/smoke/test_gpu.py::test_b on 1x NVIDIA H200"
     )
+
+
+BASE = "b" * 40
+SAME = {"cuda": "sha256:" + "c" * 64, "rocm": "sha256:" + "d" * 64}
+
+
+def _unchanged_policy(**kw: object) -> Policy:
+    values: dict[str, object] = {
+        "base_commit": BASE,
+        "base_inputs": dict(SAME),
+        "head_inputs": dict(SAME),
+    }
+    values.update(kw)
+    return replace(POLICY, **values)  # type: ignore[arg-type]
+
+
+def test_a_pr_that_changes_no_image_input_needs_no_evidence(signer: Signer) -> None:
+    result = _gate([], signer, _unchanged_policy())
+    assert result.accepted == ()
+    assert result.lines() == [
+        f"no image input changed between the base {BASE[:12]} and the head {HEAD[:12]} "
+        f"(cuda {SAME['cuda']}, rocm {SAME['rocm']}); no GPU evidence needed"
+    ]
+    assert result.unchanged == result.lines()[0]
+
+
+MISSING = [
+    "cuda: missing: no signed cuda evidence; both platforms must be validated, add "
+    "evidence/cuda.dsse.json from the validation run",
+    "rocm: missing: no signed rocm evidence; both platforms must be validated, add "
+    "evidence/rocm.dsse.json from the validation run",
+]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"base_commit": None},
+        {"base_inputs": None},
+        {"head_inputs": None},
+        {"head_inputs": {"cuda": SAME["cuda"]}},  # rocm unknown at the head
+        {"base_inputs": {"cuda": SAME["cuda"]}},  # rocm unknown at the base
+        {"head_inputs": {"cuda": SAME["cuda"], "rocm": "sha256:" + "e" * 64}},
+        {"base_inputs": {"cuda": "sha256:" + "e" * 64, "rocm": SAME["rocm"]}},
+    ],
+    ids=[
+        "no-base",
+        "no-base-inputs",
+        "no-head-inputs",
+        "head-lacks-rocm",
+        "base-lacks-rocm",
+        "rocm-moved",
+        "cuda-moved",
+    ],
+)
+def test_a_pr_that_may_change_an_image_needs_both_platforms(
+    signer: Signer, change: dict[str, object]
+) -> None:
+    assert _refusals([], signer, _unchanged_policy(**change)) == MISSING
+
+
+def test_failed_tests_are_named_three_at_most(tmp_path: Path, signer: Signer) -> None:
+    def run(n: int) -> str:
+        tests = [entry(f"t{i}", "failed") for i in range(n)] + [entry("ok")]
+        cuda = evidence(tmp_path, signer, "cuda", name=f"f{n}",
+                        report=smoke_report("cuda", tests=tests))  # fmt: skip
+        [refusal] = _refusals([cuda, evidence(tmp_path, signer, "rocm")], signer)
+        return refusal.split(": results: ", 1)[1]
+
+    ids = [f"tests/smoke/test_gpu.py::t{i}" for i in range(5)]
+    assert run(3) == f"the run failed (3 failed: {', '.join(ids[:3])}); fix and validate again"
+    assert run(4) == (
+        f"the run failed (4 failed: {', '.join(ids[:3])} and 1 more); fix and validate again"
+    )
+    assert run(5) == (
+        f"the run failed (5 failed: {', '.join(ids[:3])} and 2 more); fix and validate again"
+    )
+
+
+def test_a_pass_on_a_second_attempt_is_flaky_even_unmarked(tmp_path: Path, signer: Signer) -> None:
+    tests = [
+        entry("retried", attempts=2),  # passed on its second attempt, not marked flaky
+        entry("marked", flaky=True),  # marked flaky by the runner on its first attempt
+        entry("plain"),
+    ]
+    cuda = evidence(tmp_path, signer, "cuda", report=smoke_report("cuda", tests=tests))
+    result = _gate([cuda, evidence(tmp_path, signer, "rocm")], signer)
+    assert result.flaky == (
+        "cuda: tests/smoke/test_gpu.py::retried",
+        "cuda: tests/smoke/test_gpu.py::marked",
+    )
+
+
+def test_both_missing_platforms_are_reported(signer: Signer) -> None:
+    assert _refusals([], signer) == MISSING
