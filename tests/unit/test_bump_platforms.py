@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import mini_project
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import PLATFORMS, load
-from twinbuild.pins.bump import BumpRequest, bump
+from twinbuild.pins.bump import BumpOptions, BumpRequest, bump, bump_pin
 
 FLA = """[pins.flash-linear-attention]
 kind = "pypi"
@@ -100,3 +100,174 @@ def test_one_platform_of_a_symmetric_pin_moves_only_with_diverge(tmp_path: Path)
                     platform="rocm", diverge=True, reason="ROCm needs the 0.4.3 fix first"),
     )  # fmt: skip
     assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.2", "rocm": "0.4.3"}
+
+
+# -- the rest of bump's decisions, each found by mutation testing ------------------------------
+
+
+def _mini(tmp_path: Path) -> Path:
+    return mini_project(tmp_path) / "pins/manifest.toml"
+
+
+def test_bump_pin_takes_the_cli_options(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    before = path.read_text()
+    request = BumpRequest(name="numba", version="0.66.0", why="numba 0.66")
+    dry = bump_pin(BumpOptions(manifest=path, request=request, dry_run=True))
+    assert path.read_text() == before
+    assert dry.report().endswith(f"dry run: {path} left as it was\n")
+    with pytest.raises(ConfigError) as info:
+        bump_pin(BumpOptions(manifest=path, request=request, upstream=str(tmp_path)))
+    assert str(info.value) == "pins.numba: --upstream checks a commit; drop it for --version"
+    bump_pin(BumpOptions(manifest=path, request=request))
+    assert {r.name: r.version for r in load(path).resolve("rocm")}["numba"] == "0.66.0"
+
+
+def test_a_bump_to_the_same_value_rebuilds_nothing(tmp_path: Path) -> None:
+    path = _manifest(tmp_path, FLA)
+    result = bump(
+        path, BumpRequest(name="flash-linear-attention", version="0.4.2", why="re-checked")
+    )
+    assert result.report() == (
+        "pins.flash-linear-attention:\n"
+        "  cuda: ==0.4.2\n"
+        "  rocm: ==0.4.2\n"
+        "rebuild: none (no image input changed)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (
+            BumpRequest(name="torch_memory_saver", version="1.0", why="w w"),
+            "pins.torch_memory_saver: a git pin takes --commit, not --version",
+        ),
+        (
+            BumpRequest(name="torch_memory_saver", commit="A" * 40, why="w w"),
+            "pins.torch_memory_saver: '" + "A" * 40 + "' has upper-case hex; pass it in lower case",
+        ),
+        (
+            BumpRequest(name="numba", version="0.66 .0", why="w w"),
+            "pins.numba: '0.66 .0' is not a version; pass an exact one, e.g. 1.2.3",
+        ),
+        (
+            BumpRequest(name="numba", version=" ", why="w w"),
+            "pins.numba: ' ' is not a version; pass an exact one, e.g. 1.2.3",
+        ),
+    ],
+)
+def test_values_that_are_no_pin_are_refused(
+    tmp_path: Path, request_: BumpRequest, message: str
+) -> None:
+    path = _mini(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        bump(path, request_)
+    assert str(info.value).split(": ", 1)[1] == message
+
+
+APT_AND_URL = """
+[pins.rsync]
+kind = "apt"
+version = "3.2.7-1ubuntu1"
+why = "w w"
+
+[pins.tool]
+kind = "url"
+url = "https://example.org/tool-1.0-py3-none-any.whl"
+sha256 = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+version = "1.0"
+why = "w w"
+"""
+
+
+def test_apt_versions_are_debian_versions_and_url_versions_pep_440(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    path.write_text(path.read_text() + APT_AND_URL)
+    bump(path, BumpRequest(name="rsync", version="3.2.7-1ubuntu1.1", why="security update"))
+    assert 'version = "3.2.7-1ubuntu1.1"' in path.read_text()
+    with pytest.raises(ConfigError, match=r"'1\.x' is not a PEP 440 version"):
+        bump(path, BumpRequest(name="tool", version="1.x", why="w w"))
+
+
+def test_overrides_made_equal_fold_into_one_table(tmp_path: Path) -> None:
+    """A pin written per platform that a bump leaves symmetric is written once again."""
+    path = _manifest(tmp_path, PER_PLATFORM)
+    text = path.read_text()
+    bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
+    assert "[pins.flash-linear-attention.cuda]" not in path.read_text()
+    assert "[pins.flash-linear-attention.rocm]" not in path.read_text()
+    assert path.read_text() == text.replace(
+        'why = "Qwen3-Next linear attention kernels"\n\n[pins.flash-linear-attention.cuda]\n'
+        'version = "0.4.2"\n\n[pins.flash-linear-attention.rocm]\nversion = "0.4.2"\n',
+        'why = "fla 0.4.3"\nversion = "0.4.3"\n',
+    )
+
+
+def test_a_divergent_pin_bumped_equal_folds_its_one_override(tmp_path: Path) -> None:
+    divergent = FLA.replace(
+        'why = "Qwen3-Next linear attention kernels"\n',
+        'why = "Qwen3-Next linear attention kernels"\ndivergence = "rocm first"\n\n'
+        '[pins.flash-linear-attention.rocm]\nversion = "0.4.3"\n',
+    )
+    path = _manifest(tmp_path, divergent)
+    bump(path, BumpRequest(name="flash-linear-attention", version="0.4.4", why="both 0.4.4"))
+    text = path.read_text()
+    assert "[pins.flash-linear-attention.rocm]" not in text
+    assert "divergence" not in text
+    assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.4", "rocm": "0.4.4"}
+
+
+def test_folding_the_last_pin_of_the_file(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    path.write_text(
+        path.read_text() + "\n" + PER_PLATFORM.replace("flash-linear-attention", "fla2")
+    )
+    bump(path, BumpRequest(name="fla2", version="0.4.3", why="fla2 0.4.3"))
+    # The folded table gets the blank line that separates pins, also at the end of the file.
+    assert path.read_text().endswith(
+        '\n\n[pins.fla2]\nkind = "pypi"\nwhy = "fla2 0.4.3"\nversion = "0.4.3"\n\n'
+    )
+
+
+HALF_FLOATING = """[pins.apex]
+kind = "git"
+repo = "https://github.com/NVIDIA/apex"
+ref = "master"
+floating = "cuda tracks master"
+divergence = "rocm is pinned to its port"
+why = "w w"
+
+[pins.apex.rocm]
+commit = "1111111111111111111111111111111111111111"
+"""
+
+
+def test_a_pin_still_floating_on_one_platform_keeps_floating(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    path.write_text(path.read_text() + "\n" + HALF_FLOATING)
+    bump(path, BumpRequest(name="apex", commit="2" * 40, why="rocm port", platform="rocm"))
+    text = path.read_text()
+    assert 'floating = "cuda tracks master"' in text
+    assert 'commit = "' + "2" * 40 + '"' in text
+
+
+def test_a_pin_written_inline_is_refused_with_how_to_write_it(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    text = path.read_text()
+    start, end = text.index("[pins.flash-linear-attention]"), text.index("[pins.numba]")
+    inline = (
+        '[pins]\nflash-linear-attention = { kind = "pypi", version = "0.4.2", why = "w w" }\n\n'
+    )
+    text = text[:start] + text[end:]
+    first = text.index("[pins.torch_memory_saver]")
+    path.write_text(text[:first] + inline + text[first:])
+    assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.2", "rocm": "0.4.2"}
+    before = path.read_text()
+    with pytest.raises(ConfigError) as info:
+        bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
+    assert str(info.value) == (
+        "pins.flash-linear-attention: write it as a [pins.flash-linear-attention] table to let "
+        "bump edit it"
+    )
+    assert path.read_text() == before
