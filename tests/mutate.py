@@ -216,6 +216,9 @@ def _config(target: Target) -> str:
         f"also_copy = {array(list(COPIED))}\n"
         f"pytest_add_cli_args = {array(['-p', 'no:cacheprovider'])}\n"
         f"pytest_add_cli_args_test_selection = {array(list(target.tests))}\n"
+        # A mutant that loops counts as killed (timeout); mutmut's default waits 30x the tests'
+        # time for it, minutes per mutant on a shared machine.
+        "timeout_multiplier = 3.0\n"
     )
 
 
