@@ -109,6 +109,7 @@ _ONE_BRACKET = "a PEP 508 name has one '[' (its extras); the text before it is t
 _ON = 'f"{gpu.count}x {gpu.model} (driver {gpu.driver}, {gpu.runtime})"'
 _HAS_GPU = "evidence is accepted only with a GPU (no GPU is refused), so 'no GPU' is never shown"
 _CODEC = "codec names are case-insensitive: 'ASCII' is 'ascii', 'UTF-8' is 'utf-8'"
+_FIRST = "only the closest match (close[0]) is shown; asking for more matches changes nothing"
 _HAS_PATH = (
     "the manifest model refuses a checkout or file pin without a path, so the default is dead"
 )
@@ -125,6 +126,24 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     ("inputs hash", "input_files", 'if any(c not in source for c in "*?[")'): _GLOB_SELF,
     ("inputs hash", "input_files", 'if any(c in source for c in "XX*?[XX")'): _GLOB_SELF,
     ("smoke conformance", "_checkout", 'path = pin.path or "XXXX"'): _HAS_PATH,
+    ("pins bump", "edit", 'table["divergence"] = request.reason or "XXXX"'): (
+        "--diverge without a real --reason is refused before the edit, so the fallback is dead"
+    ),
+    (
+        "pins bump",
+        "_check_request",
+        "close = difflib.get_close_matches(name, list(old.pins), )",
+    ): _FIRST,
+    (
+        "pins bump",
+        "_check_request",
+        "close = difflib.get_close_matches(name, list(old.pins), n=2)",
+    ): _FIRST,
+    (
+        "pins bump",
+        "_carriers",
+        "f\"leaves {'XX, XX'.join(others)} behind: drop --platform to move both, or pass \"",
+    ): "with two platforms there is one other, so the separator never shows",
     (
         "DSSE verify",
         "Envelope.to_dict",

@@ -7,12 +7,14 @@ bumped, and the result is read back with the manifest model, not with the bump's
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import mini_project
-from twinbuild.errors import ConfigError
+from tests.unit.gitrepos import commit_file, init, isolate_git, needs_git
+from twinbuild.errors import ConfigError, UpstreamRefused
 from twinbuild.manifest.model import PLATFORMS, load
 from twinbuild.pins.bump import BumpOptions, BumpRequest, bump, bump_pin
 
@@ -271,3 +273,69 @@ def test_a_pin_written_inline_is_refused_with_how_to_write_it(tmp_path: Path) ->
         "bump edit it"
     )
     assert path.read_text() == before
+
+
+def test_a_normalised_name_reports_the_pins_own_name(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    result = bump(path, BumpRequest(name="torch-memory-saver", commit="2" * 40, why="tms#90"))
+    assert result.report().startswith("pins.torch_memory_saver:\n")
+    assert result.pin == "torch_memory_saver"
+
+
+def test_an_unknown_name_with_no_close_match_points_at_the_table(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    with pytest.raises(ConfigError) as info:
+        bump(path, BumpRequest(name="zzzz", version="1.0", why="w w"))
+    assert str(info.value) == f"{path}: no pin named 'zzzz'; twinbuild pins table lists them"
+
+
+def test_every_lint_finding_of_a_refused_bump_is_listed(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    for pin in ("numpy", "megatron-bridge"):
+        text = path.read_text()
+        start = text.index(f"[pins.{pin}]")
+        why = text.index("why = ", start)
+        end = text.index("\n", why)
+        path.write_text(text[:why] + 'why = "TODO"' + text[end:])
+    with pytest.raises(ConfigError) as info:
+        bump(path, BumpRequest(name="numba", version="0.66.0", why="numba 0.66"))
+    lines = str(info.value).splitlines()
+    assert lines[0] == f"{path}: pins.numba: the bump would fail the lint, nothing written:"
+    assert [line.split(": ", 1)[1].split(" ")[0] for line in lines[1:]] == ["TB007", "TB007"]
+    assert all(line.startswith(f"  {path}:") for line in lines[1:])
+
+
+def test_platform_on_a_one_platform_pin_edits_it_in_place(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    plain = tmp_path / "plain.toml"
+    plain.write_text(path.read_text())
+    request = BumpRequest(name="numba", version="0.66.0", why="numba 0.66")
+    bump(plain, request)
+    bump(path, replace(request, platform="rocm"))
+    assert path.read_text() == plain.read_text()
+    assert "[pins.numba.rocm]" not in path.read_text()
+
+
+def test_diverging_into_an_override_table_that_lacks_the_field(tmp_path: Path) -> None:
+    shape = FLA + '\n[pins.flash-linear-attention.rocm]\nlayer = "late"\n'
+    path = _manifest(tmp_path, shape)
+    bump(
+        path,
+        BumpRequest(name="flash-linear-attention", version="0.4.3", why="the rocm fix",
+                    platform="rocm", diverge=True, reason="ROCm needs 0.4.3 first"),
+    )  # fmt: skip
+    assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.2", "rocm": "0.4.3"}
+    assert 'divergence = "ROCm needs 0.4.3 first"' in path.read_text()
+
+
+@needs_git
+def test_an_upstream_refusal_names_the_pin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_git(monkeypatch, tmp_path / "home")
+    up = init(tmp_path / "up")
+    commit_file(up, "a", "a\n", "first")
+    path = _mini(tmp_path)
+    missing = "3" * 40
+    with pytest.raises(UpstreamRefused) as info:
+        bump(path, BumpRequest(name="torch_memory_saver", commit=missing, why="w w"),
+             upstream=str(up))  # fmt: skip
+    assert str(info.value).startswith(f"pins.torch_memory_saver: commit {missing} is not in {up} ")
