@@ -101,10 +101,12 @@ TARGETS = (
 )
 
 #: Survivors that behave exactly like the original: (target, function, mutated line) -> why.
-_GLOB_SELF = (
-    "a path without glob characters globs to itself (or to nothing, which raises the same "
-    "'does not exist' error), so taking the glob branch for it changes nothing"
+_HIGHER = (
+    "starting the glob walk at a higher folder finds the same entries: fnmatch checks every "
+    "segment of the pattern, the fixed ones too"
 )
+_WHOLE = "tree.entries(None) and tree.entries('') both list the whole tree (a falsy top)"
+_ZIP = "strict=None and the default are strict=False: the same zip"
 _ONE_BRACKET = "a PEP 508 name has one '[' (its extras); the text before it is the same either way"
 _ON = 'f"{gpu.count}x {gpu.model} (driver {gpu.driver}, {gpu.runtime})"'
 _HAS_GPU = "evidence is accepted only with a GPU (no GPU is refused), so 'no GPU' is never shown"
@@ -122,9 +124,37 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "input_files",
         'if source.startswith((GENERATED, "XX--XX")) or "://" in source:',
     ): "the recipe scanner strips COPY/ADD flags before it records a source, so none starts --",
-    ("inputs hash", "input_files", 'if (any(c in source for c in "*?[")) or True'): _GLOB_SELF,
-    ("inputs hash", "input_files", 'if any(c not in source for c in "*?[")'): _GLOB_SELF,
-    ("inputs hash", "input_files", 'if any(c in source for c in "XX*?[XX")'): _GLOB_SELF,
+    ("inputs hash", "_match", 'parts = pattern.split("/") if (pattern) or True else []'): (
+        "'' split is [''], which has no glob either: both list the whole tree"
+    ),
+    ("inputs hash", "_match", "while fixed < len(parts) and _GLOB & set(parts[fixed]):"): _HIGHER,
+    (
+        "inputs hash",
+        "_match",
+        "while fixed < len(parts) and not _GLOB | set(parts[fixed]):",
+    ): _HIGHER,
+    ("inputs hash", "_match", "top = None"): _WHOLE,
+    ("inputs hash", "_match", "for entry in tree.entries(None):"): _WHOLE,
+    (
+        "inputs hash",
+        "_attributes",
+        "found = [e for c in sorted(candidates) for e in tree.entries(None) if e.path == c]",
+    ): _WHOLE,
+    (
+        "inputs hash",
+        "_match",
+        "if all(fnmatch.fnmatchcase(s, p) for s, p in zip(segments, parts, strict=None)):",
+    ): _ZIP,
+    (
+        "inputs hash",
+        "_match",
+        "if all(fnmatch.fnmatchcase(s, p) for s, p in zip(segments, parts, )):",
+    ): _ZIP,
+    (
+        "inputs hash",
+        "builder_code",
+        'entries = [e for e in tree.entries(prefix.rstrip("XX/XX")) if is_builder_code(e.path)]',
+    ): "no BUILDER_CODE entry ends in 'X', so stripping X as well as '/' changes nothing",
     ("smoke conformance", "_checkout", 'path = pin.path or "XXXX"'): _HAS_PATH,
     ("pins bump", "edit", 'table["divergence"] = request.reason or "XXXX"'): (
         "--diverge without a real --reason is refused before the edit, so the fallback is dead"

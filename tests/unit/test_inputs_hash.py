@@ -16,10 +16,19 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import edit, mini_project
+from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.inputs_reference import BUILDER_CODE as REFERENCE_CODE
+from tests.unit.inputs_reference import builder_code as REFERENCE_BUILDER_CODE
 from tests.unit.inputs_reference import copied_by_regex, reference
 from twinbuild.build.image import builder_settings
-from twinbuild.build.inputs import BUILDER_CODE, input_files, inputs_hash
+from twinbuild.build.inputs import (
+    BUILDER_CODE,
+    builder_code,
+    input_files,
+    inputs_hash,
+    is_builder_code,
+)
+from twinbuild.build.tree import CommitTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Manifest, Platform, Profile, load
 from twinbuild.manifest.render import Rendered, render
@@ -406,3 +415,104 @@ def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) ->
         "Xtra/one.txt",
         "images/cuda/Dockerfile",
     ]
+
+
+# -- builder code, globs and trees: found by mutation testing ----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("twinbuild/build/image.py", True),
+        ("twinbuild/manifest/model.py", True),
+        ("twinbuild/engine/client.py", True),
+        ("pyproject.toml", True),
+        ("pyproject.toml.orig", False),  # a file, not a folder: the exact name only
+        ("twinbuild/buildx/tool.py", False),  # a folder: only below it
+        ("twinbuild/build/__pycache__/image.cpython-311.pyc", False),
+        ("twinbuild/smoke/runner.py", False),
+        ("docs/building.md", False),
+    ],
+)
+def test_is_builder_code(path: str, expected: bool) -> None:
+    assert is_builder_code(path) is expected
+
+
+def test_builder_code_of_a_folder(repo: Path) -> None:
+    found = [e.path for e in builder_code(repo)]
+    assert found == REFERENCE_BUILDER_CODE(repo)
+    assert "pyproject.toml" in found
+    assert "twinbuild/build/inputs.py" in found
+
+
+def test_a_symlink_among_builder_code_or_attributes_is_refused(repo: Path) -> None:
+    link = repo / "twinbuild/build/link.py"
+    link.symlink_to("image.py")
+    with pytest.raises(ConfigError) as info:
+        _hash(repo, "cuda")
+    assert str(info.value) == (
+        f"{repo}:twinbuild/build/link.py: a symlink (mode 120000) among the image inputs "
+        "(builder code); commit the file itself, the gate hashes only what the commit holds"
+    )
+    link.unlink()
+    (repo / "attrs").write_text("* -text\n")
+    (repo / ".gitattributes").symlink_to("attrs")
+    with pytest.raises(ConfigError) as info:
+        _hash(repo, "cuda")
+    assert str(info.value) == (
+        f"{repo}:.gitattributes: a symlink (mode 120000) among the image inputs (attributes of "
+        "the image inputs); commit the file itself, the gate hashes only what the commit holds"
+    )
+
+
+@needs_git
+def test_a_commit_hashes_like_its_working_tree(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_git(monkeypatch, repo.parent / "home")
+    init(repo)
+    commit_all(repo, "all of it")
+    for platform in ("cuda", "rocm"):
+        rendered = render(load(repo / MANIFEST), platform, "production")
+        builder = builder_settings(rendered)
+        commit = inputs_hash(CommitTree(repo, "HEAD"), rendered, base_id=BASE_ID, builder=builder)
+        assert commit == inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder)
+        assert commit == reference(repo, rendered, BASE_ID, builder)
+
+
+def test_a_glob_in_the_first_segment(tmp_path: Path) -> None:
+    root = _mini_with(tmp_path, "COPY *.txt /opt/\n")
+    (root / "top.txt").write_text("t\n")
+    assert [e.path for e in input_files(root, "cuda", "production")] == [
+        "images/cuda/Dockerfile",
+        "top.txt",
+    ]
+
+
+def test_a_glob_in_a_middle_segment_skips_shallower_files(tmp_path: Path) -> None:
+    root = _mini_with(tmp_path, "COPY images/*/x.patch /tmp/\n")
+    (root / "images/ALPHA.md").write_text("sorted before images/cuda/, one level up\n")
+    assert [e.path for e in input_files(root, "cuda", "production")] == [
+        "images/cuda/Dockerfile",
+        "images/cuda/x.patch",
+    ]
+
+
+def test_a_glob_that_names_folders_takes_everything_below(tmp_path: Path) -> None:
+    root = _mini_with(tmp_path, "COPY images/comm* /opt/\n")
+    assert [e.path for e in input_files(root, "cuda", "production")] == [
+        "images/common/a.sh",
+        "images/common/sub/b.sh",
+        "images/cuda/Dockerfile",
+    ]
+
+
+def test_a_symlinked_recipe_is_refused(repo: Path) -> None:
+    recipe = repo / "images/cuda/Dockerfile"
+    (repo / "images/cuda/Dockerfile.real").write_bytes(recipe.read_bytes())
+    recipe.unlink()
+    recipe.symlink_to("Dockerfile.real")
+    with pytest.raises(ConfigError) as info:
+        _hash(repo, "cuda")
+    assert str(info.value) == (
+        f"{repo}:images/cuda/Dockerfile: a symlink (mode 120000) among the image inputs (the cuda "
+        "recipe); commit the file itself, the gate hashes only what the commit holds"
+    )
