@@ -26,6 +26,7 @@ BUILD_MODULES = (
     "twinbuild/build/inputs.py",
     "twinbuild/build/wheelhouse.py",
     "twinbuild/engine/base.py",
+    "twinbuild/util/exact_pin.py",  # mounted beside images/common/verify_pins.py in the build
 )
 DEFAULT_REMOTE_BRANCH = "origin/main"
 
