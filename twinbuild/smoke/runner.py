@@ -258,6 +258,8 @@ def gpu_case(
         vendor=gpu_mod.VENDOR[platform],
         perf_binary=perf,
         info=info.to_json() if info is not None else None,
+        toolkit=manifest.platforms[platform].toolkit,
+        archs=list(manifest.platforms[platform].gpu_archs),
     )
 
 
