@@ -197,7 +197,7 @@ def test_bare_gpu_host_runs_only_the_gpu_checks_and_they_fail_without_a_stack(
     assert all(t["outcome"] == "skipped" for t in pins)
     assert pins[0]["message"] == runner.BARE_HOST.format(what="pins")
     gpu_tests = {k: t for k, t in tests.items() if "gpu" in t["markers"]}
-    assert {k for k in gpu_tests} >= {
+    assert set(gpu_tests) >= {
         "test_memory_saver_pause_free_resume", "test_all_reduce_every_gpu",
         "test_driver_and_toolkit", "test_visible_devices", "test_gpu_arch_is_built_for",
     }  # fmt: skip

@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--image", metavar="REF", help="check any image (resolved to its id first)")
     p.add_argument(
         "--host", action="store_true",
-        help="check this machine (testinfra local); with --gpu, a bare GPU host: the GPU checks only",
+        help="check this machine (testinfra local); with --gpu: a bare GPU host, GPU checks only",
     )  # fmt: skip
     p.add_argument(
         "--python", metavar="PATH",
