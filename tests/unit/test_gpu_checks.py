@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -227,4 +228,18 @@ def test_gpu_arch_must_be_one_the_image_is_built_for() -> None:
     )
     assert gc.gpu_arch(vendor="nvidia", archs=cuda, found=[]) == [
         "no GPU architecture could be read"
+    ]
+
+
+def test_collective_fails_the_real_binary_where_it_cannot_run() -> None:
+    """Real output: all_reduce_perf of nccl-tests ae98985f, built here by scripts/gpu-host-tools.sh
+    against NCCL 2.32 and run with collective_argv's flags on a machine without a GPU (exit 2)."""
+    fixture = Path(__file__).parent.parent / "fixtures/gpu/all_reduce_perf-no-gpu.txt"
+    output = fixture.read_text(encoding="utf-8")
+    run = gc.parse_collective(output)
+    assert (run.ngpus, run.validation, run.rows, run.out_of_bounds) == (1, 1, [], None)
+    assert _judge(output, rc=2, gpus=1) == [
+        f"{PERF} exited 2: (tail)",
+        f"{PERF} printed no result rows: (tail)",
+        f"{PERF}: out of bounds values None",
     ]
