@@ -20,11 +20,17 @@ from twinbuild.manifest.model import PLATFORMS, Manifest, Pin, Platform, Profile
 from twinbuild.manifest.render import GENERATED, RECIPES, pin_args, render
 from twinbuild.recipe import scan as recipes
 
-FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
-HEX_PREFIX = re.compile(r"^[0-9a-f]{4,39}$")
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
-PLACEHOLDER = re.compile(r"^\s*(todo|tbd|fixme|xxx|\?+)?\s*[.:!]?\s*$", re.IGNORECASE)
+FULL_SHA = re.compile(r"^[0-9a-f]{40}\Z")
+HEX_PREFIX = re.compile(r"^[0-9a-f]{4,39}\Z")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+ANY_HEX40 = re.compile(r"^[0-9a-fA-F]{40}\Z")
+#: Reasons that say nothing: empty, punctuation alone ("-", "..."), "n/a", "none", or a to-do
+#: marker with anything after it ("TODO later"). The pin's own name is caught in is_placeholder.
+PLACEHOLDER = re.compile(
+    r"^\s*(?:(?:todo|tbd|tba|fixme|xxx)\b.*|n/?a|none|null|nil|unknown|same|[-_.?!:*~/]*)\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
 
 #: Build args the engine or BuildKit provides; a recipe may declare them without the manifest.
 BUILTIN_ARGS = frozenset(
@@ -66,8 +72,15 @@ class LintReport:
         )
 
 
-def is_placeholder(reason: str | None) -> bool:
-    return reason is None or bool(PLACEHOLDER.match(reason))
+def is_placeholder(reason: str | None, *, name: str | None = None) -> bool:
+    """A reason that explains nothing (``name``: the pin's own name is no reason either)."""
+    if reason is None or PLACEHOLDER.match(reason):
+        return True
+    return name is not None and _norm(reason.strip()) == _norm(name)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.\s]+", "-", name).lower()
 
 
 class _Collector:
@@ -116,7 +129,7 @@ def _lint_pin(
     strict: bool,
 ) -> None:
     key = ("pins", pin.name)
-    if is_placeholder(pin.why):
+    if is_placeholder(pin.why, name=pin.name):
         out.add("TB007", f"pins.{pin.name}.why: give the pin's provenance, not '{pin.why}'",
                 *key, "why")  # fmt: skip
     values = {r.value_key() for r in resolved.values()}
@@ -142,7 +155,7 @@ def _lint_pin(
         )  # fmt: skip
     for field_name in ("divergence", "asymmetry", "floating"):
         reason = getattr(pin, field_name)
-        if reason is not None and is_placeholder(reason):
+        if reason is not None and is_placeholder(reason, name=pin.name):
             out.add("TB007", f"pins.{pin.name}.{field_name}: '{reason}' is a placeholder; "
                     "write the real reason", *key, field_name)  # fmt: skip
     floats: list[str] = []
@@ -186,7 +199,14 @@ def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[
     floats: list[str] = []
     label = f"pins.{r.name}" + (f".{r.platform}" if key[-1] in PLATFORMS else "")
     if r.kind == "git":
-        if r.commit is not None and not FULL_SHA.match(r.commit):
+        if r.commit is not None and ANY_HEX40.match(r.commit) and not FULL_SHA.match(r.commit):
+            out.add(
+                "TB004",
+                f"{label}.commit: '{r.commit}' has upper-case hex; git names commits in lower "
+                f"case: write '{r.commit.lower()}'",
+                *key, "commit",
+            )  # fmt: skip
+        elif r.commit is not None and not FULL_SHA.match(r.commit):
             hint = (
                 "a short SHA is ambiguous and may not exist upstream"
                 if HEX_PREFIX.match(r.commit)

@@ -59,15 +59,15 @@ def _not_regular(path: Path, mode: int, what: str) -> ConfigError:
 def read_bytes(path: Path, *, limit: int, what: str = "input", missing: str | None = None) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit`` of them, or a refusal.
 
-    ``what`` names the file in messages ("manifest", "workflow"); ``missing`` replaces the hint
-    given when the file does not exist.
+    ``what`` names the file in messages ("manifest", "workflow"); ``missing`` replaces what is said
+    after the path when the file does not exist.
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)
     except FileNotFoundError:
-        hint = missing or f"pass the path of an existing {what}"
-        raise ConfigError(f"{path}: no such file; {hint}") from None
+        said = missing or f"no such file; pass the path of an existing {what}"
+        raise ConfigError(f"{path}: {said}") from None
     except OSError as exc:
         raise ConfigError(
             f"{path}: cannot read the {what}: {exc.strerror}; check the path and its permissions"
