@@ -174,7 +174,7 @@ def test_bad_input(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError) as err:
         adopt.adopt(good, tmp_path / "missing")
-    assert str(err.value) == f"{tmp_path}/missing: cannot read recipe: No such file or directory"
+    assert str(err.value) == f"{tmp_path}/missing: recipe not found; pass a Dockerfile's path"
     broken = tmp_path / "broken"
     broken.write_text("FROM a\nRUN echo 'x\n")
     with pytest.raises(ConfigError) as err:

@@ -60,13 +60,13 @@ def test_size_is_checked_before_reading(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         bounded.read_bytes(big, limit=1024, what="manifest")
     assert str(err.value) == (
-        f"{big}: {1 << 30} bytes over the 1024-byte limit for a manifest; is this the right file?"
+        f"{big}: {1 << 30} bytes, over the 1024-byte limit for the manifest; is this the right file?"
     )
 
 
 def test_a_file_that_lies_about_its_size_is_still_bounded() -> None:
     # /proc files report size 0 and can be longer than the limit.
-    with pytest.raises(ConfigError, match=r"it grew while being read and is over the 16-byte"):
+    with pytest.raises(ConfigError, match=r"grew while being read, over the 16-byte limit"):
         bounded.read_bytes(Path("/proc/self/status"), limit=16, what="input")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import bounded
 
 MAX_BYTES = 4 * 1024 * 1024
 """Largest evidence file we read: a smoke run of thousands of tests is a few hundred KiB."""
@@ -24,17 +25,8 @@ _TOO_LARGE = "too large for evidence, is this the right file?"
 
 
 def read_bytes(path: Path, *, max_bytes: int = MAX_BYTES) -> bytes:
-    """The file's bytes, refusing a missing, empty or oversized file before parsing it."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file; pass the path of an existing file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(data) > max_bytes:
-        raise ConfigError(f"{path}: larger than {max_bytes} bytes; {_TOO_LARGE}")
-    return data
+    """The file's bytes, refusing a missing, special or oversized file before reading it."""
+    return bounded.read_bytes(path, limit=max_bytes, what="evidence file")
 
 
 def load(path: Path, *, max_bytes: int = MAX_BYTES) -> Any:
@@ -62,11 +54,15 @@ def loads(data: bytes, *, source: str, max_bytes: int = MAX_BYTES) -> Any:
             f"{source}: byte {exc.start} is not UTF-8; evidence is UTF-8 JSON, re-create the file"
         ) from None
     try:
-        return json.loads(
-            text,
-            object_pairs_hook=_unique_keys,
-            parse_constant=_no_constant,
-            parse_float=_finite_float,
+        value = bounded.parse(
+            lambda: json.loads(
+                text,
+                object_pairs_hook=_unique_keys,
+                parse_constant=_no_constant,
+                parse_float=_finite_float,
+            ),
+            source=source,
+            what="JSON document",
         )
     except _Refused as exc:
         raise ConfigError(f"{source}: {exc}") from None
@@ -81,6 +77,8 @@ def loads(data: bytes, *, source: str, max_bytes: int = MAX_BYTES) -> Any:
                 f"{where}: the JSON document ends early (truncated?): {exc.msg}; re-create the file"
             ) from None
         raise ConfigError(f"{where}: invalid JSON: {exc.msg}") from None
+    bounded.check_shape(value, source=source, what="JSON document")
+    return value
 
 
 class _Refused(ValueError):

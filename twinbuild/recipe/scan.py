@@ -20,6 +20,7 @@ from pathlib import Path
 from dockerfile_parse import DockerfileParser
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import bounded
 from twinbuild.recipe.commands import command, data_heredoc, variable_pin
 from twinbuild.recipe.pin_rules import (
     Source,
@@ -204,14 +205,26 @@ class _Scan:
         return posixpath.normpath(posixpath.join(self.cwd, self.expand(d)))
 
 
+MAX_BYTES = 4 * 1024 * 1024
+"""Largest recipe read: real ones are a few KiB; more is the wrong file (or /dev/zero)."""
+_CONTINUED_AT_EOF = re.compile(r"\\[ \t]*(\r?\n[ \t]*)*\Z")
+
+
 def parse(path: Path) -> Recipe:
     """Read a recipe and return every pin, ARG, variable use, COPY source and stage it holds."""
-    try:
-        data = path.read_bytes()
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{path}: cannot read recipe: {reason}") from exc
+    data = bounded.read_bytes(
+        path, limit=MAX_BYTES, what="recipe", missing="recipe not found; pass a Dockerfile's path"
+    )
+    text = bounded.decode(data, source=str(path), what="recipe")
+    return parse_text(text, path)
+
+
+def parse_text(text: str, path: Path) -> Recipe:
+    """:func:`parse` on a recipe's text (``path`` names it in messages and findings)."""
+    # A continuation backslash on the last line: Docker ends the instruction at the end of the
+    # file, dockerfile-parse drops it, and a pin written there would go unseen by lint and import.
+    text = _CONTINUED_AT_EOF.sub("", text)
+    data = text.encode("utf-8")
     try:
         structure = DockerfileParser(fileobj=io.BytesIO(data)).structure
     except Exception as exc:  # dockerfile-parse raises bare exceptions on broken input

@@ -99,9 +99,9 @@ def read_bytes(path: Path, *, limit: int, what: str = "input", missing: str | No
 
 
 def _too_large(path: Path, size: int | None, limit: int, what: str) -> ConfigError:
-    actual = f"{size} bytes" if size is not None else "it grew while being read and is"
+    actual = f"{size} bytes" if size is not None else "grew while being read"
     return ConfigError(
-        f"{path}: {actual} over the {limit}-byte limit for a {what}; is this the right file?"
+        f"{path}: {actual}, over the {limit}-byte limit for the {what}; is this the right file?"
     )
 
 
@@ -165,8 +165,12 @@ def check_shape(
     """
     walk = children or _children
     stack: list[tuple[object, str, int]] = [(value, "", 0)]
+    seen: set[int] = set()  # YAML aliases share nodes: walk each once, or a few KiB take hours
     while stack:
         node, where, depth = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
         at = f" at '{where}'" if where else ""
         if isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
             raise ConfigError(
