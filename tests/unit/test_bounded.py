@@ -20,7 +20,9 @@ def test_reads_a_regular_file(tmp_path: Path) -> None:
 
 def test_missing_file_names_the_hint(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
-        bounded.read_bytes(tmp_path / "nope", limit=10, what="manifest", missing="not found; create it")
+        bounded.read_bytes(
+            tmp_path / "nope", limit=10, what="manifest", missing="not found; create it"
+        )
     assert str(err.value) == f"{tmp_path / 'nope'}: not found; create it"
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load, loads
 from twinbuild.pins.diff import compare, text_at
+from twinbuild.util.append import append_text
 from twinbuild.util.git import run_git
 
 #: Modules whose change reshapes every build (both platforms).
@@ -110,8 +111,7 @@ def write_github_output(result: Plan, environ: Mapping[str, str] = os.environ) -
             "or drop --github-output"
         )
     path = Path(name)
-    with path.open("a", encoding="utf-8") as out:
-        out.write(result.github_output())
+    append_text(path, result.github_output(), what="step outputs ($GITHUB_OUTPUT)")
     return path
 
 

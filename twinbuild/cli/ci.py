@@ -8,6 +8,7 @@ from pathlib import Path
 
 from twinbuild.cli.common import root
 from twinbuild.errors import ConfigError, FindingsError
+from twinbuild.util.append import append_text
 
 
 def cmd_workflows_check(args: argparse.Namespace) -> int:
@@ -47,8 +48,12 @@ def cmd_rerun_guard(args: argparse.Namespace) -> int:
     from twinbuild.ci import rerun
 
     run = rerun.load_json(Path(args.run))
-    if not isinstance(run, dict):
-        raise ConfigError(f"{args.run}: expected a GitHub workflow run object")
+    missing = [k for k in ("id", "path", "status") if not isinstance(run, dict) or k not in run]
+    if missing or not isinstance(run, dict):
+        raise ConfigError(
+            f"{args.run}: not a GitHub workflow run object (no {', '.join(map(repr, missing))}); "
+            "save the runs API answer: gh api repos/OWNER/REPO/actions/runs/RUN_ID > FILE"
+        )
     decision = rerun.guard(run, workflow=args.workflow)
     _publish(decision.line(), decision.markdown(), decision.github_output(), args)
     decision.raise_if_bad()
@@ -59,14 +64,12 @@ def _publish(line: str, markdown: str, output: str, args: argparse.Namespace) ->
     """Print the verdict; append it to the step summary and $GITHUB_OUTPUT when asked."""
     print(line)
     if args.summary:
-        with Path(args.summary).open("a", encoding="utf-8") as fh:
-            fh.write(markdown)
+        append_text(Path(args.summary), markdown, what="step summary (--summary)")
     if getattr(args, "github_output", False):
         target = os.environ.get("GITHUB_OUTPUT")
         if not target:
             raise ConfigError("rerun-decision: --github-output needs $GITHUB_OUTPUT to be set")
-        with Path(target).open("a", encoding="utf-8") as fh:
-            fh.write(output)
+        append_text(Path(target), output, what="step outputs ($GITHUB_OUTPUT)")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

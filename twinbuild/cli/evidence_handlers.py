@@ -24,6 +24,7 @@ from twinbuild.errors import ConfigError
 from twinbuild.evidence import Blob, Policy
 from twinbuild.manifest.model import PLATFORMS, Platform, loads
 from twinbuild.manifest.render import render
+from twinbuild.util.append import append_text
 
 REPORT = "report.json"
 
@@ -162,8 +163,7 @@ def _table(event: dict[str, object], key: str) -> dict[str, object]:
 
 def _summary(path: str | None, lines: Sequence[str]) -> None:
     if path:
-        with Path(path).open("a", encoding="utf-8") as fh:
-            fh.write("\n".join(lines) + "\n")
+        append_text(Path(path), "\n".join(lines) + "\n", what="step summary (--summary)")
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:

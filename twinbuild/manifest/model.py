@@ -357,13 +357,14 @@ def _toml_error(path: Path, message: str, text: str) -> str:
     lines = text.splitlines()
     source_line = lines[line - 1] if 0 < line <= len(lines) else ""
     odd = _first_non_ascii(source_line[max(column - 2, 0) :])
-    if odd:  # a confusable letter (Cyrillic 'а' for 'a') is why a bare key "ends" early
+    # a look-alike letter (Cyrillic for Latin) is why a bare key seems to end early
+    if odd:
         detail += f"; {odd} is not ASCII, bare keys are ASCII letters, digits, '-' and '_'"
     return f"{path}:{line}:{column}: invalid TOML: {detail}"
 
 
 def _first_non_ascii(text: str) -> str:
-    """``'а' (U+0430 CYRILLIC SMALL LETTER A)`` for the first non-ASCII character, else ''."""
+    """``'x' (U+0430 CYRILLIC SMALL LETTER A)`` for the first non-ASCII character, else ''."""
     for char in text:
         if not char.isascii():
             return describe_char(char)

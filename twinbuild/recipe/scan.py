@@ -20,7 +20,6 @@ from pathlib import Path
 from dockerfile_parse import DockerfileParser
 
 from twinbuild.errors import ConfigError
-from twinbuild.util import bounded
 from twinbuild.recipe.commands import command, data_heredoc, variable_pin
 from twinbuild.recipe.pin_rules import (
     Source,
@@ -31,6 +30,7 @@ from twinbuild.recipe.pin_rules import (
     url_name,
 )
 from twinbuild.recipe.shell import Word, simple_commands, tokenize
+from twinbuild.util import bounded
 
 __all__ = [
     "ArgDecl",

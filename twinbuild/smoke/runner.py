@@ -30,6 +30,7 @@ from twinbuild.recipe.scan import parse as parse_recipe
 from twinbuild.smoke import gpu as gpu_mod
 from twinbuild.smoke import report
 from twinbuild.smoke.spec import BaseCase, EnvCase, GpuCase, PinCase, SuiteSpec
+from twinbuild.util.append import append_text
 
 SUITE = Path(__file__).with_name("suite")
 PYTEST_TIMEOUT_S = 3600
@@ -497,8 +498,7 @@ def smoke(
     (report_dir / "smoke.md").write_text(md, encoding="utf-8")
     step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
     if step_summary:
-        with Path(step_summary).open("a", encoding="utf-8") as f:
-            f.write(md)
+        append_text(Path(step_summary), md, what="step summary ($GITHUB_STEP_SUMMARY)")
     failures = [
         f"{o.summary['platform']} ({o.summary['profile']}): {t['message'] or t['id']}"
         for o in outcomes

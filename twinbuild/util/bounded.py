@@ -184,8 +184,13 @@ def check_shape(
                 "is this the right file?"
             )
         for key, kid in kids:
-            stack.append((kid, f"{where}.{key}" if where and not key.startswith("[") else
-                          f"{where}{key}", depth + 1))
+            stack.append(
+                (
+                    kid,
+                    f"{where}.{key}" if where and not key.startswith("[") else f"{where}{key}",
+                    depth + 1,
+                )
+            )
 
 
 def _children(node: object) -> Iterable[tuple[str, object]]:
