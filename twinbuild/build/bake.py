@@ -116,12 +116,24 @@ def _stage_all(
     """
     parent = root / STAGE
     made: dict[Platform, Path] = {}
+    failures: list[OSError] = []
+
+    def copy(src: str, dst: str) -> object:
+        # copytree folds every failure into one shutil.Error of strings; keep the first errno
+        try:
+            return shutil.copy2(src, dst)
+        except OSError as exc:
+            failures.append(exc)
+            raise
+
     try:
         parent.mkdir(parents=True, exist_ok=True)
         for platform in platforms:
             made[platform] = Path(tempfile.mkdtemp(prefix=f".{platform}.", dir=parent))
             made[platform].chmod(0o755)  # mkdtemp's 0700 would leak into the context's mode
-            shutil.copytree(root / "images", made[platform] / "images", symlinks=True)
+            shutil.copytree(
+                root / "images", made[platform] / "images", symlinks=True, copy_function=copy
+            )
             for name, body in render(manifest, platform, PROFILE).files.items():
                 # within=: a generated name never writes outside its context
                 write_atomic(made[platform] / name, body, within=made[platform])
@@ -130,6 +142,8 @@ def _stage_all(
             shutil.rmtree(folder, ignore_errors=True)
         if isinstance(exc, TwinbuildError):
             raise
+        if isinstance(exc, shutil.Error) and failures:
+            exc = failures[0]
         raise _stage_error(parent, exc) from None
     contexts: dict[Platform, Path] = {}
     for platform, folder in made.items():
