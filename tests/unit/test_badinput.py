@@ -488,3 +488,24 @@ def test_pins_diff_outside_a_git_repository(
         f"twinbuild: pins diff: {tmp_path} is not in a git repository; run it in a clone of the "
         "repository or pass --root PATH to one\n"
     )
+
+
+def test_the_exit_code_table_lists_every_error_class() -> None:
+    import inspect
+
+    from twinbuild import errors
+
+    classes = {
+        (cls.exit_code, name)
+        for name, cls in inspect.getmembers(errors, inspect.isclass)
+        if issubclass(cls, errors.TwinbuildError) and cls is not errors.TwinbuildError
+    }
+    table = (Path(__file__).parents[2] / "docs" / "errors.md").read_text()
+    rows = {
+        (int(cells[1]), cells[2].strip("`"))
+        for line in table.splitlines()
+        if line.startswith("| ")
+        and (cells := [c.strip() for c in line.split("|")])[1].isdigit()
+        and cells[2]
+    }
+    assert rows == classes
