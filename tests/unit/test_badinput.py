@@ -345,6 +345,26 @@ def test_literal_pin_on_a_continued_last_line(
     )
 
 
+def test_import_keeps_a_pin_on_a_continued_last_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recipes = Path(__file__).parents[1] / "fixtures" / "recipes"
+    for name in ("cuda.Dockerfile", "rocm.Dockerfile"):
+        text = (recipes / name).read_text()
+        (tmp_path / name).write_text(text + "RUN pip install foo-lib==1.0 \\")
+    draft = tmp_path / "draft.toml"
+    argv = ["import", str(tmp_path / "cuda.Dockerfile"), str(tmp_path / "rocm.Dockerfile")]
+    code, _, _ = run([*argv, "--out", str(draft)], capsys)
+    assert code == 0
+    cuda_line = (recipes / "cuda.Dockerfile").read_text().count("\n") + 1
+    rocm_line = (recipes / "rocm.Dockerfile").read_text().count("\n") + 1
+    assert (
+        f"[pins.foo-lib]\n# from {tmp_path}/cuda.Dockerfile:{cuda_line}, "
+        f"{tmp_path}/rocm.Dockerfile:{rocm_line}\n"
+        'kind = "pypi"\nversion = "1.0"\n'
+    ) in draft.read_text()
+
+
 @pytest.mark.parametrize("reason", ["n/a", "none", "-", "...", "TODO later", "numba", "N/A"])
 def test_placeholder_reasons(root: Path, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
     edit(
