@@ -138,19 +138,23 @@ def test_github_output_naming_a_directory(
     )
 
 
-def _unshare_works() -> bool:
+def _unshare_works(*options: str) -> bool:
     if shutil.which("unshare") is None:
         return False
-    probe = ["unshare", "-Urm", "true"]
+    probe = ["unshare", *options, "true"]
     return subprocess.run(probe, capture_output=True, check=False).returncode == 0
 
 
 needs_userns = pytest.mark.skipif(
-    not _unshare_works(), reason="needs unshare and unprivileged user namespaces (a private mount)"
+    not _unshare_works("-Urm"),
+    reason="needs unshare and unprivileged user namespaces (a private mount)",
 )
 
 
-@needs_userns
+@pytest.mark.skipif(
+    not _unshare_works("--map-user=54321", "--map-group=54321"),
+    reason="needs unshare --map-user (util-linux 2.38) and unprivileged user namespaces",
+)
 def test_home_unset_and_no_passwd_entry(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("HOME", "TWINBUILD_CACHE")}
     env["PYTHONPATH"] = str(Path(__file__).parents[2])
