@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import example, given
 
 from tests.fuzz.conftest import outcome
 from tests.fuzz.strategies import as_bytes, mutated
@@ -20,6 +20,7 @@ SEEDS = [
 
 
 @given(data=as_bytes(mutated(SEEDS)))
+@example(data=b"\x1eARG BASE\nFROM ${BASE}\n")  # found by the deep profile: an IndexError
 def test_any_recipe_ends_in_a_recipe_or_our_error(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "Dockerfile"
     path.write_bytes(data)

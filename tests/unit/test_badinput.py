@@ -369,6 +369,20 @@ def test_import_keeps_a_pin_on_a_continued_last_line(
     ) in draft.read_text()
 
 
+def test_control_character_before_an_instruction(tmp_path: Path) -> None:
+    # found by TWINBUILD_FUZZ=deep: dockerfile-parse sees ARG, str.split sees only blanks
+    from twinbuild.errors import ConfigError
+    from twinbuild.recipe.scan import parse
+
+    recipe = tmp_path / "Dockerfile"
+    recipe.write_bytes(b"\x1eARG BASE\nFROM ${BASE}\n")
+    with pytest.raises(ConfigError) as err:
+        parse(recipe)
+    assert str(err.value) == (
+        f"{recipe}:1: does not parse: ARG with a control character around it; retype the line"
+    )
+
+
 @pytest.mark.parametrize("reason", ["n/a", "none", "-", "...", "TODO later", "numba", "N/A"])
 def test_placeholder_reasons(root: Path, reason: str, capsys: pytest.CaptureFixture[str]) -> None:
     edit(

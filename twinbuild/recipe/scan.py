@@ -301,8 +301,10 @@ def _split_flags(words: list[Word]) -> tuple[list[Word], list[Word]]:
 
 def _instruction(scan: _Scan, ins: str, chars: list[tuple[str, int]], line: int) -> None:
     content = "".join(ch for ch, _ in chars)
-    keyword_end = len(content) - len(content.lstrip())
-    keyword_end += len(content.lstrip().split(None, 1)[0])
+    keyword = content.lstrip().split(None, 1)
+    if not keyword:  # the parser saw a keyword Python counts as blank (a control character)
+        raise ValueError(f"{ins} with a control character around it; retype the line")
+    keyword_end = len(content) - len(content.lstrip()) + len(keyword[0])
     rest = chars[keyword_end:]
     if ins == "RUN":
         _run(scan, rest, line)
