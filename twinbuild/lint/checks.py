@@ -48,7 +48,7 @@ CODES: dict[str, str] = {
     "TB004": "git commit is not a full 40-hex SHA",
     "TB005": "floating ref (branch, tag, range, unpinned) not declared floating",
     "TB006": "version or range does not parse (PEP 440)",
-    "TB007": "reason is missing, empty or a placeholder (TODO)",
+    "TB007": "reason is missing, empty or a placeholder (TODO, n/a, none, -, the pin's name)",
     "TB008": "base image not pinned by sha256 digest",
     "TB009": "url pin's sha256 is not 64 hex",
     "TB010": "declared floating ref (fails only with --strict)",
