@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tests.fuzz.conftest import outcome
 from tests.fuzz.strategies import as_bytes, json_values, mutated, nested
 from tests.unit.evidence_builders import smoke_report
-from twinbuild.ci import rerun
+from twinbuild.ci import github, rerun
 from twinbuild.errors import TwinbuildError
 from twinbuild.evidence import strictjson
 
@@ -29,7 +29,7 @@ def test_strict_json_on_any_bytes(tmp_path: Path, data: bytes) -> None:
 def _rerun(doc: Any) -> object:
     current = rerun.outcomes(doc, source="jobs.json")
     decision = rerun.decide(attempt=2, current=current, previous=current)
-    return decision.line(), decision.markdown(), decision.github_output()
+    return decision.line(), decision.markdown(), github.format_outputs(decision.outputs())
 
 
 @given(doc=json_values, attempt=st.integers(-2, 5))

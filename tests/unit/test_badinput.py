@@ -107,7 +107,7 @@ def test_summary_naming_a_directory(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert code == 2
     assert err == (
         f"twinbuild: {tmp_path}: is a directory, not a regular file; pass a file for the "
-        "step summary (--summary)\n"
+        "step summary\n"
     )
 
 
@@ -118,7 +118,7 @@ def test_summary_in_a_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert code == 2
     assert err == (
         f"twinbuild: {target}: folder {tmp_path / 'nope'} does not exist; create it or pass a "
-        "file in an existing folder for the step summary (--summary)\n"
+        "file in an existing folder for the step summary\n"
     )
     assert not (tmp_path / "nope").exists()
 
@@ -310,7 +310,7 @@ def test_pins_bump_through_a_symlinked_manifest_edits_the_real_one(
     link = root / "linked.toml"
     link.symlink_to(real)
     argv = ["pins", "bump", "numba", "--version", "0.66.0", "--why", "numba 0.66 for numpy 2"]
-    code, _, _ = run([*argv, "--manifest", str(link), "--root", str(root)], capsys)
+    code, _, _ = run([*argv, "--manifest", str(link)], capsys)
     assert code == 0
     assert link.is_symlink()
     assert link.readlink() == real
@@ -403,7 +403,7 @@ def test_base_tag_with_spaces_or_a_pipe(
     root: Path, tag: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     edit(root / M, 'tag = "v0.5.6-cu129"', f'tag = "{tag}"')
-    code, _, err = run(["pins", "table", "--root", str(root), "--manifest", str(root / M)], capsys)
+    code, _, err = run(["pins", "table", "--manifest", str(root / M)], capsys)
     assert code == 2
     shown = repr(tag.replace("\\n", "\n"))  # a newline shows escaped, the message stays one line
     assert err == (

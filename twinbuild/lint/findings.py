@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from twinbuild.ci import github
+
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -18,16 +20,6 @@ _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 def one_line(text: str) -> str:
     """``text`` with every control character written as an escape, so it prints as one line."""
     return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
-
-
-def annotation_data(text: str) -> str:
-    """A workflow command's message, escaped as the Actions runner decodes it."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def annotation_property(text: str) -> str:
-    """A workflow command's property value (file=, title=): ':' and ',' end it unless escaped."""
-    return annotation_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,8 +36,10 @@ class Finding:
 
     def github(self) -> str:
         """The same finding as a GitHub Actions annotation."""
-        line = f",line={self.line}" if self.line > 0 else ""
-        return (
-            f"::error file={annotation_property(self.path)}{line},"
-            f"title={annotation_property(self.code)}::{annotation_data(self.message)}"
+        return github.annotation(
+            "error",
+            self.message,
+            file=self.path,
+            line=self.line if self.line > 0 else None,
+            title=self.code,
         )
