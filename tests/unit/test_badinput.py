@@ -55,18 +55,18 @@ def test_manifest_nested_thousands_deep(root: Path, capsys: pytest.CaptureFixtur
     code, _, err = run(["lint", "--root", str(root), "--manifest", str(root / M)], capsys)
     assert code == 2
     assert err == (
-        f"twinbuild: {root / M}: nested too deeply to read (a manifest needs at most 32 levels); "
-        "is this the right file?\n"
+        f"twinbuild: {root / M}: tables or arrays nested more than 16 deep; a manifest nests a "
+        "few levels (pins.NAME.cuda.KEY), fix the file\n"
     )
 
 
-def test_manifest_nested_past_the_bound(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (root / M).write_text("x = " + "[" * 40 + "]" * 40 + "\n")
+def test_manifest_integer_past_64_bits(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / M).write_text("[pins.x]\nsize = " + "9" * 30 + "\n")
     code, _, err = run(["lint", "--root", str(root), "--manifest", str(root / M)], capsys)
     assert code == 2
     assert err == (
-        f"twinbuild: {root / M}: nested over 32 levels deep at 'x{'[0]' * 31}'; a manifest needs "
-        "far fewer, is this the right file?\n"
+        f"twinbuild: {root / M}: the integer at 'pins.x.size' does not fit in 64 bits "
+        "(over 9223372036854775807); a manifest holds no such number\n"
     )
 
 

@@ -210,11 +210,22 @@ MAX_BYTES = 4 * 1024 * 1024
 _CONTINUED_AT_EOF = re.compile(r"\\[ \t]*(\r?\n[ \t]*)*\Z")
 
 
-def parse(path: Path) -> Recipe:
-    """Read a recipe and return every pin, ARG, variable use, COPY source and stage it holds."""
-    data = bounded.read_bytes(
-        path, limit=MAX_BYTES, what="recipe", missing="recipe not found; pass a Dockerfile's path"
-    )
+def parse(path: Path, *, data: bytes | None = None) -> Recipe:
+    """Read a recipe and return every pin, ARG, variable use, COPY source and stage it holds.
+
+    ``data`` is the recipe's bytes when they do not come from the file (the gate reads a commit).
+    """
+    if data is None:
+        data = bounded.read_bytes(
+            path,
+            limit=MAX_BYTES,
+            what="recipe",
+            missing="recipe not found; pass a Dockerfile's path",
+        )
+    elif len(data) > MAX_BYTES:
+        raise ConfigError(
+            f"{path}: over the {MAX_BYTES}-byte limit for a recipe; is it the right file?"
+        )
     text = bounded.decode(data, source=str(path), what="recipe")
     return parse_text(text, path)
 
