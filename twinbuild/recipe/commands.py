@@ -252,7 +252,7 @@ def _download(scan: Scan, prog: str, args: list[Word]) -> None:
         t = args[k].text
         value = args[k + 1].text if k + 1 < len(args) else None
         if prog == "curl":
-            if t in ("-o", "--output") and value is not None:
+            if (t == "--output" or re.fullmatch(r"-[A-Za-z]*o", t)) and value is not None:
                 dest, stdout = (None, True) if value == "-" else (scan.resolve_dir(value), False)
                 k += 1
             elif t.startswith("--output="):
