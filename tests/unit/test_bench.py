@@ -95,3 +95,14 @@ def test_smoke_manifest_pins_what_the_fabricated_image_holds() -> None:
         ("benchdist-00001", "1.0.1"),
         ("benchdist-00002", "1.0.2"),
     ]
+
+
+def test_grow_repeats_a_real_recipe_to_exactly_n_lines() -> None:
+    from twinbuild.bench.recipes import PAIR, grow
+
+    source = (Path(__file__).parents[2] / PAIR / "Dockerfile").read_text()
+    grown = grow(source, 1000)
+    assert grown.count("\n") == 1000
+    assert grown.startswith(source)
+    with pytest.raises(ValueError, match="empty source recipe"):
+        grow("", 10)

@@ -98,13 +98,34 @@ class Adoption:
 
 
 @dataclass(slots=True)
+class _Entry:
+    """A dependency while one recipe is read: grows in place, so n installs cost O(n)."""
+
+    name: str
+    values: dict[str, str]
+    floating: bool
+    where: list[str]
+    aliases: set[str]
+    notes: list[str]
+
+    def side(self) -> Side:
+        return Side(values=self.values, where=tuple(self.where), floating=self.floating,
+                    aliases=frozenset(self.aliases), notes=tuple(self.notes))  # fmt: skip
+
+
+@dataclass(slots=True)
 class _Collect:
     platform: Platform
     rel: str
-    sides: list[tuple[str, Side]] = field(default_factory=list)  # (preferred name, side)
+    entries: list[_Entry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     unrecognised: list[Unrecognised] = field(default_factory=list)
-    by_alias: dict[str, int] = field(default_factory=dict)  # alias -> index in sides
+    by_alias: dict[str, int] = field(default_factory=dict)  # alias -> index in entries
+
+    @property
+    def sides(self) -> list[tuple[str, Side]]:
+        """(preferred name, side) per dependency, in the order first installed."""
+        return [(e.name, e.side()) for e in self.entries]
 
     def at(self, pin: RecipePin) -> str:
         return f"{self.rel}:{pin.line}"
@@ -124,19 +145,19 @@ class _Collect:
         notes: tuple[str, ...] = (),
     ) -> None:
         where = pin_or_where if isinstance(pin_or_where, str) else self.at(pin_or_where)
-        side = Side(values=values, where=(where,), floating=floating,
-                    aliases=frozenset(aliases), notes=notes)  # fmt: skip
         # One dict look-up per alias keeps a recipe of n installs at O(n), not O(n^2).
         k = next((self.by_alias[a] for a in aliases if a in self.by_alias), None)
         if k is not None:  # installed twice: the later install wins
-            old_name, old = self.sides[k]
-            merged = Side(values=side.values, where=(*old.where, where),
-                          floating=side.floating, aliases=old.aliases | side.aliases,
-                          notes=old.notes + notes)  # fmt: skip
-            self.sides[k] = (old_name, merged)
+            entry = self.entries[k]
+            entry.values, entry.floating = values, floating
+            entry.where.append(where)
+            entry.aliases |= aliases
+            entry.notes.extend(notes)
         else:
-            k = len(self.sides)
-            self.sides.append((name, side))
+            k = len(self.entries)
+            entry = _Entry(name=name, values=values, floating=floating, where=[where],
+                           aliases=set(aliases), notes=list(notes))  # fmt: skip
+            self.entries.append(entry)
         for a in aliases:
             self.by_alias.setdefault(a, k)
 

@@ -26,6 +26,8 @@ from twinbuild.recipe.shell import Text, Word, simple_commands, tokenize
 _LOOSE_REQ = re.compile(r"^[A-Za-z][\w.+-]*(\[[^\]]*\])?(===|==|~=|>=|<=)[\w.*+!-]+$")
 _AT_VERSION = re.compile(r"^@?[A-Za-z][\w./-]*@v?\d[\w.+-]*$")
 _KEYWORDS = frozenset(["then", "do", "else", "elif", "if", "while", "until", "!", "{", "("])
+_PIP = re.compile(r"pip[\d.]*")
+_PYTHON = re.compile(r"python[\d.]*")
 _ASSIGN = re.compile(r"[A-Za-z_]\w*=.*", re.DOTALL)
 _QUIET = frozenset(
     [
@@ -117,7 +119,7 @@ def data_heredoc(scan: Scan, words: list[Word], body: Text) -> None:
 def _strip_prefix(cmd: list[Word]) -> list[Word]:
     while cmd and (
         cmd[0].text in _WRAPPERS
-        or re.fullmatch(r"[A-Za-z_]\w*=.*", cmd[0].text)
+        or _ASSIGN.fullmatch(cmd[0].text)
         or (cmd[0].text.startswith("-") and cmd[0] is not cmd[-1])
     ):
         cmd = cmd[1:]
@@ -154,9 +156,9 @@ def command(scan: Scan, cmd: list[Word]) -> None:
                     variable_pin(scan, w, "env", k, v, scan.expand(v))
     elif prog in ("for", "read", "set", "local", "declare"):
         _shell_set(scan, prog, args)
-    elif re.fullmatch(r"pip[\d.]*", prog):
+    elif _PIP.fullmatch(prog):
         _pip(scan, args)
-    elif re.fullmatch(r"python[\d.]*", prog) and _python_m_pip(args) is not None:
+    elif _PYTHON.fullmatch(prog) and _python_m_pip(args) is not None:
         _pip(scan, _python_m_pip(args) or [])
     elif prog == "uv" and len(args) >= 2 and [a.text for a in args[:2]] == ["pip", "install"]:
         pip_install(scan, args[2:])
@@ -187,8 +189,7 @@ def assign(scan: Scan, name: str, value: str) -> None:
     before = scan.shell_vars.get(name)
     if before is not None and before != expanded:
         expanded = f"${{{name}}}"
-    scan.shell_vars[name] = expanded
-    scan.scope[name] = expanded
+    _set(scan, name, expanded)
 
 
 def _shell_set(scan: Scan, prog: str, args: list[Word]) -> None:
@@ -206,7 +207,16 @@ def _shell_set(scan: Scan, prog: str, args: list[Word]) -> None:
             if eq:
                 assign(scan, k, v)
     for name in names:
-        scan.shell_vars[name] = scan.scope[name] = f"${{{name}}}"
+        _set(scan, name, f"${{{name}}}")
+
+
+def _set(scan: Scan, name: str, value: str) -> None:
+    """Set a shell variable; the RUN's end puts back what the scope held before (the shell's
+    variables die with it), so no RUN copies the whole scope."""
+    if name not in scan.shell_vars:
+        scan.shell_undo.setdefault(name, scan.scope.get(name))
+    scan.shell_vars[name] = value
+    scan.scope[name] = value
 
 
 # pip's general options that take a value (they may come before the subcommand).

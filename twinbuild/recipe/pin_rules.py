@@ -85,6 +85,7 @@ class Scan(Protocol):
     scope: dict[str, str]  # ARG/ENV/export values visible here
     clones: dict[str, str]  # directory -> normalised repo URL of what was cloned there
     shell_vars: dict[str, str]  # variables this RUN's shell sets, and what they hold
+    shell_undo: dict[str, str | None]  # what the scope held before this RUN set them
 
     def expand(self, s: str) -> str: ...
 

@@ -189,7 +189,9 @@ class _Scan:
     parents: dict[str, str] = field(default_factory=dict)  # stage -> parent stage
     stage_scope: dict[str, dict[str, str]] = field(default_factory=dict)  # scope at stage end
     stage_workdir: dict[str, str] = field(default_factory=dict)  # WORKDIR at stage end
+    stage_names: set[str] = field(default_factory=set)  # the stages, for O(1) look-ups
     shell_vars: dict[str, str] = field(default_factory=dict)  # set by this RUN's shell
+    shell_undo: dict[str, str | None] = field(default_factory=dict)  # scope before this RUN
 
     # --- helpers
     def expand(self, s: str) -> str:
@@ -416,11 +418,12 @@ def _from(scan: _Scan, words: list[Word], line: int) -> None:
     name = alias or str(len(scan.stages))
     scan.scope = dict(scan.globals_)  # FROM sees the ARGs declared before the first FROM
     ref = scan.expand(image.text)
-    parent = ref if ref in scan.stages else None
+    parent = ref if ref in scan.stage_names else None
     # A stage built on another inherits its ENV and (BuildKit) the ARGs it declared;
     # one built on an image starts with neither.
     scan.scope = dict(scan.stage_scope.get(parent, {})) if parent is not None else {}
     scan.stages.append(name)
+    scan.stage_names.add(name)
     scan.stage = name
     scan.workdir = scan.cwd = scan.stage_workdir.get(parent, "/") if parent is not None else "/"
     scan.envs.setdefault(name, [])
@@ -518,7 +521,7 @@ def _copy(scan: _Scan, ins: str, words: list[Word], text: str, line: int) -> Non
 def _copy_from(scan: _Scan, source: str, flags: list[Word], line: int) -> None:
     """``COPY --from=X``: a stage of this recipe, or an image (a pin the recipe writes)."""
     ref = scan.expand(source)
-    if ref in scan.stages or ref.isdigit():
+    if ref in scan.stage_names or ref.isdigit():
         return
     word = next(f for f in flags if f.text.startswith("--from"))
     repo, tag, digest = _split_image(ref)
@@ -546,9 +549,8 @@ def _copy_from(scan: _Scan, source: str, flags: list[Word], line: int) -> None:
 
 def _run(scan: _Scan, head: Text, heredoc: Text | None, line: int) -> None:
     scan.cwd = scan.workdir
-    saved = scan.scope
-    scan.scope = dict(saved)  # what the shell sets lives only as long as this RUN
     scan.shell_vars = {}
+    scan.shell_undo = {}
     words = tokenize(head)
     flags, words = _split_flags(words)
     for f in flags:
@@ -565,7 +567,11 @@ def _run(scan: _Scan, head: Text, heredoc: Text | None, line: int) -> None:
             data_heredoc(scan, words, heredoc)
     for cmd in simple_commands(words):
         command(scan, cmd)
-    scan.scope = saved
+    for name, before in scan.shell_undo.items():  # what the shell set dies with the RUN
+        if before is None:
+            scan.scope.pop(name, None)
+        else:
+            scan.scope[name] = before
 
 
 def _settle_clones(pins: list[RecipePin]) -> list[RecipePin]:
