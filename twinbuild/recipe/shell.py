@@ -85,24 +85,26 @@ def tokenize(text: Text) -> list[Word]:
     i = 0
     while i < n:
         m = match(s, i)
-        kind = m.lastgroup  # type: ignore[union-attr]  (every part is optional: it always matches)
-        at = m.start(kind) if kind else m.end()  # type: ignore[union-attr]
+        if m is None:  # never: every part of _TOKEN is optional, so it matches everywhere
+            break
+        kind = m.lastgroup
+        at = m.start(kind) if kind else m.end()
         while li < last and starts[li + 1] <= at:  # offsets only grow: walk the line table
             li += 1
         if kind == "comment":
-            i = m.end()  # type: ignore[union-attr]
+            i = m.end()
         elif kind == "nl":
             append(Word(";", ";", numbers[li], True))
-            i = m.end()  # type: ignore[union-attr]
+            i = m.end()
         elif kind == "op":
-            op = m.group(kind).lstrip("0123456789")  # type: ignore[union-attr]
+            op = m.group(kind).lstrip("0123456789")
             append(Word(op, op, numbers[li], True))
-            i = m.end()  # type: ignore[union-attr]
-        elif kind == "word" and (m.end() >= n or s[m.end()] not in "$`'\"\\"):  # type: ignore[union-attr]
-            raw = m.group(kind)  # type: ignore[union-attr]
+            i = m.end()
+        elif kind == "word" and (m.end() >= n or s[m.end()] not in "$`'\"\\"):
+            raw = m.group(kind)
             if _SIMPLE.fullmatch(raw):
                 append(Word(raw, raw, numbers[li]))
-                i = m.end()  # type: ignore[union-attr]
+                i = m.end()
             else:
                 end, word_text, raw = _shell_word(s, at)
                 append(Word(word_text, raw, numbers[li]))
