@@ -263,9 +263,13 @@ def _literal_pins(out: _Collector, parsed: recipes.Recipe, rel: Path) -> None:
             f"cannot classify '{odd.text}'; rewrite it to take its pin from the manifest",
         )
     for note in parsed.notes:  # ONBUILD: its triggers run in stages built FROM this one, unread
-        out.add_at(rel, note.line, "TB105",
-                   f"cannot classify '{note.text}' (an ONBUILD trigger runs in whatever is built "
-                   "FROM this stage); write the step as a plain instruction where it runs")  # fmt: skip
+        out.add_at(
+            rel,
+            note.line,
+            "TB105",
+            f"cannot classify '{note.text}' (an ONBUILD trigger runs in whatever is built "
+            "FROM this stage); write the step as a plain instruction where it runs",
+        )
 
 
 def _inputs(
