@@ -4,6 +4,7 @@ mistake found on real CUDA/ROCm pairs (each was drafted wrong, or silently dropp
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,14 @@ def test_recipes_already_adopted_are_said_to_be(tmp_path: Path) -> None:
     assert importer.run(options, stream=stream) == 0
     assert "already take every pin from a manifest" in stream.getvalue()
     assert not (tmp_path / "m.toml").exists()
+
+
+def test_adopted_recipes_in_json(tmp_path: Path) -> None:
+    root = Path(__file__).parents[2]
+    stream = io.StringIO()
+    options = importer.ImportOptions(
+        cuda=root / "images/cuda/Dockerfile", rocm=root / "images/rocm/Dockerfile",
+        out=tmp_path / "m.toml", fmt="json",
+    )  # fmt: skip
+    assert importer.run(options, stream=stream) == 0
+    assert json.loads(stream.getvalue())["adopted"] is True

@@ -8,6 +8,7 @@ writes them.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Mapping
@@ -541,11 +542,14 @@ def run(options: ImportOptions, *, stream: TextIO) -> int:
     """
     adoption = adopt(options.cuda, options.rocm)
     if adoption.adopted:
-        stream.write(
+        message = (
             f"{options.cuda} and {options.rocm} already take every pin from a manifest (no "
             "literal version, commit, URL or base image in them): nothing to import; check "
-            "them against the manifest with `twinbuild lint`\n"
+            "them against the manifest with `twinbuild lint`"
         )
+        if options.fmt == "json":
+            message = json.dumps({"adopted": True, "message": message}, indent=2)
+        stream.write(message + "\n")
         return 0
     stream.write(drift.report(adoption, options.fmt))
     out = options.out
