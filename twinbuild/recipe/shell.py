@@ -69,7 +69,7 @@ _TOKEN = re.compile(
     )?""",
     re.VERBOSE | re.DOTALL,
 )
-_SIMPLE = re.compile(r"[^'\"\\]*")  # a word with nothing to unquote
+_HARD = frozenset("$`'\"\\")  # after a word: what only _shell_word reads ($(, `, a lone quote)
 
 
 def tokenize(text: Text) -> list[Word]:
@@ -88,27 +88,27 @@ def tokenize(text: Text) -> list[Word]:
         if m is None:  # never: every part of _TOKEN is optional, so it matches everywhere
             break
         kind = m.lastgroup
-        at = m.start(kind) if kind else m.end()
+        e = m.end()
+        at = m.start(kind) if kind else e
         while li < last and starts[li + 1] <= at:  # offsets only grow: walk the line table
             li += 1
-        if kind == "comment":
-            i = m.end()
+        if kind == "word" and (e >= n or s[e] not in _HARD):
+            raw = m.group(kind)
+            if "'" in raw or '"' in raw or "\\" in raw:
+                e, word_text, raw = _shell_word(s, at)
+                append(Word(word_text, raw, numbers[li]))
+            else:
+                append(Word(raw, raw, numbers[li]))
+            i = e
         elif kind == "nl":
             append(Word(";", ";", numbers[li], True))
-            i = m.end()
+            i = e
         elif kind == "op":
             op = m.group(kind).lstrip("0123456789")
             append(Word(op, op, numbers[li], True))
-            i = m.end()
-        elif kind == "word" and (m.end() >= n or s[m.end()] not in "$`'\"\\"):
-            raw = m.group(kind)
-            if _SIMPLE.fullmatch(raw):
-                append(Word(raw, raw, numbers[li]))
-                i = m.end()
-            else:
-                end, word_text, raw = _shell_word(s, at)
-                append(Word(word_text, raw, numbers[li]))
-                i = end
+            i = e
+        elif kind == "comment":
+            i = e
         elif at >= n:
             break
         else:
