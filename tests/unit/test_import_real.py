@@ -222,7 +222,8 @@ def test_text_generation_inference(tmp_path: Path) -> None:
     flash-attention; L189/191 aiter; L203 setuptools_scm; L226/228 marlin-kernels
     (ENV MARLIN_KERNELS_BRANCH=v0.3.6); L234/236 moe-kernels; L254 grpcio-tools, mypy-protobuf.
     22. Both: protoc, pip, setuptools, packaging: 4, so 7 + 22 - 4 = 25 dependencies.
-    Short commits (648a58d ...) are drafted as written with a TODO to expand them.
+    Short commits (648a58d ...) are drafted as written with a TODO to expand them; pins of stages
+    the final image is not built FROM (rccl in build_rccl, protoc in builder) carry a note.
     Not faithful, listed: images besides the final base, CUDA L2 (cargo-chef), L47
     (nvidia/cuda devel builder), L65 and L163 (COPY --from=ghcr.io/astral-sh/uv:0.5.31); ROCm L2
     (cargo-chef), L88 (COPY --from uv). 6.
@@ -237,6 +238,16 @@ def test_text_generation_inference(tmp_path: Path) -> None:
         ("gfx90a", "gfx942"),  # ARG PYTORCH_ROCM_ARCH=gfx90a;gfx942, unquoted
     )
     assert (bases["cuda"].python, bases["rocm"].python) == ("3.11", "3.11")
+    deps = {
+        d.name: d for d in importer.adopt(Path("tgi/Dockerfile"), Path("tgi/Dockerfile_amd")).deps
+    }
+    rccl, nccl = deps["rccl"].rocm, deps["nvidia-nccl-cu12"].cuda
+    assert rccl is not None
+    assert nccl is not None
+    # A builder stage's pin says so; one in the final image's FROM chain does not.
+    assert any("is in stage build_rccl, which the final image is not built FROM" in n
+               for n in rccl.notes)  # fmt: skip
+    assert not any("final image is not built FROM" in n for n in nccl.notes)
 
 
 VERL: Table = {

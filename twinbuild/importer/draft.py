@@ -122,6 +122,7 @@ class _Collect:
     notes: list[str] = field(default_factory=list)
     unrecognised: list[Unrecognised] = field(default_factory=list)
     by_alias: dict[str, int] = field(default_factory=dict)  # alias -> index in entries
+    final_chain: frozenset[str] = frozenset()  # the last stage and the stages it is built on
 
     @property
     def sides(self) -> list[tuple[str, Side]]:
@@ -144,8 +145,15 @@ class _Collect:
         floating: bool,
         aliases: set[str],
         notes: tuple[str, ...] = (),
+        stage: str | None = None,
     ) -> None:
         where = pin_or_where if isinstance(pin_or_where, str) else self.at(pin_or_where)
+        if not isinstance(pin_or_where, str):
+            stage = pin_or_where.stage
+        if stage is not None and self.final_chain and stage not in self.final_chain:
+            notes += (f"{where} is in stage {stage}, which the final image is not built FROM: "
+                      "what it installs reaches the image only if copied, so a check of it in "
+                      "the image may fail; keep it as a build input or drop it",)  # fmt: skip
         # One dict look-up per alias keeps a recipe of n installs at O(n), not O(n^2).
         k = next((self.by_alias[a] for a in aliases if a in self.by_alias), None)
         if k is not None:  # installed twice: the later install wins
@@ -189,7 +197,8 @@ def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base, recipe.Recipe
             f"{path}: no pins found (no FROM image, pip/git/curl/apt install or pinned ARG); "
             "is this the production recipe?"
         )
-    c = _Collect(platform=platform, rel=str(path))
+    chain = frozenset(parsed.stage_chain(parsed.stages[-1])) if parsed.stages else frozenset()
+    c = _Collect(platform=platform, rel=str(path), final_chain=chain)
     consumed = {v for p in parsed.pins if p.source not in ("arg", "env") for v in p.vars}
     consumed.add("PYTHON_VERSION")  # the platform's python, below
     final = parsed.final_base
@@ -330,6 +339,7 @@ def _git(
         floating=floating,
         aliases={repo, _loose(_repo_base(repo))},
         notes=notes,
+        stage=pins[0].stage,
     )
 
 
