@@ -224,3 +224,14 @@ def test_adopted_recipes_in_json(tmp_path: Path) -> None:
     )  # fmt: skip
     assert importer.run(options, stream=stream) == 0
     assert json.loads(stream.getvalue())["adopted"] is True
+
+
+def test_installed_twice_differently_keeps_the_later_and_says_so(tmp_path: Path) -> None:
+    a = _pair(tmp_path, "FROM nvidia/cuda:12.9.1-devel-ubuntu22.04\n"
+              "RUN if [ -n \"$X\" ]; then pip install git+https://github.com/NVIDIA/TransformerEngine"
+              ".git@" + "c" * 40 + "; else pip install transformer_engine==2.16.1; fi\n")  # fmt: skip
+    side = _deps(a)["transformerengine"].cuda
+    assert side is not None
+    assert dict(side.values) == {"kind": "pypi", "version": "2.16.1"}
+    assert any("installs it again (version 2.16.1)" in n and "choose by hand" in n
+               for n in side.notes)  # fmt: skip

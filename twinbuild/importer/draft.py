@@ -158,6 +158,11 @@ class _Collect:
         k = next((self.by_alias[a] for a in aliases if a in self.by_alias), None)
         if k is not None:  # installed twice: the later install wins
             entry = self.entries[k]
+            if entry.values != values:
+                before = _summary(entry.values)
+                notes += (f"{where} installs it again ({_summary(values)}) after {entry.where[-1]}"
+                          f" ({before}); the draft keeps the later one: if they are alternatives "
+                          "(if/else), choose by hand",)  # fmt: skip
             entry.values, entry.floating = values, floating
             entry.where.append(where)
             entry.aliases |= aliases
@@ -169,6 +174,14 @@ class _Collect:
             self.entries.append(entry)
         for a in aliases:
             self.by_alias.setdefault(a, k)
+
+
+def _summary(values: Mapping[str, str]) -> str:
+    """A value as a person reads it: the version, range, commit, ref or URL."""
+    for key in ("version", "commit", "ref", "url", "range"):
+        if values.get(key):
+            return f"{key} {values[key]}"
+    return "unpinned"
 
 
 def _loose(name: str) -> str:
