@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import pytest
 
+from tests.fake_engine import FakeEngine
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import git, isolate_git, needs_git
 from twinbuild.build.image import BuildOptions, plan_inputs
 from twinbuild.cli.evidence_handlers import head_inputs
-from twinbuild.engine.client import Engine
 from twinbuild.manifest.model import PLATFORMS, load
 
 MANIFEST = Path("pins/manifest.toml")
@@ -35,8 +34,9 @@ def test_head_inputs_equal_the_build_inputs(
     git(root, "checkout", "-q", "--", ".")
     manifest = load(root / MANIFEST)
     options = BuildOptions(root=root, profile="production")
-    no_engine = cast(Engine, None)  # the production profile never asks the engine to hash
+    engine = FakeEngine()
     for platform in PLATFORMS:
-        _, expected, _ = plan_inputs(manifest, no_engine, platform, options, lambda _: None)
+        _, expected, _ = plan_inputs(manifest, engine, platform, options, lambda _: None)
         assert hashes[platform] == expected
+    assert engine.calls == []  # the production profile hashes without asking the engine
     assert digest == manifest.digest()

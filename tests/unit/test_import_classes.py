@@ -199,8 +199,7 @@ def test_report_comes_before_a_refused_write(tmp_path: Path) -> None:
     out.write_text("mine\n")
     stream = io.StringIO()
     with pytest.raises(ConfigError):
-        importer.run(importer.ImportOptions(cuda=tmp_path / "cuda", rocm=tmp_path / "rocm",
-                                            out=out), stream=stream)  # fmt: skip
+        importer.run(tmp_path / "cuda", tmp_path / "rocm", out=out, stream=stream)
     assert stream.getvalue().startswith("dependency")
     assert out.read_text() == "mine\n"
 
@@ -208,9 +207,12 @@ def test_report_comes_before_a_refused_write(tmp_path: Path) -> None:
 def test_recipes_already_adopted_are_said_to_be(tmp_path: Path) -> None:
     root = Path(__file__).parents[2]
     stream = io.StringIO()
-    options = importer.ImportOptions(cuda=root / "images/cuda/Dockerfile",
-                                     rocm=root / "images/rocm/Dockerfile", out=tmp_path / "m.toml")  # fmt: skip
-    assert importer.run(options, stream=stream) == 0
+    options = importer.ImportOptions(
+        cuda_dockerfile=root / "images/cuda/Dockerfile",
+        rocm_dockerfile=root / "images/rocm/Dockerfile",
+        out=tmp_path / "m.toml",
+    )
+    assert importer.run_import(options, stream) == 0
     assert "already take every pin from a manifest" in stream.getvalue()
     assert not (tmp_path / "m.toml").exists()
 
@@ -219,10 +221,12 @@ def test_adopted_recipes_in_json(tmp_path: Path) -> None:
     root = Path(__file__).parents[2]
     stream = io.StringIO()
     options = importer.ImportOptions(
-        cuda=root / "images/cuda/Dockerfile", rocm=root / "images/rocm/Dockerfile",
-        out=tmp_path / "m.toml", fmt="json",
-    )  # fmt: skip
-    assert importer.run(options, stream=stream) == 0
+        cuda_dockerfile=root / "images/cuda/Dockerfile",
+        rocm_dockerfile=root / "images/rocm/Dockerfile",
+        out=tmp_path / "m.toml",
+        format="json",
+    )
+    assert importer.run_import(options, stream) == 0
     assert json.loads(stream.getvalue())["adopted"] is True
 
 

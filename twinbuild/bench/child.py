@@ -170,13 +170,15 @@ def _job_import(job: dict[str, Any]) -> dict[str, Any]:
     import io
 
     from twinbuild.errors import FindingsError
-    from twinbuild.importer.draft import ImportOptions, run
+    from twinbuild.importer.draft import ImportOptions, run_import
 
-    options = ImportOptions(cuda=Path(job["cuda"]), rocm=Path(job["rocm"]), out=Path(job["out"]),
-                            force=True)  # fmt: skip
+    options = ImportOptions(
+        cuda_dockerfile=Path(job["cuda"]), rocm_dockerfile=Path(job["rocm"]),
+        out=Path(job["out"]), force=True,
+    )  # fmt: skip
     stream = io.StringIO()
     with contextlib.suppress(FindingsError):  # unrecognised pins: the draft is written anyway
-        run(options, stream=stream)
+        run_import(options, stream)
     return {"report_lines": stream.getvalue().count("\n")}
 
 

@@ -119,6 +119,21 @@ class LintReport:
         raise FindingsError(f"workflows: {', '.join(parts)}; see the lines above")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckOptions:
+    """What ``twinbuild workflows check`` was asked for."""
+
+    root: Path = Path()  # the repository holding .github/workflows
+    paths: tuple[Path, ...] = ()  # files or folders: the trust check alone, no external linters
+
+
+def check_workflows(options: CheckOptions) -> LintReport:
+    """The trust check of ``options.paths``, or the whole lint of the root's workflows."""
+    if options.paths:
+        return LintReport(findings=tuple(check(options.paths)), tools=())
+    return lint(options.root / ".github" / "workflows")
+
+
 def lint(directory: Path) -> LintReport:
     """The trust check, zizmor and actionlint (skipped when not installed) over ``directory``."""
     return LintReport(
