@@ -112,6 +112,23 @@ def test_literal_pins_the_scanner_used_to_miss(tmp_path: Path) -> None:
     ]
 
 
+def test_arg_inherited_from_the_parent_stage_needs_no_build_arg(tmp_path: Path) -> None:
+    """BuildKit passes a stage's ARGs to the stages built on it: re-declared, it has a value."""
+    root = mini_project(tmp_path)
+    recipe = root / "images/rocm/Dockerfile"
+    edit(recipe, "FROM ${BASE_IMAGE}\n", "FROM ${BASE_IMAGE} AS base\n")
+    edit(
+        recipe,
+        "RUN pip install --no-deps -r /tmp/late.txt\n",
+        "RUN pip install --no-deps -r /tmp/late.txt\nARG JOBS=8\nFROM base AS child\nARG JOBS\n"
+        "ARG NOT_GIVEN\n",
+    )
+    assert _findings(root) == [
+        "images/rocm/Dockerfile:13: TB103 ARG NOT_GIVEN has no default and the manifest gives no "
+        "such build arg for rocm; add the pin to pins/ or remove the ARG",
+    ]
+
+
 def test_pin_that_no_recipe_uses(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     path = root / MANIFEST

@@ -294,7 +294,12 @@ def _inputs(
     rendered = render(manifest, platform, profile)
     given = set(rendered.args)
     for arg in parsed.args:
-        if arg.default is None and arg.name not in given and arg.name not in BUILTIN_ARGS:
+        if (
+            arg.default is None
+            and arg.inherited is None
+            and arg.name not in given
+            and arg.name not in BUILTIN_ARGS
+        ):
             if arg.name in production_args:  # the other platform's pin, in a shared recipe
                 continue
             out.add_at(rel, arg.line, "TB103",

@@ -77,6 +77,9 @@ class ArgDecl:
     name: str
     default: str | None
     stage: str | None
+    # Without a default of its own: the value it still has, from the stage it is built on (an ARG
+    # or ENV there; BuildKit passes ARGs down) or a global ARG's default; None when it has none.
+    inherited: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -387,6 +390,13 @@ def _instruction(scan: _Scan, ins: str, head: Text, heredoc: Text | None, line: 
 def _arg(scan: _Scan, words: list[Word]) -> None:
     for w in words:
         name, eq, default = w.text.partition("=")
+        if scan.stage is None and eq:
+            scan.globals_[name] = default
+        if eq:
+            scan.scope[name] = scan.expand(default)
+        elif scan.stage is not None and name not in scan.scope and name in scan.globals_:
+            scan.scope[name] = scan.globals_[name]  # re-declared global ARG keeps its default
+        inherited = scan.scope.get(name) if not eq and scan.stage is not None else None
         scan.args.append(
             ArgDecl(
                 path=scan.path,
@@ -394,14 +404,9 @@ def _arg(scan: _Scan, words: list[Word]) -> None:
                 name=name,
                 default=default if eq else None,
                 stage=scan.stage,
+                inherited=inherited,
             )
         )
-        if scan.stage is None and eq:
-            scan.globals_[name] = default
-        if eq:
-            scan.scope[name] = scan.expand(default)
-        elif scan.stage is not None and name not in scan.scope and name in scan.globals_:
-            scan.scope[name] = scan.globals_[name]  # re-declared global ARG keeps its default
         if eq and default and is_pin_value(name, default):
             variable_pin(scan, w, "arg", name, default, scan.expand(default))
 
