@@ -36,6 +36,7 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("evidence", "record"): "twinbuild.cli.evidence_handlers:record",
     ("evidence", "sign"): "twinbuild.cli.evidence_handlers:sign",
     ("evidence", "verify"): "twinbuild.cli.evidence_handlers:verify",
+    ("evidence", "inputs"): "twinbuild.cli.evidence_handlers:inputs",
     ("evidence", "gate"): "twinbuild.cli.evidence_handlers:gate",
     ("evidence", "keygen"): "twinbuild.cli.evidence_handlers:keygen",
     ("pins", "table"): "twinbuild.manifest.table:table",
@@ -86,6 +87,13 @@ def _value(action: argparse.Action, tag: str) -> tuple[list[str], Any]:
         return ([flag] if flag else []) + [str(number)], number
     if action.type is float:
         return ([flag] if flag else []) + ["3.5"], 3.5
+    if callable(action.type) and action.type is not str:  # a bounded number, e.g. --max-age-days
+        try:
+            bounded = action.type("3.5")
+        except (argparse.ArgumentTypeError, TypeError, ValueError):
+            pass
+        else:
+            return ([flag] if flag else []) + ["3.5"], bounded
     text = SAMPLES.get(flag or "", f"/sentinel-{tag}")
     return ([flag] if flag else []) + [text], text
 

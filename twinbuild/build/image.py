@@ -317,10 +317,10 @@ def _main_thread() -> bool:
 
 
 def _assemble(options: BuildOptions, rendered: Rendered, context: Path, say: Say) -> None:
-    for rel in input_files(options.root, rendered.platform, rendered.profile):
-        dest = context / rel
+    for entry in input_files(options.root, rendered.platform, rendered.profile):
+        dest = context / entry.path
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(options.root / rel, dest)
+        shutil.copy2(options.root / entry.path, dest)
     for name, body in rendered.files.items():
         path = context / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -342,6 +342,8 @@ def _tar_context(context: Path) -> tempfile._TemporaryFileWrapper[bytes]:
             info.mtime = 0  # the engine's cache keys must not depend on when we copied
             info.uid = info.gid = 0
             info.uname = info.gname = ""
+            # Git keeps one mode bit; the umask of a checkout must not change the image's bytes.
+            info.mode = 0o755 if path.is_dir() or info.mode & 0o100 else 0o644
             if path.is_file():
                 with path.open("rb") as data:
                     tar.addfile(info, data)

@@ -1,10 +1,11 @@
 """``twinbuild plan``: which images a change affects, and which input says so.
 
 An image is fed by its platform's slice of the manifest (``platform_digest``, both profiles), its
-recipe files (``images/<platform>/``, ``images/common/``, ``images/local/``) and the modules that
-shape every build. A change to anything else (docs, tests, CI) builds nothing. When the change
-cannot be computed (no git, unknown or shallow base) the plan builds everything and says why: a
-missed rebuild is worse than a spare one.
+recipe files (``images/<platform>/``, ``images/common/``, ``images/local/``) and the builder code
+that shapes every build (``inputs.BUILDER_CODE``, the same rule the inputs hash uses). A change to
+anything else (docs, tests, CI) builds nothing. When the change cannot be computed (no git,
+unknown or shallow base) the plan builds everything and says why: a missed rebuild is worse than
+a spare one.
 """
 
 from __future__ import annotations
@@ -12,20 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from twinbuild.build.inputs import is_builder_code
 from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load, loads
 from twinbuild.pins.diff import compare, text_at
 from twinbuild.util.git import run_git
 
-#: Modules whose change reshapes every build (both platforms).
-BUILD_MODULES = (
-    "twinbuild/manifest/render.py",
-    "twinbuild/build/image.py",
-    "twinbuild/build/inputs.py",
-    "twinbuild/build/wheelhouse.py",
-    "twinbuild/engine/base.py",
-)
 DEFAULT_REMOTE_BRANCH = "origin/main"
 
 
@@ -141,7 +135,7 @@ def _platforms_fed_by(path: str) -> tuple[Platform, ...]:
     for platform in PLATFORMS:
         if path.startswith(f"images/{platform}/"):
             return (platform,)
-    if path.startswith(("images/common/", "images/local/")) or path in BUILD_MODULES:
+    if path.startswith(("images/common/", "images/local/")) or is_builder_code(path):
         return PLATFORMS
     return ()
 

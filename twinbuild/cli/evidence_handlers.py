@@ -1,35 +1,30 @@
 """``twinbuild evidence ...``: what record, sign, verify, gate and keygen do with their options.
 
-The gate reads everything about the PR head as git data (``git show``/``git archive`` of objects
-fetched by the workflow); it never checks out or runs PR code.
+The gate reads everything about the PR head as git objects fetched by the workflow (see
+``twinbuild.evidence.head``); it never checks out or runs PR code.
 """
 
 from __future__ import annotations
 
-import io
 import os
-import tarfile
-import tempfile
+import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from twinbuild import evidence
-from twinbuild.build.image import builder_settings
-from twinbuild.build.inputs import inputs_hash
 from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.evidence import Blob, Policy
+from twinbuild.evidence.head import commit_inputs, evidence_blobs, inputs_report
 from twinbuild.evidence.options import (
     GateOptions,
+    InputsOptions,
     KeygenOptions,
     RecordOptions,
     SignOptions,
     VerifyOptions,
 )
-from twinbuild.manifest.model import PLATFORMS, Platform, loads
-from twinbuild.manifest.render import render
-from twinbuild.util.git import run_git
 
 REPORT = "report.json"
 
@@ -85,32 +80,9 @@ def verify(options: VerifyOptions) -> int:
     return 0
 
 
-def _git(*argv: str) -> bytes | None:
-    """git's raw output in the current directory (the gate's checkout), None when git fails."""
-    proc = run_git(Path(), *argv, binary=True)
-    return proc.stdout if proc.returncode == 0 else None
-
-
-def head_inputs(head: str, manifest_path: Path) -> tuple[dict[Platform, str], str]:
-    """Production inputs hash per platform and the manifest digest at ``head``, from git objects."""
-    text = _git("show", f"{head}:{manifest_path.as_posix()}")
-    if text is None:
-        raise ConfigError(f"{head}: no {manifest_path} at that commit; fetch the PR head first")
-    manifest = loads(text.decode("utf-8"), manifest_path)
-    archive = _git("archive", "--format=tar", head, "images")
-    if archive is None:
-        raise ConfigError(f"{head}: cannot read images/ at that commit")
-    hashes: dict[Platform, str] = {}
-    with tempfile.TemporaryDirectory(prefix="twinbuild-head-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-            tar.extractall(tmp, filter="data")  # data only: nothing of it is executed
-        for platform in PLATFORMS:
-            rendered = render(manifest, platform, "production")
-            hashes[platform] = inputs_hash(
-                Path(tmp), rendered, base_id=manifest.platforms[platform].base.digest,
-                builder=builder_settings(rendered),
-            )  # fmt: skip
-    return hashes, manifest.digest()
+def inputs(options: InputsOptions) -> int:
+    sys.stdout.write(inputs_report(options))
+    return 0
 
 
 def gate(options: GateOptions) -> int:
@@ -118,24 +90,28 @@ def gate(options: GateOptions) -> int:
     pull = _table(event, "pull_request")
     repository = _table(event, "repository")
     repo_id = os.environ.get("GITHUB_REPOSITORY_ID") or str(repository.get("id", ""))
-    if not repo_id.isdigit():
+    if not repo_id.isdigit() or len(repo_id) > 19:
         raise ConfigError("evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions")
     blobs: list[Path | Blob] = list(options.evidence)
     if options.evidence_ref:
-        for platform in PLATFORMS:
-            name = f"evidence/{platform}.dsse.json"
-            data = _git("show", f"{options.evidence_ref}:{name}")
-            if data is not None:
-                blobs.append(Blob(name=f"{options.evidence_ref}:{name}", data=data))
-    inputs, digest = head_inputs(options.head, options.manifest)
+        blobs += evidence_blobs(options.evidence_ref, repo=options.repo)
+    head = commit_inputs(options.head, repo=options.repo, manifest=options.manifest)
+    base = (
+        commit_inputs(options.base, repo=options.repo, manifest=options.manifest)
+        if options.base
+        else None
+    )
     policy = Policy(
         base_repository=os.environ.get("GITHUB_REPOSITORY", ""),
         base_repository_id=int(repo_id),
         head_commit=options.head,
         pr=number if isinstance(number := pull.get("number"), int) else options.pr,
         default_branch=str(repository.get("default_branch") or options.default_branch),
-        head_inputs=None if options.same_commit else inputs,
-        manifest_digest=digest,
+        head_inputs=head.inputs,
+        match_inputs=not options.same_commit,
+        base_commit=options.base,
+        base_inputs=base.inputs if base is not None else None,
+        manifest_digest=head.manifest_digest,
         max_age=timedelta(days=options.max_age_days),
     )
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from twinbuild.manifest.model import DEFAULT_PATH, Platform
 
@@ -34,7 +35,8 @@ class VerifyOptions:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GateOptions:
     head: str  # the PR head commit (40 hex)
-    base: str | None = None  # the PR base commit: informational, the policy does not use it
+    base: str | None = None  # the PR base commit: a head with its image inputs needs no evidence
+    repo: Path = Path()  # the git repository holding head, base and the evidence ref
     evidence_ref: str | None = None  # git ref carrying evidence/<platform>.dsse.json
     evidence: tuple[Path, ...] = ()  # evidence files
     keys: Path = KEYS
@@ -44,6 +46,16 @@ class GateOptions:
     default_branch: str = "main"  # when the event payload does not say
     pr: int | None = None  # when the event payload does not say
     summary: Path | None = None  # step summary file to append the verdict to
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputsOptions:
+    """``twinbuild evidence inputs``: what the gate computes at one commit."""
+
+    head: str
+    format: Literal["text", "json"] = "text"
+    manifest: Path = DEFAULT_PATH
+    repo: Path = Path()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
