@@ -379,7 +379,8 @@ def test_control_character_before_an_instruction(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
         parse(recipe)
     assert str(err.value) == (
-        f"{recipe}:1: does not parse: ARG with a control character around it; retype the line"
+        f"{recipe}:1: does not parse: a control character around the instruction's keyword; "
+        "retype the line"
     )
 
 

@@ -292,6 +292,14 @@ def _literal_pins(out: _Collector, parsed: recipes.Recipe, rel: Path) -> None:
             "TB105",
             f"cannot classify '{odd.text}'; rewrite it to take its pin from the manifest",
         )
+    for note in parsed.notes:  # ONBUILD: its triggers run in stages built FROM this one, unread
+        out.add_at(
+            rel,
+            note.line,
+            "TB105",
+            f"cannot classify '{note.text}' (an ONBUILD trigger runs in whatever is built "
+            "FROM this stage); write the step as a plain instruction where it runs",
+        )
 
 
 def _inputs(
@@ -306,7 +314,12 @@ def _inputs(
     rendered = render(manifest, platform, profile)
     given = set(rendered.args)
     for arg in parsed.args:
-        if arg.default is None and arg.name not in given and arg.name not in BUILTIN_ARGS:
+        if (
+            arg.default is None
+            and arg.inherited is None
+            and arg.name not in given
+            and arg.name not in BUILTIN_ARGS
+        ):
             if arg.name in production_args:  # the other platform's pin, in a shared recipe
                 continue
             out.add_at(rel, arg.line, "TB103",
