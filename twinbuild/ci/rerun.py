@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from twinbuild.ci import github
 from twinbuild.errors import ConfigError, FindingsError
+from twinbuild.util import bounded
 
 Outcome = Literal["success", "failure", "cancelled", "skipped"]
 Verdict = Literal["passed", "rerun", "flaky", "failed", "refuse"]
@@ -63,9 +65,15 @@ class Decision:
             text += "\n" + "".join(f"- {job}\n" for job in self.jobs)
         return text
 
-    def github_output(self) -> str:
-        """``verdict=...`` and ``jobs=...`` lines for $GITHUB_OUTPUT."""
-        return f"verdict={self.verdict}\njobs={','.join(self.jobs)}\n"
+    def outputs(self) -> dict[str, str]:
+        """The step outputs: ``verdict`` and ``jobs`` (comma-separated)."""
+        return {"verdict": self.verdict, "jobs": ",".join(self.jobs)}
+
+    def publish(self, summary: Path | None, *, github_output: bool = False) -> None:
+        """Append the verdict to the step summary file and $GITHUB_OUTPUT, where asked."""
+        github.append_summary(summary, self.markdown())
+        if github_output:
+            github.write_outputs(self.outputs(), who="rerun-decision report")
 
     def raise_if_bad(self) -> None:
         if not self.ok:
@@ -169,6 +177,54 @@ def guard(
     return _refuse(f"{name} concluded '{conclusion}'; there is nothing failed to re-run")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportOptions:
+    """What ``twinbuild rerun-decision report`` was asked for."""
+
+    attempt: int  # github.run_attempt
+    current: Path  # the jobs API answer for this attempt
+    previous: Path | None = None  # the jobs API answer for the previous attempt (attempt > 1)
+    summary: Path | None = None  # step summary file to append the verdict to
+    github_output: bool = False  # write verdict= and jobs= to $GITHUB_OUTPUT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardOptions:
+    """What ``twinbuild rerun-decision guard`` was asked for."""
+
+    run: Path  # the runs API answer for the run
+    workflow: str = ".github/workflows/nightly.yml"
+    summary: Path | None = None  # step summary file to append the verdict to
+
+
+def report(options: ReportOptions) -> Decision:
+    """:func:`decide` over the jobs API answers the options name."""
+    current = outcomes(load_json(options.current), source=str(options.current))
+    previous = (
+        None
+        if options.previous is None
+        else outcomes(load_json(options.previous), source=str(options.previous))
+    )
+    decision = decide(attempt=options.attempt, current=current, previous=previous)
+    decision.publish(options.summary, github_output=options.github_output)
+    return decision
+
+
+def check_guard(options: GuardOptions) -> Decision:
+    """:func:`guard` over the runs API answer the options name."""
+    run = load_json(options.run)
+    missing = [k for k in ("id", "path", "status") if not isinstance(run, dict) or k not in run]
+    if missing or not isinstance(run, dict):
+        keys = ", ".join(map(repr, missing))
+        raise ConfigError(
+            f"{options.run}: not a GitHub workflow run object (no {keys}); "
+            "save the runs API answer: gh api repos/OWNER/REPO/actions/runs/RUN_ID > FILE"
+        )
+    decision = guard(run, workflow=options.workflow)
+    decision.publish(options.summary)
+    return decision
+
+
 def outcomes(doc: object, *, source: str) -> dict[str, Outcome]:
     """Job name -> outcome from a jobs API answer (``{"jobs": [...]}``), finished jobs only.
 
@@ -193,14 +249,24 @@ def outcomes(doc: object, *, source: str) -> dict[str, Outcome]:
     return result
 
 
+MAX_BYTES = 16 * 1024 * 1024
+"""Largest API answer read: a jobs list of a few hundred jobs is well under 1 MiB."""
+
+
 def load_json(path: Path) -> object:
     """A JSON file the workflow saved from the GitHub API; ConfigError names the file."""
+    text = bounded.read_text(
+        path,
+        limit=MAX_BYTES,
+        what="GitHub API answer",
+        missing="no such file; save the GitHub API answer there first (gh api ... > FILE)",
+    )
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+        doc = bounded.parse(lambda: json.loads(text), source=str(path), what="GitHub API answer")
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
+        raise ConfigError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+    bounded.check_shape(doc, source=str(path), what="GitHub API answer")
+    return doc
 
 
 def _with(outcomes_: Mapping[str, Outcome], outcome: Outcome) -> tuple[str, ...]:

@@ -8,6 +8,8 @@ the trust model that zizmor does not know about:
 - TB-W003: an attacker-controlled ``${{ }}`` expression expanded inside ``run:``
 - TB-W004: no top-level ``permissions: {}``
 - TB-W005: ``actions/checkout`` without ``persist-credentials: false``
+- TB-W006: ``pull_request_target`` without a ``branches:`` filter (a PR that targets another
+  branch, e.g. ``validate/*``, would run that branch's copy of the workflow, with its privileges)
 
 TB-W000 reports a file that is not a readable workflow, so one run reports every file.
 """
@@ -27,6 +29,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.lint.findings import Finding
+from twinbuild.util import bounded
 
 # Events whose payload (and, for pull_request, whose code) a fork or any GitHub user controls.
 UNTRUSTED_TRIGGERS = frozenset(
@@ -119,6 +122,21 @@ class LintReport:
         raise FindingsError(f"workflows: {', '.join(parts)}; see the lines above")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckOptions:
+    """What ``twinbuild workflows check`` was asked for."""
+
+    root: Path = Path()  # the repository holding .github/workflows
+    paths: tuple[Path, ...] = ()  # files or folders: the trust check alone, no external linters
+
+
+def check_workflows(options: CheckOptions) -> LintReport:
+    """The trust check of ``options.paths``, or the whole lint of the root's workflows."""
+    if options.paths:
+        return LintReport(findings=tuple(check(options.paths)), tools=())
+    return lint(options.root / ".github" / "workflows")
+
+
 def lint(directory: Path) -> LintReport:
     """The trust check, zizmor and actionlint (skipped when not installed) over ``directory``."""
     return LintReport(
@@ -188,15 +206,17 @@ def _workflow_files(paths: Sequence[Path]) -> Iterator[Path]:
 # --- one file ---------------------------------------------------------------------------------
 
 
+MAX_BYTES = 1024 * 1024
+"""Largest workflow read: GitHub's own limit is far below; more is the wrong file."""
+
+
 def _check_file(path: Path) -> list[Finding]:
+    # Unreadable input (a FIFO, /dev/zero, a binary file) is refused with ConfigError, exit 2.
+    text = bounded.read_text(path, limit=MAX_BYTES, what="workflow", bom=True)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        return [
-            Finding(path=str(path), line=1, code="TB-W000", message=f"cannot read: {exc.strerror}")
-        ]
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = bounded.parse(
+            lambda: yaml.compose(text, Loader=yaml.SafeLoader), source=str(path), what="workflow"
+        )
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 1
         return [
@@ -204,6 +224,9 @@ def _check_file(path: Path) -> list[Finding]:
                 path=str(path), line=line, code="TB-W000", message=f"not valid YAML: {exc.problem}"
             )
         ]
+    except yaml.YAMLError as exc:
+        return [Finding(path=str(path), line=1, code="TB-W000", message=f"not valid YAML: {exc}")]
+    bounded.check_shape(root, source=str(path), what="workflow", children=_node_children)
     if not isinstance(root, MappingNode):
         return [
             Finding(
@@ -214,6 +237,14 @@ def _check_file(path: Path) -> list[Finding]:
             )
         ]
     return _Workflow(path, text, root).findings()
+
+
+def _node_children(node: object) -> list[tuple[str, object]]:
+    if isinstance(node, MappingNode):
+        return [(str(getattr(k, "value", "?")), v) for k, v in node.value]
+    if isinstance(node, SequenceNode):
+        return [(f"[{i}]", v) for i, v in enumerate(node.value)]
+    return []
 
 
 def _line(node: Node) -> int:
@@ -258,6 +289,7 @@ class _Workflow:
 
     def findings(self) -> list[Finding]:
         self._permissions()
+        self._target_branches()
         privileged = self._privileged()
         for job_key, job in _items(_value(self.root, "jobs")):
             self._runner(job_key.value, job)
@@ -285,6 +317,27 @@ class _Workflow:
         if re.search(r"\$\{\{[^}]*\bsecrets\.", self.text):
             return "it uses secrets"
         return None
+
+    def _target_branches(self) -> None:
+        """pull_request_target runs the workflow file of the branch a PR targets, so only the
+        default branch's reviewed copy may run: a PR against validate/* would run that copy."""
+        line = self.triggers.get("pull_request_target")
+        if line is None:
+            return
+        on = _value(self.root, "on")
+        config = _value(on, "pull_request_target")
+        branches = _value(config, "branches")
+        nodes = branches.value if isinstance(branches, SequenceNode) else [branches]
+        patterns = [_scalar(node) or "" for node in nodes if node is not None]
+        if patterns and all(p and not set(p) & set("*?[!") for p in patterns):
+            return
+        self.add(
+            line,
+            "TB-W006",
+            "pull_request_target without a 'branches:' filter of literal branch names; a PR that "
+            "targets another branch (validate/*) runs that branch's copy of this workflow: add "
+            "'branches: [main]' (the default branch)",
+        )
 
     def _permissions(self) -> None:
         pair = _get(self.root, "permissions")

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
-from twinbuild.errors import EngineError
+from twinbuild.errors import ConfigError, EngineError
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 60.0
@@ -36,7 +36,15 @@ Source = Literal["env", "private", "default"]
 def cache_root() -> Path:
     """The cache folder: ``$TWINBUILD_CACHE``, else ``~/.cache/twinbuild``."""
     env = os.environ.get("TWINBUILD_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "twinbuild"
+    if env:
+        return Path(env)
+    try:
+        return Path.home() / ".cache" / "twinbuild"
+    except (RuntimeError, KeyError):  # HOME unset and no passwd entry for this user id
+        raise ConfigError(
+            f"no cache folder: $HOME is unset and user id {os.getuid()} has no passwd entry; "
+            "set TWINBUILD_CACHE=/path/to/cache (or HOME)"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -270,6 +278,19 @@ def docker_host(paths: EnginePaths | None = None, host: Host | None = None) -> s
     if _private_pid(paths, host or SystemHost()) is not None:
         return paths.docker_host
     return DEFAULT_HOST
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineOptions:
+    """What ``twinbuild engine`` was asked for."""
+
+    action: Literal["up", "down", "status"] = "status"
+    print_host: bool = False  # print only the DOCKER_HOST to use
+
+
+def control(options: EngineOptions) -> EngineState:
+    """Start, stop or look at the engine, as ``options.action`` says."""
+    return {"up": up, "down": down, "status": status}[options.action]()
 
 
 def status(paths: EnginePaths | None = None, host: Host | None = None) -> EngineState:

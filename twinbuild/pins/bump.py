@@ -21,6 +21,7 @@ from tomlkit.items import Null, Table, Whitespace
 from twinbuild.errors import ConfigError
 from twinbuild.lint.checks import FULL_SHA, HEX_PREFIX, is_placeholder, lint_manifest
 from twinbuild.manifest.model import (
+    DEFAULT_PATH,
     PLATFORMS,
     Kind,
     Manifest,
@@ -39,7 +40,7 @@ Field = Literal["commit", "version"]
 _FITS: dict[Field, tuple[Kind, ...]] = {"commit": ("git",), "version": ("pypi", "url", "apt")}
 #: The floating counterpart a new exact value replaces in the same table.
 _REPLACES: dict[Field, str] = {"commit": "ref", "version": "range"}
-_ANY_HEX40 = re.compile(r"^[0-9a-fA-F]{40}$")
+_ANY_HEX40 = re.compile(r"^[0-9a-fA-F]{40}\Z")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +88,23 @@ class BumpResult:
         if not self.written:
             lines.append(f"dry run: {self.path} left as it was")
         return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BumpOptions:
+    """What ``twinbuild pins bump`` was asked for: the request, where, and whether to write."""
+
+    manifest: Path = DEFAULT_PATH
+    upstream: str | None = None  # a local clone or mirror to check the commit against
+    dry_run: bool = False  # report, write nothing
+    request: BumpRequest
+
+
+def bump_pin(options: BumpOptions) -> BumpResult:
+    """:func:`bump` with the options of ``twinbuild pins bump``."""
+    return bump(
+        options.manifest, options.request, upstream=options.upstream, write=not options.dry_run
+    )
 
 
 def bump(

@@ -214,6 +214,12 @@ def _settings(old: Manifest, new: Manifest) -> list[SettingChange]:
 
 def text_at(rev: str, manifest: Path, *, repo: Path) -> str | None:
     """The file's text at ``rev`` (None when the revision has no such file)."""
+    if run_git(repo, "rev-parse", "--git-dir").returncode != 0:
+        # say so, rather than blame a revision name that cannot exist here
+        raise ConfigError(
+            f"pins diff: {repo} is not in a git repository; run it in a clone of the repository "
+            "or pass --root PATH to one"
+        )
     if run_git(repo, "rev-parse", "--verify", "-q", f"{rev}^{{commit}}").returncode != 0:
         raise ConfigError(
             f"pins diff: unknown revision '{rev}' in {repo}; fetch it or check the name"
@@ -227,6 +233,22 @@ def manifest_at(rev: str, manifest: Path, *, repo: Path) -> Manifest:
     if text is None:
         raise ConfigError(f"{rev}:{manifest}: no manifest at that revision; pick a later one")
     return loads(text, Path(f"{rev}:{manifest}"))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiffOptions:
+    """What ``twinbuild pins diff`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    root: Path = Path()  # the git repository
+    rev_a: str
+    rev_b: str
+    format: Literal["text", "markdown"] = "text"
+
+
+def diff_pins(options: DiffOptions) -> ManifestDiff:
+    """:func:`diff_revs` with the options of ``twinbuild pins diff``."""
+    return diff_revs(options.rev_a, options.rev_b, manifest=options.manifest, repo=options.root)
 
 
 def diff_revs(
