@@ -11,7 +11,7 @@ import pytest
 
 from twinbuild.engine import base
 from twinbuild.engine.base import BaseInputs
-from twinbuild.engine.client import EngineInfo, GpuAccess, ImageSummary, Network, RunResult
+from twinbuild.engine.client import EngineInfo, GpuAccess, ImageSummary, Network, Pushed, RunResult
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 
 SUITE = "bookworm"
@@ -85,6 +85,12 @@ class FakeEngine:
 
     def remove_image(self, ref: str, *, force: bool = False) -> None:
         del self.images[ref]
+
+    def push(self, ref: str) -> Pushed:
+        raise AssertionError("the base image is never pushed")
+
+    def pull(self, ref: str) -> str:
+        raise AssertionError("the base image is never pulled")
 
     def run_container(
         self,

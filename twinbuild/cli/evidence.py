@@ -39,7 +39,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--key", help="private key file outside the work tree (default: env secret)")
     p.set_defaults(func=_handler("cmd_sign"))
     p = ev.add_parser("verify", help="check signatures and structure")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument(
+        "--image", metavar="REPO@sha256:DIGEST",
+        help="fetch and verify the evidence `release` stored next to this image in its registry",
+    )  # fmt: skip
     p.add_argument("--keys", default="evidence/keys", help="trusted public keys folder")
     p.set_defaults(func=_handler("cmd_verify"))
     p = ev.add_parser("gate", help="does the evidence count for this PR head?")

@@ -13,9 +13,11 @@ import os
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild import evidence
 from twinbuild.build.image import builder_settings
@@ -61,6 +63,8 @@ def cmd_sign(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     trusted = evidence.load_trusted(Path(args.keys))
+    if args.image:
+        return _verify_image(args.image, trusted, args.paths)
     paths: list[Path] = []
     for item in args.paths:
         path = Path(item)
@@ -73,6 +77,23 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(
             f"{checked.path}: {predicate.platform} signed by {checked.keyids[0][:16]}, "
             f"verdict {predicate.results.verdict}"
+        )
+    return 0
+
+
+def _verify_image(image: str, trusted: Mapping[str, Ed25519PublicKey], paths: Sequence[str]) -> int:
+    from twinbuild.ship.oci import ImageRef
+    from twinbuild.ship.release import verify_attached
+
+    if paths:
+        raise ConfigError("evidence verify: pass evidence files or --image, not both")
+    ref = ImageRef.parse(image)
+    for checked in verify_attached(ref, keys=trusted):
+        p = checked.statement.predicate
+        print(
+            f"{ref}: {p.platform} evidence signed by {checked.keyids[0][:16]}, verdict "
+            f"{p.results.verdict}, {p.results.counts.passed} passed on "
+            f"{p.gpu.model if p.gpu else 'no GPU'}, commit {p.source.commit[:12]} ({p.source.ref})"
         )
     return 0
 
