@@ -16,6 +16,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     from twinbuild.build.image import BuildOptions, build_image
+    from twinbuild.engine.registry import cache_registry
 
     loaded = manifest(args)
     options = BuildOptions(
@@ -24,6 +25,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         force=args.force,
         mirrors=mirrors(args.mirror),
         revision=os.environ.get("GITHUB_SHA"),
+        registry=None if args.no_registry_cache else cache_registry(args.registry),
     )
     with connect() as engine:
         wanted = platforms(args)
@@ -78,6 +80,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=[],
         metavar="PIN=PATH",
         help="local git mirror for a git pin (local profile)",
+    )
+    p.add_argument(
+        "--registry",
+        help="take the build cache (and the local base) from this registry, where `twinbuild push` "
+        "put them (default: TWINBUILD_REGISTRY, else the private registry when it runs)",
+    )
+    p.add_argument(
+        "--no-registry-cache", action="store_true", help="build without the registry cache"
     )
     p.set_defaults(func=cmd_build)
 

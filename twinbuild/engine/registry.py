@@ -217,6 +217,14 @@ def resolve(flag: str | None = None, paths: RegistryPaths | None = None) -> str:
     return state.address
 
 
+def cache_registry(flag: str | None = None, paths: RegistryPaths | None = None) -> str | None:
+    """The registry a build takes its cache from: like `resolve`, but None when there is none."""
+    if flag or os.environ.get(ENV_VAR):
+        return resolve(flag, paths)
+    state = status(paths)
+    return state.address if state.running else None
+
+
 def _check_address(value: str, where: str) -> str:
     if "://" in value or "/" in value.strip("/") or not value.strip():
         raise ConfigError(

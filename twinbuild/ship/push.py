@@ -45,7 +45,7 @@ class PushResult:
 
     def describe(self) -> str:
         moved = (
-            "nothing transferred (the registry had every layer)"
+            "nothing transferred: the registry had every layer"
             if self.layers_sent == 0
             else f"{self.layers_sent} layers sent, {self.layers_present} already there"
         )
