@@ -69,8 +69,10 @@ def cmd_release(args: argparse.Namespace) -> int:
             "release: the repository whose runs count is unknown; pass --repository OWNER/NAME "
             "(GitHub Actions sets GITHUB_REPOSITORY)"
         )
-    evidence: Path | Blob = Path(args.evidence)
-    if args.evidence_ref:
+    evidence: Path | Blob
+    if args.evidence:
+        evidence = Path(args.evidence)
+    else:
         from twinbuild.util.git import run_git
 
         name = f"{args.evidence_ref}:evidence/{args.platform}.dsse.json"

@@ -384,8 +384,8 @@ class Engine:
                 status = str(message.get("status", ""))
                 if status == "Pushed":
                     sent += 1
-                elif status == "Layer already exists":
-                    present += 1
+                elif status == "Layer already exists" or status.startswith("Mounted from"):
+                    present += 1  # in the registry already (another repository's blob mounted)
                 aux = message.get("aux") or {}
                 if isinstance(aux, dict) and str(aux.get("Digest", "")).startswith("sha256:"):
                     digest = str(aux["Digest"])

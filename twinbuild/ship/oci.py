@@ -154,7 +154,9 @@ class Client:
         return f"{self._prefix}://{self.registry}/v2/{repository}/{kind}/{reference}"
 
     def _request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        self._oras.auth.load_configs(url.split("://", 1)[1].split("/v2/", 1)[0] + "/x")
+        # The engine's credentials for this registry ($DOCKER_CONFIG/config.json), if any.
+        repository = url.split("/v2/", 1)[1].rsplit("/", 2)[0]
+        self._oras.auth.load_configs(self._oras.get_container(f"{self.registry}/{repository}"))
         response: requests.Response = self._oras.do_request(url, method, **kwargs)
         return response
 

@@ -79,6 +79,20 @@ def _record(path: Path) -> dict[str, Any]:
     return data
 
 
+def _push_base(engine: EngineAPI, registry: str, data: dict[str, Any], say: Say) -> None:
+    """The local profile's base goes too: a fresh engine pulls it instead of running debootstrap,
+    and only the very same base keeps the registry build cache of the layers above it."""
+    base = data.get("base") or {}
+    ref = str(base.get("ref", ""))
+    if not ref.startswith("twinbuild/base:") or engine.inspect_image(ref) is None:
+        return
+    remote = f"{registry}/{ref}"
+    engine.tag(ref, remote)
+    pushed = engine.push(remote)
+    if pushed.layers_sent:
+        say(f"base: {ref} -> {pushed.ref}")
+
+
 def push(engine: EngineAPI, options: PushOptions, say: Say = print) -> list[PushResult]:
     """Push each platform's built image; record and print ``REPOSITORY@sha256:DIGEST``."""
     results: list[PushResult] = []
@@ -91,6 +105,7 @@ def push(engine: EngineAPI, options: PushOptions, say: Say = print) -> list[Push
                 f"{path}: names {image_id}, which the engine at {engine.docker_host} lacks; "
                 "rebuild it"
             )
+        _push_base(engine, options.registry, data, say)
         tag = cache_ref(options.registry, platform, options.profile)
         engine.tag(image_id, tag)
         pushed = engine.push(tag)

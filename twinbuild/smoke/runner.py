@@ -500,7 +500,7 @@ def smoke(
         try:
             if image is not None:
                 targets = [
-                    image_target(eng, root, image, platforms[0] if platforms else None, profile)
+                    image_target(eng, root, image, platform, profile)  # else its label says
                 ]
             else:
                 targets = [built_target(eng, root, p, profile or "local") for p in platforms]
