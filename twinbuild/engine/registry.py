@@ -148,6 +148,9 @@ def ping(address: str, timeout: float = 2.0) -> bool:
 
 def port_free(port: int, listen: str = LISTEN) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # As the registry itself binds: connections of a stopped registry in TIME_WAIT do not
+        # make the port busy, a listening socket does.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((listen, port))
         except OSError as exc:
