@@ -390,3 +390,45 @@ def test_registry_gone_mid_push_is_exit_3_and_tags_nothing(rehearsal: Rehearsal)
     assert {tag: r.tag_digest("cuda", tag) for tag in before} == before
     assert "pushed" not in json.loads(record.read_text())  # a failed push records nothing
     assert r.tag_digest("cuda", "v1") == image.digest
+
+
+@pytest.fixture
+def locked_registry(tmp_path: Path, rehearsal: Rehearsal) -> Iterator[str]:
+    """A second real registry that wants a password (htpasswd; the registry makes the file with a
+    random password nobody here knows), started and stopped by this fixture."""
+    port = free_port()
+    config = tmp_path / "config.yml"
+    config.write_text(
+        f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
+        f"http:\n  addr: 127.0.0.1:{port}\nauth:\n  htpasswd:\n    realm: twinbuild-test\n"
+        f"    path: {tmp_path / 'htpasswd'}\n"
+    )
+    program = registry.SystemRegistryHost().which(registry.PROGRAM)
+    assert program is not None  # the rehearsal's `registry up` installed it
+    with (tmp_path / "log").open("w") as log:
+        proc = subprocess.Popen([program, "serve", str(config)], stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 30
+        while not registry.ping(f"127.0.0.1:{port}"):
+            assert time.monotonic() < deadline, (tmp_path / "log").read_text()
+            time.sleep(0.1)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_missing_credentials_is_one_line_naming_the_registry_and_the_fix(
+    rehearsal: Rehearsal, locked_registry: str
+) -> None:
+    r = rehearsal
+    pushed = r.cli("push", "--platform", "rocm", "--registry", locked_registry)
+    assert pushed.returncode == 2, pushed.stderr
+    assert len(pushed.stderr.strip().splitlines()) == 1, pushed.stderr
+    assert f"the registry {locked_registry} wants credentials" in pushed.stderr
+    assert f"run `docker login {locked_registry}`" in pushed.stderr
+    digest = r.refs["rocm"].split("@")[1]
+    verified = r.cli("evidence", "verify", "--image", f"{locked_registry}/twinbuild/rocm@{digest}")
+    assert verified.returncode == 2, verified.stderr
+    assert len(verified.stderr.strip().splitlines()) == 1, verified.stderr
+    assert f"run `docker login {locked_registry}`" in verified.stderr

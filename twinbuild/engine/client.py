@@ -111,8 +111,9 @@ def _registry_failure(what: str, ref: str, message: str) -> TwinbuildError:
     registry = registry_of(ref)
     if any(word in text.lower() for word in _AUTH_WORDS):
         return CredentialsMissing(
-            f"{what}: the registry {registry} refused the engine's credentials ({text[:120]}); "
-            f"run `docker login {registry}` against this engine's config ($DOCKER_CONFIG) and retry"
+            f"{what}: the registry {registry} wants credentials the engine was not given "
+            f"({text[:120]}); run `docker login {registry}` (they go to "
+            "$DOCKER_CONFIG/config.json) and retry"
         )
     return EngineError(f"{what}: the registry {registry} failed: {text[:200]}")
 

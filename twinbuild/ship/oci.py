@@ -116,8 +116,22 @@ class Client:
 
     def __init__(self, registry: str) -> None:
         self.registry = registry
-        self._oras = _Oras(hostname=registry, insecure=loopback(registry))
         self._prefix = "http" if loopback(registry) else "https"
+        self._client: _Oras | None = None
+        self._basic = False
+
+    @property
+    def _oras(self) -> _Oras:
+        """oras with the auth scheme the registry asks for: ``Basic`` (htpasswd) or tokens."""
+        if self._client is None:
+            probe = requests.get(f"{self._prefix}://{self.registry}/v2/", timeout=TIMEOUT_S)
+            challenge = probe.headers.get("Www-Authenticate", "")
+            self._basic = challenge.lower().startswith("basic")
+            backend = "basic" if self._basic else "token"
+            self._client = _Oras(
+                hostname=self.registry, insecure=loopback(self.registry), auth_backend=backend
+            )
+        return self._client
 
     @contextlib.contextmanager
     def _errors(self, what: str) -> Iterator[None]:
@@ -130,6 +144,8 @@ class Client:
             ) from exc
         except requests.exceptions.Timeout as exc:
             raise EngineError(f"{what}: the registry {self.registry} timed out") from exc
+        except requests.exceptions.RequestException as exc:
+            raise EngineError(f"{what}: the registry {self.registry}: {exc}") from exc
         except ValueError as exc:  # oras: a 401 it cannot answer
             if "authentication" in str(exc).lower():
                 raise self._no_credentials(what) from exc
@@ -157,6 +173,9 @@ class Client:
         # The engine's credentials for this registry ($DOCKER_CONFIG/config.json), if any.
         repository = url.split("/v2/", 1)[1].rsplit("/", 2)[0]
         self._oras.auth.load_configs(self._oras.get_container(f"{self.registry}/{repository}"))
+        if self._basic and not getattr(self._oras.auth, "_basic_auth", None):
+            # oras would fail on the 401 with an AttributeError; say what is missing instead.
+            raise self._no_credentials(f"{method} {url.split('://', 1)[1]}")
         response: requests.Response = self._oras.do_request(url, method, **kwargs)
         return response
 
