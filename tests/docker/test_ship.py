@@ -9,12 +9,15 @@ section is supplied by the test and labelled so in the report it signs.
 from __future__ import annotations
 
 import contextlib
+import http.client
+import http.server
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -432,3 +435,86 @@ def test_missing_credentials_is_one_line_naming_the_registry_and_the_fix(
     assert verified.returncode == 2, verified.stderr
     assert len(verified.stderr.strip().splitlines()) == 1, verified.stderr
     assert f"run `docker login {locked_registry}`" in verified.stderr
+
+
+class _HoldingProxy(http.server.ThreadingHTTPServer):
+    """A plain HTTP relay in front of the real registry that logs every request and holds the one
+    that would write ``hold_tag``, so a test can interrupt a release at its very last step."""
+
+    def __init__(self, upstream: str, hold_tag: str) -> None:
+        self.upstream, self.hold_tag = upstream, hold_tag
+        self.seen: list[str] = []
+        self.held = threading.Event()
+        self.release_hold = threading.Event()
+        super().__init__(("127.0.0.1", 0), _Relay)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.server_address[1]}"
+
+
+class _Relay(http.server.BaseHTTPRequestHandler):
+    server: _HoldingProxy
+
+    def _relay(self) -> None:
+        self.server.seen.append(f"{self.command} {self.path}")
+        if self.command == "PUT" and self.path.endswith(f"/manifests/{self.server.hold_tag}"):
+            self.server.held.set()
+            self.server.release_hold.wait(120)
+            self.send_error(503)
+            return
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        host, port = self.server.upstream.split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        conn.request(self.command, self.path, body=body or None, headers=dict(self.headers))
+        resp = conn.getresponse()
+        data = resp.read()
+        self.send_response(resp.status)
+        for key, value in resp.getheaders():
+            if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                self.send_header(key, value)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        conn.close()
+
+    do_GET = do_HEAD = do_PUT = do_POST = do_PATCH = _relay
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_interrupted_release_moves_no_tag_and_evidence_is_stored_first(
+    rehearsal: Rehearsal,
+) -> None:
+    r = rehearsal
+    image = ImageRef.parse(r.refs["cuda"])
+    proxy = _HoldingProxy(r.address, "v-interrupted")
+    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread.start()
+    try:
+        through = f"{proxy.address}/{image.repository}@{image.digest}"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "twinbuild", "release", "--platform", "cuda",
+             "--image", through, "--tag", "v-interrupted",
+             "--evidence-ref", f"origin/validate/pr-{PR}", "--keys", "evidence/keys",
+             "--profile", "local", "--repository", REPO, "--repository-id", REPO_ID],
+            cwd=r.root, env=r.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert proxy.held.wait(120), proc.communicate(timeout=60)
+        proc.send_signal(signal.SIGINT)  # interrupted while its tag request is in flight
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proxy.release_hold.set()
+        proxy.shutdown()
+        proxy.server_close()
+    assert proc.returncode == 130, err
+    assert r.tag_digest("cuda", "v-interrupted") is None
+    writes = [s for s in proxy.seen if s.startswith("PUT") and "/manifests/" in s]
+    assert writes == [
+        f"PUT /v2/{image.repository}/manifests/{image.attachment_tag}",
+        f"PUT /v2/{image.repository}/manifests/v-interrupted",
+    ]
+    stored = r.cli("evidence", "verify", "--image", r.refs["cuda"])
+    assert stored.returncode == 0, stored.stderr
