@@ -200,8 +200,12 @@ def test_resolve_prefers_the_flag_then_the_env_then_the_private_one(
         ConfigError, match=re.escape("--registry='https://ghcr.io': expected a registry")
     ):
         registry.resolve("https://ghcr.io", paths)
-    monkeypatch.setenv(registry.ENV_VAR, "ghcr.io/acme/images")
-    with pytest.raises(ConfigError, match=re.escape("TWINBUILD_REGISTRY='ghcr.io/acme/images'")):
+    monkeypatch.setenv(registry.ENV_VAR, "ghcr.io/acme")
+    assert registry.resolve(None, paths) == "ghcr.io/acme"
+    monkeypatch.setenv(registry.ENV_VAR, "ghcr.io/acme/images:latest")
+    with pytest.raises(
+        ConfigError, match=re.escape("TWINBUILD_REGISTRY='ghcr.io/acme/images:latest'")
+    ):
         registry.resolve(None, paths)
 
 

@@ -282,10 +282,13 @@ class Engine:
             # their config from the registry and pulls only the layers that hit.
             params["cachefrom"] = json.dumps(list(cache_from))
         api: Any = self.api  # the SDK's build() cannot ask for BuildKit; its own plumbing can
+        headers = {"Content-Type": "application/x-tar"}
+        if cache_from:
+            api._set_auth_headers(headers)  # X-Registry-Config: the cache's registry credentials
         with self._errors("build"):
             response = api._post(
                 api._url("/build"), data=context, params=params, stream=True, timeout=None,
-                headers={"Content-Type": "application/x-tar"},
+                headers=headers,
             )  # fmt: skip
             if builder == "buildkit" and response.status_code >= 400:
                 text = response.text

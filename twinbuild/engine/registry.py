@@ -15,6 +15,7 @@ from __future__ import annotations
 import errno
 import http.client
 import os
+import re
 import signal
 import socket
 from dataclasses import dataclass
@@ -228,13 +229,18 @@ def cache_registry(flag: str | None = None, paths: RegistryPaths | None = None) 
     return state.address if state.running else None
 
 
+_ADDRESS_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*")
+
+
 def _check_address(value: str, where: str) -> str:
-    if "://" in value or "/" in value.strip("/") or not value.strip():
+    """``host[:port]`` or ``host[:port]/namespace`` (images go to ``<it>/twinbuild/<platform>``)."""
+    value = value.strip().rstrip("/")
+    if not _ADDRESS_RE.fullmatch(value):
         raise ConfigError(
-            f"{where}={value!r}: expected a registry host[:port] such as ghcr.io or "
-            "127.0.0.1:5000 (no scheme, no repository)"
+            f"{where}={value!r}: expected a registry HOST[:PORT][/NAMESPACE] such as "
+            "127.0.0.1:5000 or ghcr.io/acme (no scheme, no tag)"
         )
-    return value.strip("/")
+    return value
 
 
 def status(paths: RegistryPaths | None = None, host: RegistryHost | None = None) -> RegistryState:
