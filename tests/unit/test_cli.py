@@ -54,12 +54,7 @@ def test_render_prints_what_the_build_receives(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = mini_project(tmp_path)
-    assert (
-        main(
-            ["render", "rocm", "--root", str(root), "--manifest", str(root / "pins/manifest.toml")]
-        )
-        == 0
-    )
+    assert main(["render", "rocm", "--manifest", str(root / "pins/manifest.toml")]) == 0
     out = capsys.readouterr().out
     assert "  MEGATRON_LM_COMMIT=0123456789abcdef0123456789abcdef01234567\n" in out
     assert "file .twinbuild/pip/pins.txt:\n" in out

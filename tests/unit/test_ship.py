@@ -16,8 +16,8 @@ from typing import Any, cast
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from tests.fake_engine import FakeEngine, image_doc
 from tests.unit.evidence_builders import NOW, REPO, REPO_ID, github_env, smoke_report, write_json
-from twinbuild.engine.client import Pushed
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
 from twinbuild.evidence import record, save, sign
 from twinbuild.evidence.keys import keyid
@@ -155,51 +155,30 @@ def test_image_references_and_tags() -> None:
             check_tag(bad_tag)
 
 
-class PushEngine:
-    """The two engine calls push makes, scripted."""
-
-    docker_host = "unix:///fake.sock"
-
-    def __init__(self, image_id: str) -> None:
-        self.image_id = image_id
-        self.tags: list[tuple[str, str]] = []
-
-    def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
-        return {"Id": self.image_id} if ref == self.image_id else None
-
-    def tag(self, image: str, ref: str) -> None:
-        self.tags.append((image, ref))
-
-    def push(self, ref: str) -> Pushed:
-        digest = "sha256:" + "9" * 64
-        return Pushed(
-            ref=ref.rsplit(":", 1)[0] + "@" + digest, digest=digest, layers_sent=0, layers_present=3
-        )
-
-
 def test_push_records_the_digest_and_writes_github_output(tmp_path: Path) -> None:
     image_id = "sha256:" + "1" * 64
     record_file = tmp_path / "build/local/cuda/image.json"
     record_file.parent.mkdir(parents=True)
     record_file.write_text(json.dumps({"image_id": image_id, "inputs_hash": "x"}))
     out = tmp_path / "github_output"
-    engine = PushEngine(image_id)
-    options = PushOptions(
-        root=tmp_path, registry="127.0.0.1:5000", platforms=("cuda",), github_output=out
-    )
+    engine = FakeEngine(images={image_id: image_doc(image_id)})
+    options = PushOptions(root=tmp_path, platform="cuda", github_output=out)
     said: list[str] = []
-    results = push(engine, options, say=said.append)  # type: ignore[arg-type]
-    ref = "127.0.0.1:5000/twinbuild/cuda@sha256:" + "9" * 64
+    results = push(engine, options, "127.0.0.1:5000", say=said.append)
+    ref = "127.0.0.1:5000/twinbuild/cuda@sha256:" + hashlib.sha256(image_id.encode()).hexdigest()
     assert [r.ref for r in results] == [ref]
-    assert engine.tags == [(image_id, "127.0.0.1:5000/twinbuild/cuda:local")]
+    assert engine.tagged == [(image_id, "127.0.0.1:5000/twinbuild/cuda:local")]
     assert out.read_text() == f"cuda-image={ref}\n"
-    assert said == [f"cuda: {ref} (nothing transferred: the registry had every layer)"]
+    assert said == [f"cuda: {ref} (1 layers sent, 0 already there)"]
     saved = json.loads(record_file.read_text())
     assert saved["pushed"]["ref"] == ref
     assert saved["inputs_hash"] == "x"
+    # Pushing the same digest again sends nothing, and says so.
+    push(engine, options, "127.0.0.1:5000", say=said.append)
+    assert said[-1] == f"cuda: {ref} (nothing transferred: the registry had every layer)"
 
 
 def test_push_without_a_build_record_says_build_first(tmp_path: Path) -> None:
-    options = PushOptions(root=tmp_path, registry="r.example", platforms=("rocm",))
+    options = PushOptions(root=tmp_path, platform="rocm")
     with pytest.raises(ConfigError, match="no build record; run `twinbuild build` first"):
-        push(PushEngine("sha256:" + "1" * 64), options)  # type: ignore[arg-type]
+        push(FakeEngine(), options, "r.example")

@@ -7,28 +7,28 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load
+from twinbuild.manifest.model import DEFAULT_PATH
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
+def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
+    """``--manifest``, and ``--root`` for the commands that read images/ (``root=False``: not)."""
     parser.add_argument(
         "--manifest", default=str(DEFAULT_PATH), help="pin manifest (default: %(default)s)"
     )
-    parser.add_argument("--root", default=".", help="repository root holding images/ (default: .)")
+    if root:
+        parser.add_argument(
+            "--root", default=".", help="repository root holding images/ (default: .)"
+        )
 
 
-def manifest(args: argparse.Namespace) -> Manifest:
-    return load(Path(args.manifest))
+def manifest_path(args: argparse.Namespace) -> Path:
+    return Path(args.manifest)
 
 
 def root(args: argparse.Namespace) -> Path:
     return Path(args.root)
-
-
-def platforms(args: argparse.Namespace) -> list[Platform]:
-    return [args.platform] if args.platform else list(PLATFORMS)
 
 
 def mirrors(items: Sequence[str]) -> dict[str, str]:

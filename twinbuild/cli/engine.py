@@ -3,43 +3,28 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
-from twinbuild.cli.common import add_common, manifest
-
-if TYPE_CHECKING:
-    from twinbuild.engine.client import Engine
+from twinbuild.cli.common import add_common, manifest_path
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
-    from twinbuild.engine import daemon
+    from twinbuild.engine.daemon import EngineOptions, control
 
-    action = {"up": daemon.up, "down": daemon.down, "status": daemon.status}[args.action]
-    state = action()
-    if args.print_host:
+    options = EngineOptions(action=args.action, print_host=args.print_host)
+    state = control(options)
+    if options.print_host:
         print(state.docker_host)
     else:
         print(state.describe())
-        if args.action == "up":
+        if options.action == "up":
             print(state.export_line())
-    return 0 if state.running or args.action == "down" else 3
-
-
-def connect() -> Engine:
-    from twinbuild.engine.client import connect
-
-    return connect()
+    return 0 if state.running or options.action == "down" else 3
 
 
 def cmd_base(args: argparse.Namespace) -> int:
-    from twinbuild.engine.base import ensure_base
+    from twinbuild.engine.base import BaseOptions, base_for
 
-    local = manifest(args).local
-    with connect() as engine:
-        result = ensure_base(
-            engine, suite=local.suite, mirror=local.mirror, packages=local.packages
-        )
-    print(result.describe())
+    print(base_for(BaseOptions(manifest=manifest_path(args))).describe())
     return 0
 
 
@@ -50,5 +35,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_engine)
 
     p = sub.add_parser("base", help="build (or reuse) the embedded Debian base image")
-    add_common(p)
+    add_common(p, root=False)  # the base needs the manifest's [local] table alone
     p.set_defaults(func=cmd_base)

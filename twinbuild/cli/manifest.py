@@ -5,21 +5,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from twinbuild.cli.common import add_common, manifest
+from twinbuild.cli.common import add_common, manifest_path
 from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from twinbuild.manifest.render import render
+    from twinbuild.manifest.render import RenderOptions, render_manifest
 
-    rendered = render(manifest(args), args.platform, args.profile)
-    sys.stdout.write(rendered.text())
+    options = RenderOptions(
+        manifest=manifest_path(args), platform=args.platform, profile=args.profile
+    )
+    sys.stdout.write(render_manifest(options).text())
     return 0
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("render", help="print exactly what a build of PLATFORM receives")
-    add_common(p)
+    add_common(p, root=False)  # a render reads the manifest alone
     p.add_argument("platform", choices=PLATFORMS)
     p.add_argument("--profile", choices=PROFILES, default="production")
     p.set_defaults(func=cmd_render)

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, platforms, root
-from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
@@ -30,73 +27,38 @@ def cmd_registry(args: argparse.Namespace) -> int:
 
 
 def cmd_push(args: argparse.Namespace) -> int:
-    from twinbuild.engine import registry
-    from twinbuild.engine.client import connect
-    from twinbuild.ship.push import PushOptions, push
+    from twinbuild.ship.push import PushOptions, push_images
 
     output = os.environ.get("GITHUB_OUTPUT")
     options = PushOptions(
-        root=root(args),
-        registry=registry.resolve(args.registry),
-        platforms=tuple(platforms(args)),
+        root=Path(args.root),
+        platform=args.platform,
         profile=args.profile,
+        registry=args.registry,
         github_output=Path(output) if output else None,
     )
-    with connect() as engine:
-        push(engine, options)
+    push_images(options)
     return 0
 
 
-def _repository_id(value: str | None) -> int:
-    text = value or os.environ.get("GITHUB_REPOSITORY_ID", "")
-    if not text.isdigit():
-        raise ConfigError(
-            "release: the repository id whose runs count is unknown; pass --repository-id "
-            "(GitHub Actions sets GITHUB_REPOSITORY_ID)"
-        )
-    return int(text)
-
-
 def cmd_release(args: argparse.Namespace) -> int:
-    from twinbuild.evidence.keys import load_trusted
-    from twinbuild.evidence.signing import Blob
-    from twinbuild.ship.oci import ImageRef
-    from twinbuild.ship.release import ReleaseOptions, Trust, release
+    from twinbuild.ship.release import ReleaseRequest, release_image
 
-    repository = args.repository or os.environ.get("GITHUB_REPOSITORY", "")
-    if not repository:
-        raise ConfigError(
-            "release: the repository whose runs count is unknown; pass --repository OWNER/NAME "
-            "(GitHub Actions sets GITHUB_REPOSITORY)"
-        )
-    evidence: Path | Blob
-    if args.evidence:
-        evidence = Path(args.evidence)
-    else:
-        from twinbuild.util.git import run_git
-
-        name = f"{args.evidence_ref}:evidence/{args.platform}.dsse.json"
-        shown = run_git(Path(), "show", name)
-        if shown.returncode != 0:
-            raise ConfigError(f"{name}: not in git ({shown.stderr.strip()}); fetch that ref first")
-        evidence = Blob(name=name, data=shown.stdout.encode("utf-8"))
-    options = ReleaseOptions(
+    request = ReleaseRequest(
         platform=args.platform,
-        image=ImageRef.parse(args.image),
+        image=args.image,
         tag=args.tag,
-        evidence=evidence,
-        trust=Trust(
-            keys=load_trusted(Path(args.keys)),
-            repository=repository,
-            repository_id=_repository_id(args.repository_id),
-            default_branch=args.default_branch,
-            profile=args.profile,
-            max_age=timedelta(days=args.max_age_days),
-        ),
-        now=datetime.now(UTC),
+        evidence=Path(args.evidence) if args.evidence else None,
+        evidence_ref=args.evidence_ref,
+        keys=Path(args.keys),
+        repository=args.repository,
+        repository_id=args.repository_id,
+        default_branch=args.default_branch,
+        profile=args.profile,
+        max_age_days=args.max_age_days,
         force=args.force,
     )
-    print(release(options).describe())
+    print(release_image(request).describe())
     return 0
 
 
@@ -114,7 +76,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_registry)
 
     p = sub.add_parser("push", help="push the built images; print REPOSITORY@sha256:DIGEST")
-    add_common(p)
+    p.add_argument("--root", default=".", help="repository root holding build/ (default: .)")
     p.add_argument("--platform", choices=PLATFORMS, help="default: both")
     p.add_argument("--profile", choices=PROFILES, default="local")
     p.add_argument(

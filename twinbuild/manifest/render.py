@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinbuild.manifest.model import Manifest, Platform, Profile, ResolvedPin
+from twinbuild.manifest.model import DEFAULT_PATH, Manifest, Platform, Profile, ResolvedPin, load
 
 GENERATED = ".twinbuild"
 RECIPES: Mapping[Profile, Mapping[Platform, Path]] = {
@@ -104,6 +104,20 @@ def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | Non
     if pin.kind == "url":
         return f"wheel URL {pin.url} is not on a registry this profile reaches"
     return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RenderOptions:
+    """What ``twinbuild render`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    platform: Platform
+    profile: Profile = "production"
+
+
+def render_manifest(options: RenderOptions) -> Rendered:
+    """Load the manifest and render what a build of ``options.platform`` receives."""
+    return render(load(options.manifest), options.platform, options.profile)
 
 
 def render(

@@ -229,6 +229,22 @@ def manifest_at(rev: str, manifest: Path, *, repo: Path) -> Manifest:
     return loads(text, Path(f"{rev}:{manifest}"))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiffOptions:
+    """What ``twinbuild pins diff`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    root: Path = Path()  # the git repository
+    rev_a: str
+    rev_b: str
+    format: Literal["text", "markdown"] = "text"
+
+
+def diff_pins(options: DiffOptions) -> ManifestDiff:
+    """:func:`diff_revs` with the options of ``twinbuild pins diff``."""
+    return diff_revs(options.rev_a, options.rev_b, manifest=options.manifest, repo=options.root)
+
+
 def diff_revs(
     rev_a: str, rev_b: str, *, manifest: Path = DEFAULT_PATH, repo: Path = Path()
 ) -> ManifestDiff:

@@ -11,7 +11,7 @@ no layer the registry has.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +19,7 @@ from typing import Any
 
 from twinbuild.engine.client import EngineAPI
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import Platform, Profile
+from twinbuild.manifest.model import PLATFORMS, Platform, Profile
 from twinbuild.util.atomic import write_atomic
 
 Say = Callable[[str], None]
@@ -28,10 +28,12 @@ REPOSITORY = "{registry}/twinbuild/{platform}"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PushOptions:
-    root: Path
-    registry: str
-    platforms: Sequence[Platform]
+    """What `twinbuild push` was asked for."""
+
+    root: Path = Path()
+    platform: Platform | None = None  # None: every platform
     profile: Profile = "local"
+    registry: str | None = None  # --registry; None: TWINBUILD_REGISTRY, else the private one
     github_output: Path | None = None  # $GITHUB_OUTPUT inside Actions
 
 
@@ -93,10 +95,22 @@ def _push_base(engine: EngineAPI, registry: str, data: dict[str, Any], say: Say)
         say(f"base: {ref} -> {pushed.ref}")
 
 
-def push(engine: EngineAPI, options: PushOptions, say: Say = print) -> list[PushResult]:
+def push_images(options: PushOptions, say: Say = print) -> list[PushResult]:
+    """`twinbuild push`: resolve the registry, connect to the engine, push."""
+    from twinbuild.engine.client import connect
+    from twinbuild.engine.registry import resolve
+
+    registry = resolve(options.registry)
+    with connect() as engine:
+        return push(engine, options, registry, say)
+
+
+def push(
+    engine: EngineAPI, options: PushOptions, registry: str, say: Say = print
+) -> list[PushResult]:
     """Push each platform's built image; record and print ``REPOSITORY@sha256:DIGEST``."""
     results: list[PushResult] = []
-    for platform in options.platforms:
+    for platform in [options.platform] if options.platform else list(PLATFORMS):
         path = record_path(options.root, options.profile, platform)
         data = _record(path)
         image_id = str(data["image_id"])
@@ -105,8 +119,8 @@ def push(engine: EngineAPI, options: PushOptions, say: Say = print) -> list[Push
                 f"{path}: names {image_id}, which the engine at {engine.docker_host} lacks; "
                 "rebuild it"
             )
-        _push_base(engine, options.registry, data, say)
-        tag = cache_ref(options.registry, platform, options.profile)
+        _push_base(engine, registry, data, say)
+        tag = cache_ref(registry, platform, options.profile)
         engine.tag(image_id, tag)
         pushed = engine.push(tag)
         result = PushResult(
@@ -116,7 +130,7 @@ def push(engine: EngineAPI, options: PushOptions, say: Say = print) -> list[Push
         # Recorded only after the registry confirmed the digest: a failed push records nothing.
         data["pushed"] = {
             "ref": pushed.ref,
-            "registry": options.registry,
+            "registry": registry,
             "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         }
         write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -15,9 +15,10 @@ ever names a digest whose evidence is not stored.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -51,6 +52,24 @@ class ReleaseOptions:
     evidence: Path | Blob
     trust: Trust
     now: datetime
+    force: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseRequest:
+    """What `twinbuild release` was asked for, as given; `release_image` checks and resolves it."""
+
+    platform: Platform
+    image: str  # REPO@sha256:...
+    tag: str
+    evidence: Path | None = None  # the envelope file, or
+    evidence_ref: str | None = None  # a git ref carrying evidence/<platform>.dsse.json
+    keys: Path = Path("evidence/keys")
+    repository: str | None = None  # None: $GITHUB_REPOSITORY
+    repository_id: str | None = None  # None: $GITHUB_REPOSITORY_ID
+    default_branch: str = "main"
+    profile: Profile = "production"
+    max_age_days: float = 14.0
     force: bool = False
 
 
@@ -207,3 +226,56 @@ def verify_attached(
             raise EvidenceRefused(f"{blob.name}: results: the recorded verdict is failed")
         found.append(checked)
     return found
+
+
+def release_image(
+    request: ReleaseRequest, env: Mapping[str, str] | None = None, say: Say = print
+) -> Released:
+    """`twinbuild release`: read the evidence and trusted keys, then `release`."""
+    from twinbuild.evidence.keys import load_trusted
+
+    env = os.environ if env is None else env
+    repository = request.repository or env.get("GITHUB_REPOSITORY", "")
+    if not repository:
+        raise ConfigError(
+            "release: the repository whose runs count is unknown; pass --repository OWNER/NAME "
+            "(GitHub Actions sets GITHUB_REPOSITORY)"
+        )
+    repository_id = request.repository_id or env.get("GITHUB_REPOSITORY_ID", "")
+    if not repository_id.isdigit():
+        raise ConfigError(
+            "release: the repository id whose runs count is unknown; pass --repository-id "
+            "(GitHub Actions sets GITHUB_REPOSITORY_ID)"
+        )
+    options = ReleaseOptions(
+        platform=request.platform,
+        image=ImageRef.parse(request.image),
+        tag=request.tag,
+        evidence=_evidence(request),
+        trust=Trust(
+            keys=load_trusted(request.keys),
+            repository=repository,
+            repository_id=int(repository_id),
+            default_branch=request.default_branch,
+            profile=request.profile,
+            max_age=timedelta(days=request.max_age_days),
+        ),
+        now=datetime.now(UTC),
+        force=request.force,
+    )
+    return release(options, say=say)
+
+
+def _evidence(request: ReleaseRequest) -> Path | Blob:
+    if request.evidence is not None:
+        return request.evidence
+    if request.evidence_ref is None:
+        raise ConfigError("release: pass --evidence FILE or --evidence-ref REF")
+    from twinbuild.util.git import run_git
+
+    name = f"{request.evidence_ref}:evidence/{request.platform}.dsse.json"
+    shown = run_git(Path(), "show", name, binary=True)
+    if shown.returncode != 0:
+        detail = shown.stderr.decode(errors="replace").strip()
+        raise ConfigError(f"{name}: not in git ({detail}); fetch that ref first")
+    return Blob(name=name, data=shown.stdout)
