@@ -23,7 +23,7 @@ from twinbuild.evidence import record, save, sign
 from twinbuild.evidence.keys import keyid
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
 from twinbuild.ship.push import PushOptions, push
-from twinbuild.ship.release import ReleaseOptions, Trust, release
+from twinbuild.ship.release import ReleaseOptions, Trust, release, verify_attached
 
 REF = "127.0.0.1:5000/twinbuild/cuda@sha256:" + "3" * 64
 
@@ -182,3 +182,37 @@ def test_push_without_a_build_record_says_build_first(tmp_path: Path) -> None:
     options = PushOptions(root=tmp_path, platform="rocm")
     with pytest.raises(ConfigError, match="no build record; run `twinbuild build` first"):
         push(FakeEngine(), options, "r.example")
+
+
+class AttachedClient(FakeClient):
+    """A registry holding one image and whatever envelopes are stored next to it."""
+
+    def __init__(self, image: ImageRef, manifest: Manifest, envelopes: list[bytes]) -> None:
+        super().__init__({(image.repository, image.digest): manifest})
+        self.envelopes = envelopes
+
+    def attachments(self, image: ImageRef) -> list[bytes]:
+        return self.envelopes
+
+
+def test_verify_image_refuses_no_evidence_and_evidence_of_another_digest(
+    signed: tuple[Path, Trust, ImageRef, Manifest],
+) -> None:
+    path, trust, image, manifest = signed
+    with pytest.raises(EvidenceRefused, match=r"no evidence is stored next to it"):
+        verify_attached(
+            image, keys=trust.keys, client=cast(Client, AttachedClient(image, manifest, []))
+        )
+    other = _image_manifest("b")
+    other_ref = ImageRef.parse(f"{image.name}@{other.digest}")
+    swapped = AttachedClient(other_ref, other, [path.read_bytes()])
+    with pytest.raises(EvidenceRefused, match="evidence counts only for the image it tested"):
+        verify_attached(other_ref, keys=trust.keys, client=cast(Client, swapped))
+    found = verify_attached(
+        image,
+        keys=trust.keys,
+        client=cast(Client, AttachedClient(image, manifest, [path.read_bytes()])),
+    )
+    assert [v.statement.predicate.platform for v in found] == ["cuda"]
+    with pytest.raises(EvidenceRefused, match="no trusted evidence key"):
+        verify_attached(image, keys={}, client=cast(Client, AttachedClient(image, manifest, [])))
