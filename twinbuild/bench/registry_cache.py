@@ -23,7 +23,7 @@ from twinbuild.bench.child import Sample, child
 from twinbuild.bench.session import Session, interleave, measured
 from twinbuild.bench.stats import median, ratio
 
-BENCH = "8 fresh engine, registry build cache (mini, local profile)"
+BENCH = "7 fresh engine, registry build cache (mini, local profile)"
 TARGET = 0.3
 
 

@@ -137,7 +137,9 @@ def push(
         say(result.describe())
         results.append(result)
     if options.github_output is not None:
-        with options.github_output.open("a", encoding="utf-8") as out:
-            for r in results:
-                out.write(f"{r.platform}-image={r.ref}\n")
+        from twinbuild.ci.github import format_outputs
+        from twinbuild.util.append import append_text
+
+        text = format_outputs({f"{r.platform}-image": r.ref for r in results})
+        append_text(options.github_output, text, what="step outputs ($GITHUB_OUTPUT)")
     return results
