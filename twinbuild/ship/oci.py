@@ -44,6 +44,7 @@ REF_RE = re.compile(
 )
 TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 TIMEOUT_S = 60
+MAX_ENVELOPE = 4 << 20  # read no more of a blob than an envelope can be: a registry is not trusted
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -260,10 +261,19 @@ class Client:
             if layer.get("mediaType") != DSSE_MEDIA_TYPE:
                 continue
             digest = str(layer.get("digest", ""))
+            size = layer.get("size")
+            if not isinstance(size, int) or not 0 < size <= MAX_ENVELOPE:
+                raise ConfigError(
+                    f"{image.tagged(image.attachment_tag)}: layer {digest} claims {size!r} bytes; "
+                    f"an evidence envelope is at most {MAX_ENVELOPE} bytes, refusing it"
+                )
             with self._errors(what):
-                response = self._request("GET", self._url(image.repository, "blobs", digest))
-            self._check(response, what)
-            if "sha256:" + hashlib.sha256(response.content).hexdigest() != digest:
+                response = self._request(
+                    "GET", self._url(image.repository, "blobs", digest), stream=True
+                )
+                self._check(response, what)
+                data = response.raw.read(MAX_ENVELOPE + 1, decode_content=True)
+            if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
                 raise EngineError(f"{what}: blob {digest} does not match its digest; refusing it")
-            blobs.append(response.content)
+            blobs.append(data)
         return blobs

@@ -24,6 +24,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
+from twinbuild.evidence import strictjson
 from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import Platform, Profile
@@ -120,13 +121,8 @@ def load_evidence(
     source: Path | Blob, *, platform: Platform, image: ImageRef, trust: Trust, now: datetime
 ) -> tuple[bytes, Accepted]:
     """The envelope's bytes and what it proves, or EvidenceRefused with one line."""
-    if isinstance(source, Blob):
-        data = source.data
-    else:
-        try:
-            data = source.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"{source}: cannot read the evidence ({exc.strerror})") from None
+    # The same bounded reader `verify` uses: a FIFO or a huge file is refused, not read.
+    data = source.data if isinstance(source, Blob) else strictjson.read_bytes(source)
     if not trust.keys:
         raise EvidenceRefused(
             "no trusted evidence key: commit the public key to evidence/keys/ on the default "
