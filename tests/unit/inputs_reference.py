@@ -18,7 +18,13 @@ from pathlib import Path
 from twinbuild.manifest.render import Rendered
 
 #: The build tool's code that decides an image's bytes, as the format describes it.
-BUILDER_CODE = ("twinbuild/manifest", "twinbuild/build", "twinbuild/engine", "pyproject.toml")
+BUILDER_CODE = (
+    "twinbuild/manifest",
+    "twinbuild/build",
+    "twinbuild/engine",
+    "twinbuild/util/exact_pin.py",
+    "pyproject.toml",
+)
 
 
 def _files_under(root: Path, rel: str) -> set[str]:

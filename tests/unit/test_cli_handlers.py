@@ -79,6 +79,9 @@ COVERED = {
     ("evidence", "gate"): "test_cli_evidence.py",
     ("evidence", "keygen"): "test_cli_evidence.py",
     ("evidence", "inputs"): "test_cli_evidence.py",
+    ("registry",): "test_registry_push_and_release_without_a_registry_or_engine",
+    ("push",): "test_registry_push_and_release_without_a_registry_or_engine",
+    ("release",): "test_registry_push_and_release_without_a_registry_or_engine",
 }
 
 
@@ -368,3 +371,38 @@ def test_pins_table_and_bump(root: Path, capsys: pytest.CaptureFixture[str]) -> 
     )  # fmt: skip
     assert code == 2
     assert "--diverge" in capsys.readouterr().err
+
+
+def test_registry_push_and_release_without_a_registry_or_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shipping commands on a machine with neither: each says so and exits with its code.
+    (tests/docker/test_ship.py runs them against a real registry.)"""
+    monkeypatch.setenv("TWINBUILD_CACHE", str(tmp_path / "cache"))  # no private registry's pid
+    for key in ("TWINBUILD_REGISTRY", "TWINBUILD_REGISTRY_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    assert main(["registry", "status"]) == 3
+    assert capsys.readouterr().out == (
+        "private registry is not running (127.0.0.1:5000); run `twinbuild registry up`\n"
+    )
+    assert main(["registry", "env"]) == 3
+    assert "TWINBUILD_REGISTRY=" not in capsys.readouterr().out
+    monkeypatch.setattr(client, "connect", _no_engine)
+    code = main(
+        ["push", "--root", str(tmp_path), "--platform", "cuda", "--registry", "127.0.0.1:1"]
+    )
+    assert code == 3
+    assert capsys.readouterr().err == (
+        f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
+    )
+    for key in ("GITHUB_REPOSITORY", "GITHUB_REPOSITORY_ID"):
+        monkeypatch.delenv(key, raising=False)
+    code = main(
+        ["release", "--platform", "cuda", "--image", "ghcr.io/a/b@sha256:" + "0" * 64,
+         "--tag", "v1", "--evidence", str(tmp_path / "cuda.dsse.json")]
+    )  # fmt: skip
+    assert code == 2
+    assert capsys.readouterr().err == (
+        "twinbuild: release: the repository whose runs count is unknown; pass --repository "
+        "OWNER/NAME (GitHub Actions sets GITHUB_REPOSITORY)\n"
+    )

@@ -39,6 +39,8 @@ NOX_FORWARDS = {
 }
 #: Fenced blocks that hold shell (a mermaid diagram or a TOML sample does not).
 SHELL_BLOCKS = {"", "sh", "bash", "console", "shell"}
+#: Usage notation in a code block: optional "[--x]" or alternative "(--a | --b)" arguments.
+SYNOPSIS = re.compile(r"\[--|\(--|\|\s*--")
 _OPERATOR = re.compile(r"^[|&;<>()]+$")
 
 
@@ -134,7 +136,12 @@ def doc_invocations() -> list[Invocation]:
                 prompted = [(n, t[2:]) for n, t in block if t.startswith("$ ")]
                 commands = (prompted or block) if shell else []
                 for n, t in commands:
-                    found += _from_shell(f"{path.relative_to(REPO)}:{n}", t)
+                    where = f"{path.relative_to(REPO)}:{n}"
+                    if SYNOPSIS.search(t):  # "[--keys K]", "(--a X | --b Y)": usage, not a command
+                        argv = _twinbuild_argv(t.split())
+                        found += [Invocation(where, argv, True)] if argv is not None else []
+                    else:
+                        found += _from_shell(where, t)
                 block = None
                 continue
             if block is not None:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
-from twinbuild.errors import EngineError
+from twinbuild.errors import ConfigError, EngineError
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 60.0
@@ -36,7 +36,15 @@ Source = Literal["env", "private", "default"]
 def cache_root() -> Path:
     """The cache folder: ``$TWINBUILD_CACHE``, else ``~/.cache/twinbuild``."""
     env = os.environ.get("TWINBUILD_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "twinbuild"
+    if env:
+        return Path(env)
+    try:
+        return Path.home() / ".cache" / "twinbuild"
+    except (RuntimeError, KeyError):  # HOME unset and no passwd entry for this user id
+        raise ConfigError(
+            f"no cache folder: $HOME is unset and user id {os.getuid()} has no passwd entry; "
+            "set TWINBUILD_CACHE=/path/to/cache (or HOME)"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -45,6 +45,7 @@ PYTEST_TIMEOUT_S = 3600
 LOCAL_PYTHON = "/opt/venv/bin/python"
 PRODUCTION_PYTHON = "python3"
 NOT_PRODUCTION = "production contents: the local profile builds no {what}"
+BARE_HOST = "bare GPU host (--host --gpu): checks this machine's GPUs, not an image's {what}"
 LABEL = "org.twinbuild."
 
 
@@ -60,6 +61,8 @@ class Target:
     record: Mapping[str, Any] | None = (
         None  # build/<profile>/<platform>/image.json, if it is this image
     )
+    digest: str | None = None  # REPOSITORY@sha256:... this image was asked for (or pushed) as
+    gpu_only: bool = False  # a bare GPU host (--host --gpu): its GPUs, not an image's contents
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,8 +129,15 @@ def image_target(
     platform: Platform | None,
     profile: Profile | None,
 ) -> Target:
-    """Any image, resolved to its id first: platform and profile from flags, else its labels."""
+    """Any image, resolved to its id first: platform and profile from flags, else its labels.
+
+    A ``REPOSITORY@sha256:...`` the engine lacks is pulled by that digest (the GPU job of CI gets
+    the image the build job pushed, never a rebuild), and the report names exactly that digest.
+    """
     inspect = eng.inspect_image(ref)
+    if inspect is None and "@sha256:" in ref:
+        eng.pull(ref)  # a digest the registry lacks: ConfigError (exit 2)
+        inspect = eng.inspect_image(ref)
     if inspect is None:
         raise ConfigError(f"--image {ref}: the engine at {eng.docker_host} has no such image")
     labels = _labels(inspect)
@@ -153,7 +163,26 @@ def image_target(
         python=python,
         inspect=inspect,
         record=record,
+        digest=ref if "@sha256:" in ref else None,
     )
+
+
+def repo_digest(target: Target, digests: list[str]) -> str | None:
+    """The registry digest the report names: the one asked for, else the one last pushed.
+
+    Only a digest the engine lists for this very image counts, so evidence subjects are always
+    registry digests that pull this image.
+    """
+    pushed = (target.record or {}).get("pushed") or {}
+    for wanted in (target.digest, pushed.get("ref") if isinstance(pushed, dict) else None):
+        if wanted and wanted in digests:
+            return str(wanted)
+    if target.digest:
+        raise ConfigError(
+            f"--image {target.digest}: the engine lists {digests or 'no registry digest'} for "
+            f"{target.image_id}; pull it by that digest again"
+        )
+    return digests[0] if digests else None
 
 
 def _python(profile: str) -> str:
@@ -267,6 +296,8 @@ def gpu_case(
         vendor=gpu_mod.VENDOR[platform],
         perf_binary=perf,
         info=info.to_json() if info is not None else None,
+        toolkit=manifest.platforms[platform].toolkit,
+        archs=list(manifest.platforms[platform].gpu_archs),
     )
 
 
@@ -298,6 +329,13 @@ def build_spec(
     base_skip: str | None = "host mode: no image to compare with the base"
     if eng is not None and target.image_id is not None:
         base, base_skip = base_case(eng, manifest, target)
+    pins = pin_cases(manifest, target)
+    binaries_skip = None if production else NOT_PRODUCTION.format(what="diagnostic binaries")
+    imports = list(spec_platform.imports if production else manifest.local.imports)
+    if target.gpu_only:
+        pins = [PinCase(pin=c.pin, skip=BARE_HOST.format(what="pins")) for c in pins]
+        binaries_skip = BARE_HOST.format(what="binaries (the GPU checks run all_reduce_perf)")
+        imports = []
     return SuiteSpec(
         hostspec=hostspec,
         platform=target.platform,
@@ -305,12 +343,12 @@ def build_spec(
         python=target.python,
         manifest=str(manifest.path),
         results=str(results),
-        pins=pin_cases(manifest, target),
+        pins=pins,
         env=env,
         env_skip=env_skip,
         binaries=list(spec_platform.binaries),
-        binaries_skip=None if production else NOT_PRODUCTION.format(what="diagnostic binaries"),
-        imports=list(spec_platform.imports if production else manifest.local.imports),
+        binaries_skip=binaries_skip,
+        imports=imports,
         base=base,
         base_skip=base_skip,
         gpu=gpu,
@@ -419,13 +457,13 @@ def smoke_target(
             raise TwinbuildError(f"the smoke suite did not run (pytest exit {code}):\n{tail}")
         ran = json.loads(results.read_text(encoding="utf-8"))
     labels = _labels(target.inspect)
-    digests = target.inspect.get("RepoDigests") or []
+    digests = [str(d) for d in target.inspect.get("RepoDigests") or ()]
     data = report.summary(
         platform=target.platform,
         profile=target.profile,
         image=report.ImageRef(
             id=target.image_id,
-            digest=str(digests[0]) if digests else None,
+            digest=repo_digest(target, digests),
             inputs_hash=labels.get(LABEL + "inputs-hash"),
             base_digest=labels.get(LABEL + "base-digest"),
         ),
@@ -448,7 +486,8 @@ class SmokeOptions:
     profile: Profile | None = None  # None: local for built images, production for --image/--host
     image: str | None = None  # any image, resolved to its id first
     host: bool = False  # this machine, through testinfra's local backend
-    gpu: bool | None = None  # None: GPU checks where a GPU is found
+    gpu: bool | None = None  # None: GPU checks where a GPU is found; with host: a bare GPU host
+    python: str | None = None  # with host: the interpreter holding torch and torch_memory_saver
     rerun_failed_once: bool = False
     report_dir: Path = Path("build/smoke")
 
@@ -458,7 +497,8 @@ def smoke_images(options: SmokeOptions) -> list[Outcome]:
     return smoke(
         load(options.manifest), root=options.root, platform=options.platform,
         profile=options.profile, image=options.image, host=options.host, gpu=options.gpu,
-        rerun_failed_once=options.rerun_failed_once, report_dir=options.report_dir,
+        python=options.python, rerun_failed_once=options.rerun_failed_once,
+        report_dir=options.report_dir,
     )  # fmt: skip
 
 
@@ -471,6 +511,7 @@ def smoke(
     image: str | None = None,
     host: bool = False,
     gpu: bool | None = None,
+    python: str | None = None,
     rerun_failed_once: bool = False,
     report_dir: Path = Path("build/smoke"),
     echo: bool = True,
@@ -483,12 +524,20 @@ def smoke(
     """
     if image is not None and host:
         raise ConfigError("--image and --host exclude each other; pick one")
+    if python is not None and not host:
+        raise ConfigError("--python names this machine's interpreter; it needs --host")
     platforms = [platform] if platform is not None else list(PLATFORMS)
     outcomes: list[Outcome] = []
     if host:
         for plat in platforms:
             prof: Profile = profile or "production"
-            target = Target(platform=plat, profile=prof, image_id=None, python=_python(prof))
+            target = Target(
+                platform=plat,
+                profile=prof,
+                image_id=None,
+                python=python or _python(prof),
+                gpu_only=gpu is True,
+            )
             outcomes.append(
                 smoke_target(
                     manifest,
@@ -506,7 +555,7 @@ def smoke(
         try:
             if image is not None:
                 targets = [
-                    image_target(eng, root, image, platforms[0] if platforms else None, profile)
+                    image_target(eng, root, image, platform, profile)  # else its label says
                 ]
             else:
                 targets = [built_target(eng, root, p, profile or "local") for p in platforms]
