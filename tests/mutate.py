@@ -69,6 +69,11 @@ TARGETS = (
         tests=("tests/unit/test_conformance_values.py", "tests/unit/test_smoke_conformance.py"),
     ),
     Target(
+        name="exact pin rule",
+        source="twinbuild/util/exact_pin.py",
+        tests=("tests/unit/test_exact_pin.py", "tests/unit/test_conformance_values.py"),
+    ),
+    Target(
         name="evidence gate",
         source="twinbuild/evidence/gate.py",
         tests=(
