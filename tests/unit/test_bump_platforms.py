@@ -188,8 +188,12 @@ def test_apt_versions_are_debian_versions_and_url_versions_pep_440(tmp_path: Pat
     path.write_text(path.read_text() + APT_AND_URL)
     bump(path, BumpRequest(name="rsync", version="3.2.7-1ubuntu1.1", why="security update"))
     assert 'version = "3.2.7-1ubuntu1.1"' in path.read_text()
-    with pytest.raises(ConfigError, match=r"'1\.x' is not a PEP 440 version"):
+    with pytest.raises(ConfigError) as info:
         bump(path, BumpRequest(name="tool", version="1.x", why="w w"))
+    line = load(path).line_of("pins", "tool")
+    assert str(info.value) == (
+        f"{path}:{line}: pins.tool: '1.x' is not a PEP 440 version; pass an exact one, e.g. 1.2.3"
+    )
 
 
 def test_overrides_made_equal_fold_into_one_table(tmp_path: Path) -> None:
@@ -339,3 +343,20 @@ def test_an_upstream_refusal_names_the_pin(tmp_path: Path, monkeypatch: pytest.M
         bump(path, BumpRequest(name="torch_memory_saver", commit=missing, why="w w"),
              upstream=str(up))  # fmt: skip
     assert str(info.value).startswith(f"pins.torch_memory_saver: commit {missing} is not in {up} ")
+
+
+def test_folding_adds_the_blank_line_before_the_next_pin(tmp_path: Path) -> None:
+    tight = PER_PLATFORM.replace("\n\n", "\n")  # no blank line between the tables
+    path = _manifest(tmp_path, tight)
+    bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
+    assert '\nwhy = "fla 0.4.3"\nversion = "0.4.3"\n\n[pins.numba]\n' in path.read_text()
+
+
+def test_a_symmetric_pin_at_the_end_of_the_file_is_edited_in_place(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    before = path.read_text()
+    old = "0123456789abcdef0123456789abcdef01234567"
+    bump(path, BumpRequest(name="megatron-lm", commit="4" * 40, why="the new commit"))
+    assert path.read_text() == before.replace(old, "4" * 40).replace(
+        'why = "miles\' Megatron-LM"', 'why = "the new commit"'
+    )
