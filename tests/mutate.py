@@ -85,7 +85,11 @@ TARGETS = (
     Target(
         name="strict JSON",
         source="twinbuild/evidence/strictjson.py",
-        tests=("tests/unit/test_evidence_strictjson.py", "tests/unit/test_evidence_record.py"),
+        tests=(
+            "tests/unit/test_evidence_strictjson.py",
+            "tests/unit/test_strictjson_bounds.py",
+            "tests/unit/test_evidence_record.py",
+        ),
     ),
     Target(
         name="DSSE verify",
@@ -117,6 +121,8 @@ _ON = 'f"{gpu.count}x {gpu.model} (driver {gpu.driver}, {gpu.runtime})"'
 _HAS_GPU = "evidence is accepted only with a GPU (no GPU is refused), so 'no GPU' is never shown"
 _CODEC = "codec names are case-insensitive: 'ASCII' is 'ascii', 'UTF-8' is 'utf-8'"
 _FIRST = "only the closest match (close[0]) is shown; asking for more matches changes nothing"
+_CAST = "typing.cast returns its value unchanged at run time; the type name is for mypy only"
+_FALSY = "None is falsy like False: json.dumps treats both the same"
 _HAS_PATH = (
     "the manifest model refuses a checkout or file pin without a path, so the default is dead"
 )
@@ -161,6 +167,53 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         'entries = [e for e in tree.entries(prefix.rstrip("XX/XX")) if is_builder_code(e.path)]',
     ): "no BUILDER_CODE entry ends in 'X', so stripping X as well as '/' changes nothing",
     ("smoke conformance", "_checkout", 'path = pin.path or "XXXX"'): _HAS_PATH,
+    **{
+        ("strict JSON", f"Fields.{func}", line.format(t)): _CAST
+        for func, line, name in (
+            ("text", 'return cast({}, self._typed(key, str, "a string"))', "str"),
+            ("integer", 'value = cast({}, self._typed(key, int, "an integer"))', "int"),
+            ("flag", 'return cast({}, self._typed(key, bool, "true or false"))', "bool"),
+            ("strings", "return cast({}, items)", "list[str]"),
+        )
+        for t in ("None", f'"XX{name}XX"', f'"{name.upper()}"')
+    },
+    ("strict JSON", "loads", 'text = data.decode("UTF-8")'): _CODEC,
+    ("strict JSON", "canonical", ').encode("UTF-8")'): _CODEC,
+    **{
+        ("strict JSON", "dumps", line): _FALSY
+        for line in (
+            'return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=None, allow_nan=False) + "\\n"',
+            'return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=None) + "\\n"',
+        )
+    },
+    (
+        "strict JSON",
+        "canonical",
+        'value, sort_keys=True, separators=(",", ":"), ensure_ascii=None, allow_nan=False',
+    ): _FALSY,
+    (
+        "strict JSON",
+        "canonical",
+        'value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=None',
+    ): _FALSY,
+    (
+        "strict JSON",
+        "Fields.done",
+        "hint = difflib.get_close_matches(key, list(self.seen), )",
+    ): _FIRST,
+    (
+        "strict JSON",
+        "Fields.done",
+        "hint = difflib.get_close_matches(key, list(self.seen), n=2)",
+    ): _FIRST,
+    (
+        "strict JSON",
+        "_depth",
+        'brackets = _STRING.sub(b"XXXX", data).translate(None, _NOT_BRACKETS)',
+    ): ("the placeholder has no bracket, and translate deletes everything but brackets"),
+    ("strict JSON", "_depth", "return max(itertools.accumulate(steps), default=1)"): (
+        "a document without brackets is 0 or 1 deep, both far under MAX_DEPTH"
+    ),
     ("pins bump", "edit", 'table["divergence"] = request.reason or "XXXX"'): (
         "--diverge without a real --reason is refused before the edit, so the fallback is dead"
     ),
