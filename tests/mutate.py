@@ -71,7 +71,11 @@ TARGETS = (
     Target(
         name="exact pin rule",
         source="twinbuild/util/exact_pin.py",
-        tests=("tests/unit/test_exact_pin.py", "tests/unit/test_conformance_values.py"),
+        tests=(
+            "tests/unit/test_exact_pin.py",
+            "tests/unit/test_exact_pin_rule.py",
+            "tests/unit/test_conformance_values.py",
+        ),
     ),
     Target(
         name="evidence gate",
@@ -123,6 +127,11 @@ _CODEC = "codec names are case-insensitive: 'ASCII' is 'ascii', 'UTF-8' is 'utf-
 _FIRST = "only the closest match (close[0]) is shown; asking for more matches changes nothing"
 _CAST = "typing.cast returns its value unchanged at run time; the type name is for mypy only"
 _FALSY = "None is falsy like False: json.dumps treats both the same"
+_PRE_ALONE = (
+    "packaging >= 25 (26.4 here) accepts a pre-release given to contains() on its own when "
+    "prereleases is None, as prereleases=True does"
+)
+_SAME_DEFAULT = "a missing part gets the same default on both sides of the comparison"
 _HAS_PATH = (
     "the manifest model refuses a checkout or file pin without a path, so the default is dead"
 )
@@ -167,6 +176,21 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         'entries = [e for e in tree.entries(prefix.rstrip("XX/XX")) if is_builder_code(e.path)]',
     ): "no BUILDER_CODE entry ends in 'X', so stripping X as well as '/' changes nothing",
     ("smoke conformance", "_checkout", 'path = pin.path or "XXXX"'): _HAS_PATH,
+    (
+        "smoke conformance",
+        "_dist",
+        "ok = spec.contains(dist.version, prereleases=None)",
+    ): _PRE_ALONE,
+    ("smoke conformance", "_dist", "ok = spec.contains(dist.version, )"): _PRE_ALONE,
+    ("exact pin rule", "split", "while len(release) >= 1 and release[-1] == 0:"): (
+        "both versions are normalised alike: stripping the last zero too maps 0 and 0.0 to the "
+        "same release, so equality is unchanged"
+    ),
+    ("exact pin rule", "split", 'pre: tuple[str, int] | None = ""'): _SAME_DEFAULT,
+    ("exact pin rule", "split", 'post: int | None = ""'): _SAME_DEFAULT,
+    ("exact pin rule", "split", "int(part) if part.isdigit() else part.upper()"): (
+        "both labels are folded alike, upper or lower: the comparison is case-insensitive either way"
+    ),
     **{
         ("strict JSON", f"Fields.{func}", line.format(t)): _CAST
         for func, line, name in (
