@@ -103,7 +103,7 @@ TARGETS = (
     Target(
         name="lint symmetry rules",
         source="twinbuild/lint/checks.py",
-        tests=("tests/unit/test_lint.py",),
+        tests=("tests/unit/test_lint.py", "tests/unit/test_lint_manifest_rules.py"),
         functions=("lint_manifest", "_lint_pin", "_differences", "_lint_values", "is_placeholder"),
     ),
     Target(

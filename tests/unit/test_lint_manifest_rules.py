@@ -1,0 +1,190 @@
+"""The manifest policy of the lint, every rule at once, each finding written out.
+
+One manifest breaks each symmetry and pinning rule in its own pin; the lint must report exactly
+these lines, in this order: a dropped rule, a wrong code, key, line or message fails. Found by
+mutation testing (``nox -s mutate``). The lines were checked against the manifest text by hand
+(``TB005`` for a range points at the pin's table line: the finding is keyed on ``ref``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from twinbuild.lint.checks import lint_manifest
+from twinbuild.manifest.model import loads
+
+MANIFEST = """\
+schema = 1
+
+[platforms.cuda]
+base = { repository = "lmsysorg/sglang", tag = "v0.5.6-cu129", digest = "sha256:1111" }
+python = "3.12"
+toolkit = "12.9"
+vendor = "nvidia"
+gpu_archs = ["9.0"]
+
+[platforms.rocm]
+base = { repository = "rocm/sgl-dev", tag = "v0.5.6", digest = "sha256:2222222222222222222222222222222222222222222222222222222222222222" }
+python = "3.12"
+toolkit = "7.0"
+vendor = "amd"
+gpu_archs = ["gfx942"]
+
+[local]
+suite = "bookworm"
+mirror = "http://deb.debian.org/debian"
+packages = ["python3"]
+
+[pins.diverged]
+kind = "pypi"
+version = "1.0"
+why = "w w"
+
+[pins.diverged.rocm]
+version = "1.1"
+
+[pins.same]
+kind = "pypi"
+version = "1.0"
+divergence = "rocm needs it"
+why = "w w"
+
+[pins.lonely]
+kind = "pypi"
+version = "1.0"
+platforms = ["rocm"]
+why = "w w"
+
+[pins.short]
+kind = "git"
+repo = "https://github.com/a/b"
+commit = "abc1234"
+why = "w w"
+
+[pins.branchy]
+kind = "git"
+repo = "https://github.com/a/c"
+ref = "main"
+why = "w w"
+
+[pins.ranged]
+kind = "pypi"
+range = ">=1,<2"
+why = "w w"
+
+[pins.aptish]
+kind = "apt"
+why = "w w"
+
+[pins.badver]
+kind = "pypi"
+version = "1.x"
+why = "w w"
+
+[pins.badrange]
+kind = "pypi"
+range = "=>1"
+floating = "any"
+why = "w w"
+
+[pins.todo]
+kind = "pypi"
+version = "1.0"
+why = "TODO"
+
+[pins.self-named]
+kind = "pypi"
+version = "1.0"
+why = "Self_Named"
+
+[pins.tagged]
+kind = "git"
+repo = "https://github.com/a/f"
+commit = "v1.2"
+why = "w w"
+
+[pins.hollow]
+kind = "pypi"
+version = "1.0"
+floating = "tbd"
+divergence = "?"
+why = "w w"
+
+[pins.hollow.rocm]
+version = "1.1"
+
+[pins.wheel]
+kind = "url"
+url = "https://example.org/w-1.0-py3-none-any.whl"
+sha256 = "ABC"
+version = "1.0"
+why = "w w"
+
+[pins.declared]
+kind = "git"
+repo = "https://github.com/a/d"
+ref = "dev"
+floating = "tracks dev on purpose"
+why = "w w"
+
+[pins.pinned-anyway]
+kind = "pypi"
+version = "1.0"
+floating = "was a range once"
+why = "w w"
+
+[pins.halfbranch]
+kind = "git"
+repo = "https://github.com/a/e"
+commit = "0123456789abcdef0123456789abcdef01234567"
+divergence = "cuda tracks a branch"
+floating = "cuda tracks main"
+why = "w w"
+
+[pins.halfbranch.cuda]
+ref = "main"
+"""
+
+FINDINGS = [
+    "pins/manifest.toml:4: TB008 platforms.cuda.base.digest: 'sha256:1111' is not 'sha256:<64 hex>'; pin lmsysorg/sglang:v0.5.6-cu129 by digest",
+    "pins/manifest.toml:27: TB001 pins.diverged: differs: version cuda='1.0' rocm='1.1'; move both platforms together (twinbuild pins bump), or declare divergence = \"reason\"",
+    "pins/manifest.toml:33: TB002 pins.same: identical on cuda and rocm; drop 'divergence'",
+    'pins/manifest.toml:39: TB003 pins.lonely: only on rocm; add asymmetry = "why the other platform does without it"',
+    "pins/manifest.toml:45: TB004 pins.short.commit: 'abc1234' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump short --commit <40 hex>",
+    "pins/manifest.toml:51: TB005 pins.branchy: git ref 'main' on cuda; pin it, or declare floating = \"why\"",
+    "pins/manifest.toml:54: TB005 pins.ranged: range '>=1,<2' on cuda; pin it, or declare floating = \"why\"",
+    'pins/manifest.toml:59: TB005 pins.aptish: apt package unpinned on cuda; pin it, or declare floating = "why"',
+    "pins/manifest.toml:65: TB006 pins.badver.version: '1.x' is not a PEP 440 version",
+    "pins/manifest.toml:70: TB006 pins.badrange.range: '=>1' is not a PEP 440 specifier",
+    "pins/manifest.toml:77: TB007 pins.todo.why: give the pin's provenance, not 'TODO'",
+    "pins/manifest.toml:82: TB007 pins.self-named.why: give the pin's provenance, not 'Self_Named'",
+    "pins/manifest.toml:87: TB004 pins.tagged.commit: 'v1.2' is not a full 40-hex commit (a branch or tag moves); pin the merge commit, e.g. twinbuild pins bump tagged --commit <40 hex>",
+    "pins/manifest.toml:94: TB007 pins.hollow.divergence: '?' is a placeholder; write the real reason",
+    "pins/manifest.toml:93: TB007 pins.hollow.floating: 'tbd' is a placeholder; write the real reason",
+    "pins/manifest.toml:93: TB011 pins.hollow: declared floating but pinned on every platform; drop 'floating'",
+    "pins/manifest.toml:103: TB009 pins.wheel.sha256: 'ABC' is not 64 lower-case hex",
+    "pins/manifest.toml:117: TB011 pins.pinned-anyway: declared floating but pinned on every platform; drop 'floating'",
+]
+FLOATING = [
+    "pins/manifest.toml:71: TB010 pins.badrange: floating (range '=>1' on cuda): any",
+    "pins/manifest.toml:111: TB010 pins.declared: floating (git ref 'dev' on cuda): tracks dev on purpose",
+    "pins/manifest.toml:125: TB010 pins.halfbranch: floating (git ref 'main' on cuda): cuda tracks main",
+]
+
+
+def _lint(strict: bool = False) -> tuple[list[str], list[str]]:
+    report = lint_manifest(loads(MANIFEST, Path("pins/manifest.toml")), strict=strict)
+    return [str(f) for f in report.findings], [str(f) for f in report.floating]
+
+
+def test_every_rule_reports_its_line() -> None:
+    findings, floating = _lint()
+    assert findings == FINDINGS
+    assert floating == FLOATING
+
+
+def test_strict_also_fails_the_declared_floating_refs() -> None:
+    findings, floating = _lint(strict=True)
+    assert floating == FLOATING
+    assert sorted(findings) == sorted(FINDINGS + FLOATING)
+    assert [f for f in findings if " TB010 " in f] == FLOATING
