@@ -202,6 +202,15 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         for t in ("None", f'"XX{name}XX"', f'"{name.upper()}"')
     },
     ("strict JSON", "loads", 'text = data.decode("UTF-8")'): _CODEC,
+    (
+        "strict JSON",
+        "load",
+        "return loads(read_bytes(path, max_bytes=max_bytes), source=str(path), )",
+    ): "read_bytes has already refused more than max_bytes, so loads' own size check cannot fire",
+    ("strict JSON", "loads", "raise ConfigError(None) from None"): (
+        "the RecursionError branch is unreachable: the depth check before json.loads refuses "
+        "anything nested deeper than MAX_DEPTH (32), far under the recursion limit"
+    ),
     ("strict JSON", "canonical", ').encode("UTF-8")'): _CODEC,
     **{
         ("strict JSON", "dumps", line): _FALSY

@@ -519,3 +519,58 @@ def test_a_symlinked_recipe_is_refused(repo: Path) -> None:
         f"{repo}:images/cuda/Dockerfile: a symlink (mode 120000) among the image inputs (the cuda "
         "recipe); commit the file itself, the gate hashes only what the commit holds"
     )
+
+
+def test_a_missing_recipe_names_the_profile(repo: Path) -> None:
+    (repo / "images/cuda/Dockerfile").unlink()
+    with pytest.raises(ConfigError) as info:
+        input_files(repo, "cuda", "production")
+    assert (
+        str(info.value)
+        == f"{repo}: no images/cuda/Dockerfile; the production profile builds from it"
+    )
+
+
+@pytest.mark.parametrize("source", ["..", "../outside.txt", "images/../../outside.txt"])
+def test_a_copy_from_outside_the_repository_is_refused(tmp_path: Path, source: str) -> None:
+    root = _mini_with(tmp_path, f"COPY {source} /opt/\n")
+    with pytest.raises(ConfigError) as info:
+        input_files(root, "cuda", "production")
+    assert str(info.value) == (
+        f"images/cuda/Dockerfile:10: copies {source}, outside the repository; copy from it"
+    )
+
+
+@needs_git
+def test_copying_the_whole_context_takes_every_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = _mini_with(tmp_path, "COPY . /src/\n")
+    files = {e.path for e in input_files(root, "cuda", "production")}
+    assert {"pins/manifest.toml", "images/common/sub/b.sh", "images/rocm/Dockerfile"} <= files
+    assert not any(p.startswith("./") for p in files)
+    isolate_git(monkeypatch, tmp_path / "home")
+    init(root)
+    commit_all(root, "context")
+    committed = {e.path for e in input_files(CommitTree(root, "HEAD"), "cuda", "production")}
+    assert committed == files
+
+
+def test_a_symlink_among_copied_files_names_the_copy(tmp_path: Path) -> None:
+    root = _mini_with(tmp_path, "COPY images/common/ /opt/\n")
+    (root / "images/common/link.sh").symlink_to("a.sh")
+    with pytest.raises(ConfigError) as info:
+        input_files(root, "cuda", "production")
+    assert str(info.value) == (
+        f"{root}:images/common/link.sh: a symlink (mode 120000) among the image inputs (copied by "
+        "images/cuda/Dockerfile:10); commit the file itself, the gate hashes only what the commit "
+        "holds"
+    )
+
+
+def test_a_recipe_that_does_not_parse_is_named(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    (root / "images/cuda/Dockerfile").write_text("RUN echo before any FROM\n")
+    with pytest.raises(ConfigError) as info:
+        input_files(root, "cuda", "production")
+    assert str(info.value).startswith("images/cuda/Dockerfile:1: ")
