@@ -203,6 +203,14 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
     },
     ("strict JSON", "loads", 'text = data.decode("UTF-8")'): _CODEC,
     (
+        "lint symmetry rules",
+        "_lint_pin",
+        "f\"pins.{pin.name}: only on {'XX, XX'.join(pin.platforms)}; \"",
+    ): "TB003 fires for a pin on one platform of two: one name, the separator never shows",
+    ("lint symmetry rules", "_lint_pin", "float_key: tuple[str, ...] = None"): (
+        "the first platform that floats sets float_key before it is read; with none it is unused"
+    ),
+    (
         "strict JSON",
         "load",
         "return loads(read_bytes(path, max_bytes=max_bytes), source=str(path), )",

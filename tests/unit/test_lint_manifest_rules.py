@@ -4,6 +4,7 @@ One manifest breaks each symmetry and pinning rule in its own pin; the lint must
 these lines, in this order: a dropped rule, a wrong code, key, line or message fails. Found by
 mutation testing (``nox -s mutate``). The lines were checked against the manifest text by hand
 (``TB005`` for a range points at the pin's table line: the finding is keyed on ``ref``).
+The cuda base is written as a table so that TB008's line is the digest's own.
 """
 
 from __future__ import annotations
@@ -17,11 +18,15 @@ MANIFEST = """\
 schema = 1
 
 [platforms.cuda]
-base = { repository = "lmsysorg/sglang", tag = "v0.5.6-cu129", digest = "sha256:1111" }
 python = "3.12"
 toolkit = "12.9"
 vendor = "nvidia"
 gpu_archs = ["9.0"]
+
+[platforms.cuda.base]
+repository = "lmsysorg/sglang"
+tag = "v0.5.6-cu129"
+digest = "sha256:1111"
 
 [platforms.rocm]
 base = { repository = "rocm/sgl-dev", tag = "v0.5.6", digest = "sha256:2222222222222222222222222222222222222222222222222222222222222222" }
@@ -143,32 +148,85 @@ why = "w w"
 
 [pins.halfbranch.cuda]
 ref = "main"
+
+[pins.echo]
+kind = "pypi"
+version = "1.0"
+platforms = ["rocm"]
+asymmetry = "Echo"
+why = "w w"
+
+[pins.bothref]
+kind = "git"
+repo = "https://github.com/a/g"
+why = "w w"
+
+[pins.bothref.cuda]
+ref = "a"
+
+[pins.bothref.rocm]
+ref = "b"
+
+[pins.shortrocm]
+kind = "git"
+repo = "https://github.com/a/h"
+commit = "0123456789abcdef0123456789abcdef01234567"
+divergence = "rocm on a fork commit"
+why = "w w"
+
+[pins.shortrocm.rocm]
+commit = "fedcba9"
+
+[pins.upper]
+kind = "git"
+repo = "https://github.com/a/i"
+commit = "ABCDEF0123456789ABCDEF0123456789ABCDEF01"
+why = "w w"
+
+[pins.wheel2]
+kind = "url"
+url = "https://example.org/w2-1.0-py3-none-any.whl"
+sha256 = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+version = "1.x"
+why = "w w"
+
+[pins.anyver]
+kind = "pypi"
+range = ""
+why = "w w"
 """
 
 FINDINGS = [
-    "pins/manifest.toml:4: TB008 platforms.cuda.base.digest: 'sha256:1111' is not 'sha256:<64 hex>'; pin lmsysorg/sglang:v0.5.6-cu129 by digest",
-    "pins/manifest.toml:27: TB001 pins.diverged: differs: version cuda='1.0' rocm='1.1'; move both platforms together (twinbuild pins bump), or declare divergence = \"reason\"",
-    "pins/manifest.toml:33: TB002 pins.same: identical on cuda and rocm; drop 'divergence'",
-    'pins/manifest.toml:39: TB003 pins.lonely: only on rocm; add asymmetry = "why the other platform does without it"',
-    "pins/manifest.toml:45: TB004 pins.short.commit: 'abc1234' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump short --commit <40 hex>",
-    "pins/manifest.toml:51: TB005 pins.branchy: git ref 'main' on cuda; pin it, or declare floating = \"why\"",
-    "pins/manifest.toml:54: TB005 pins.ranged: range '>=1,<2' on cuda; pin it, or declare floating = \"why\"",
-    'pins/manifest.toml:59: TB005 pins.aptish: apt package unpinned on cuda; pin it, or declare floating = "why"',
-    "pins/manifest.toml:65: TB006 pins.badver.version: '1.x' is not a PEP 440 version",
-    "pins/manifest.toml:70: TB006 pins.badrange.range: '=>1' is not a PEP 440 specifier",
-    "pins/manifest.toml:77: TB007 pins.todo.why: give the pin's provenance, not 'TODO'",
-    "pins/manifest.toml:82: TB007 pins.self-named.why: give the pin's provenance, not 'Self_Named'",
-    "pins/manifest.toml:87: TB004 pins.tagged.commit: 'v1.2' is not a full 40-hex commit (a branch or tag moves); pin the merge commit, e.g. twinbuild pins bump tagged --commit <40 hex>",
-    "pins/manifest.toml:94: TB007 pins.hollow.divergence: '?' is a placeholder; write the real reason",
-    "pins/manifest.toml:93: TB007 pins.hollow.floating: 'tbd' is a placeholder; write the real reason",
-    "pins/manifest.toml:93: TB011 pins.hollow: declared floating but pinned on every platform; drop 'floating'",
-    "pins/manifest.toml:103: TB009 pins.wheel.sha256: 'ABC' is not 64 lower-case hex",
-    "pins/manifest.toml:117: TB011 pins.pinned-anyway: declared floating but pinned on every platform; drop 'floating'",
+    "pins/manifest.toml:12: TB008 platforms.cuda.base.digest: 'sha256:1111' is not 'sha256:<64 hex>'; pin lmsysorg/sglang:v0.5.6-cu129 by digest",
+    "pins/manifest.toml:31: TB001 pins.diverged: differs: version cuda='1.0' rocm='1.1'; move both platforms together (twinbuild pins bump), or declare divergence = \"reason\"",
+    "pins/manifest.toml:37: TB002 pins.same: identical on cuda and rocm; drop 'divergence'",
+    'pins/manifest.toml:43: TB003 pins.lonely: only on rocm; add asymmetry = "why the other platform does without it"',
+    "pins/manifest.toml:49: TB004 pins.short.commit: 'abc1234' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump short --commit <40 hex>",
+    "pins/manifest.toml:55: TB005 pins.branchy: git ref 'main' on cuda; pin it, or declare floating = \"why\"",
+    "pins/manifest.toml:58: TB005 pins.ranged: range '>=1,<2' on cuda; pin it, or declare floating = \"why\"",
+    'pins/manifest.toml:63: TB005 pins.aptish: apt package unpinned on cuda; pin it, or declare floating = "why"',
+    "pins/manifest.toml:69: TB006 pins.badver.version: '1.x' is not a PEP 440 version",
+    "pins/manifest.toml:74: TB006 pins.badrange.range: '=>1' is not a PEP 440 specifier",
+    "pins/manifest.toml:81: TB007 pins.todo.why: give the pin's provenance, not 'TODO'",
+    "pins/manifest.toml:86: TB007 pins.self-named.why: give the pin's provenance, not 'Self_Named'",
+    "pins/manifest.toml:91: TB004 pins.tagged.commit: 'v1.2' is not a full 40-hex commit (a branch or tag moves); pin the merge commit, e.g. twinbuild pins bump tagged --commit <40 hex>",
+    "pins/manifest.toml:98: TB007 pins.hollow.divergence: '?' is a placeholder; write the real reason",
+    "pins/manifest.toml:97: TB007 pins.hollow.floating: 'tbd' is a placeholder; write the real reason",
+    "pins/manifest.toml:97: TB011 pins.hollow: declared floating but pinned on every platform; drop 'floating'",
+    "pins/manifest.toml:107: TB009 pins.wheel.sha256: 'ABC' is not 64 lower-case hex",
+    "pins/manifest.toml:121: TB011 pins.pinned-anyway: declared floating but pinned on every platform; drop 'floating'",
+    "pins/manifest.toml:139: TB007 pins.echo.asymmetry: 'Echo' is a placeholder; write the real reason",
+    "pins/manifest.toml:147: TB001 pins.bothref: differs: ref cuda='a' rocm='b'; move both platforms together (twinbuild pins bump), or declare divergence = \"reason\"",
+    "pins/manifest.toml:148: TB005 pins.bothref: git ref 'a' on cuda; pin it, or declare floating = \"why\"",
+    "pins/manifest.toml:161: TB004 pins.shortrocm.rocm.commit: 'fedcba9' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump shortrocm --commit <40 hex>",
+    "pins/manifest.toml:166: TB004 pins.upper.commit: 'ABCDEF0123456789ABCDEF0123456789ABCDEF01' has upper-case hex; git names commits in lower case: write 'abcdef0123456789abcdef0123456789abcdef01'",
+    "pins/manifest.toml:173: TB006 pins.wheel2.version: '1.x' is not a PEP 440 version",
+    'pins/manifest.toml:176: TB005 pins.anyver: unpinned on cuda; pin it, or declare floating = "why"',
 ]
 FLOATING = [
-    "pins/manifest.toml:71: TB010 pins.badrange: floating (range '=>1' on cuda): any",
-    "pins/manifest.toml:111: TB010 pins.declared: floating (git ref 'dev' on cuda): tracks dev on purpose",
-    "pins/manifest.toml:125: TB010 pins.halfbranch: floating (git ref 'main' on cuda): cuda tracks main",
+    "pins/manifest.toml:75: TB010 pins.badrange: floating (range '=>1' on cuda): any",
+    "pins/manifest.toml:115: TB010 pins.declared: floating (git ref 'dev' on cuda): tracks dev on purpose",
+    "pins/manifest.toml:129: TB010 pins.halfbranch: floating (git ref 'main' on cuda): cuda tracks main",
 ]
 
 
