@@ -423,8 +423,10 @@ def changed_lines(work: Path, source: str) -> dict[str, str]:
     bodies: dict[str, list[str]] = {}
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.FunctionDef) and "__mutmut_" in node.name:
-            first = node.body[0].lineno - 1 if node.body else node.lineno
-            bodies[node.name] = lines[first : node.end_lineno]
+            # From the def line (a mutated default lives there), named alike in every copy.
+            body = lines[node.lineno - 1 : node.end_lineno]
+            orig = node.name.rpartition("__mutmut_")[0] + "__mutmut_orig"
+            bodies[node.name] = [body[0].replace(node.name, orig), *body[1:]]
     changed: dict[str, str] = {}
     for name, body in bodies.items():
         prefix, _, suffix = name.rpartition("__mutmut_")

@@ -214,3 +214,24 @@ def test_a_pass_on_a_second_attempt_is_flaky_even_unmarked(tmp_path: Path, signe
 
 def test_both_missing_platforms_are_reported(signer: Signer) -> None:
     assert _refusals([], signer) == MISSING
+
+
+def test_check_one_accepts_or_refuses_one_envelope(tmp_path: Path, signer: Signer) -> None:
+    """The release's check: one platform's evidence, the same rules, no both-platforms rule."""
+    from twinbuild.evidence.gate import check_one
+    from twinbuild.evidence.signing import verify
+
+    good = verify(evidence(tmp_path, signer, "rocm"), trusted=signer.trusted)
+    accepted = check_one(good, policy=POLICY, now=NOW)
+    assert (accepted.platform, accepted.matched_by, accepted.keyids) == (
+        "rocm",
+        "commit",
+        (signer.keyid,),
+    )
+    old = evidence(tmp_path, signer, "cuda", name="old", now=NOW - timedelta(days=30))
+    with pytest.raises(GateRefused) as info:
+        check_one(verify(old, trusted=signer.trusted), policy=POLICY, now=NOW)
+    assert info.value.refusals == (
+        f"{old}: created_at: evidence from 2025-05-02T12:00:00Z is older than 14 days; re-run "
+        "the validation (push to validate/pr-42 again)",
+    )

@@ -231,7 +231,8 @@ FLOATING = [
 
 
 def _lint(strict: bool = False) -> tuple[list[str], list[str]]:
-    report = lint_manifest(loads(MANIFEST, Path("pins/manifest.toml")), strict=strict)
+    manifest = loads(MANIFEST, Path("pins/manifest.toml"))
+    report = lint_manifest(manifest, strict=True) if strict else lint_manifest(manifest)
     return [str(f) for f in report.findings], [str(f) for f in report.floating]
 
 
