@@ -202,6 +202,9 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         for t in ("None", f'"XX{name}XX"', f'"{name.upper()}"')
     },
     ("strict JSON", "loads", 'text = data.decode("UTF-8")'): _CODEC,
+    ("evidence gate", "check_one", "if accepted is None and checks.refusals:"): (
+        "_check returns None exactly when it added a refusal, so 'and' and 'or' agree here"
+    ),
     (
         "lint symmetry rules",
         "_lint_pin",
