@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -128,7 +129,7 @@ def test_up_starts_private_engine_with_no_network(paths: EnginePaths) -> None:
             "--userland-proxy=false",
         ]
     ]
-    assert paths.env_file.read_text() == f"DOCKER_HOST=unix://{paths.socket}\n"
+    assert paths.env_file.read_text() == f"export DOCKER_HOST=unix://{paths.socket}\n"
     assert paths.config.read_text() == "{}\n"
     assert host.ran == []  # dockerd was there: no apt
     assert state.describe() == f"private engine started (pid 4242) at unix://{paths.socket}"
@@ -196,7 +197,12 @@ def test_up_elsewhere_says_what_to_do(paths: EnginePaths, root: bool, debian: bo
 
 def test_up_installs_docker_io_when_dockerd_missing(paths: EnginePaths) -> None:
     host = FakeHost(binaries={})
-    dockerd.up(paths, host)
+    said: list[str] = []
+    dockerd.up(paths, host, say=said.append)
+    step = "engine: installing Debian's docker.io with apt-get"
+    assert said[0] == f"{step}: started"
+    assert re.fullmatch(rf"{step}: done in \d+\.\ds", said[1]), said
+    assert len(said) == 2
     assert host.ran == [
         ["apt-get", "update"],
         ["apt-get", "install", "-y", "--no-install-recommends", "docker.io"],
@@ -211,8 +217,10 @@ def test_up_reports_failed_apt(paths: EnginePaths) -> None:
             "apt-get update": (100, "Reading lists\nE: Could not resolve 'deb.debian.org'")
         },
     )
+    said: list[str] = []
     with pytest.raises(EngineError) as info:
-        dockerd.up(paths, host)
+        dockerd.up(paths, host, say=said.append)
+    assert said[-1].startswith("engine: installing Debian's docker.io with apt-get: failed after ")
     assert str(info.value) == (
         "`apt-get update` failed (exit 100): Reading lists | E: Could not resolve "
         "'deb.debian.org'; install docker.io by hand and rerun"

@@ -115,7 +115,7 @@ def plan_inputs(
         local = manifest.local
         base = ensure_base(
             engine, suite=local.suite, mirror=local.mirror, packages=local.packages,
-            cache=options.cache,
+            cache=options.cache, say=say,
         )  # fmt: skip
         if base.built:
             say(base.describe())
@@ -295,7 +295,7 @@ def _assemble(options: BuildOptions, rendered: Rendered, context: Path, say: Say
     (context / GENERATED / "mirrors").mkdir(parents=True, exist_ok=True)
     if rendered.profile == "local":
         cache = options.cache or cache_root()
-        counts = download_wheels(rendered, context, cache)
+        counts = download_wheels(rendered, context, cache, say)
         if counts:
             say(f"wheelhouse: {sum(counts.values())} pins in {len(counts)} layers")
         copy_mirrors(rendered, context, options.mirrors)

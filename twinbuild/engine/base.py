@@ -27,6 +27,7 @@ import filelock
 from twinbuild.engine.client import EngineAPI
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
+from twinbuild.util.activity import Say, step, to_stderr
 
 REPOSITORY = "twinbuild/base"
 INPUTS_LABEL = "org.twinbuild.base-inputs"
@@ -141,18 +142,19 @@ def _need_root(what: str) -> None:
         raise BuildFailed(f"twinbuild base {what}, which needs root; rerun it as root")
 
 
-def _ensure_debootstrap(run: Runner, which: Which) -> None:
+def _ensure_debootstrap(run: Runner, which: Which, say: Say) -> None:
     if which("debootstrap") is not None:
         return
     _need_root("installs debootstrap with apt-get")
     if which("apt-get") is None:
         raise BuildFailed("twinbuild base needs debootstrap; install it (Debian/Ubuntu: apt-get)")
-    _must(run, ["apt-get", "update"], "install debootstrap")
-    _must(
-        run,
-        ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
-        "install debootstrap",
-    )
+    with step("base: installing debootstrap with apt-get", say):
+        _must(run, ["apt-get", "update"], "install debootstrap")
+        _must(
+            run,
+            ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+            "install debootstrap",
+        )
 
 
 def base_inputs(
@@ -279,6 +281,7 @@ def ensure_base(
     run: Runner = run_command,
     which: Which = _which,
     clock: Callable[[], float] = time.monotonic,
+    say: Say = to_stderr,
 ) -> BaseResult:
     """Make sure ``twinbuild/base:<hash>`` exists for these inputs; build it if not.
 
@@ -292,7 +295,7 @@ def ensure_base(
     cache.mkdir(parents=True, exist_ok=True)
     # One base build at a time per cache: a second caller waits, then reuses the first one's image.
     with filelock.FileLock(cache / "base.lock"):
-        _ensure_debootstrap(run, which)
+        _ensure_debootstrap(run, which, say)
         inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
         inputs_hash, tag = inputs.digest(), inputs.tag
         existing = _existing(engine, inputs_hash, tag)
@@ -302,7 +305,9 @@ def ensure_base(
         with _workdir(cache, run) as work:
             rootfs = work / "rootfs"
             t0 = clock()
-            _debootstrap(inputs, rootfs, cache, run)
+            # About a minute with nothing to show: say so before it starts.
+            with step(f"base: debootstrap {suite} ({len(packages)} extra packages)", say):
+                _debootstrap(inputs, rootfs, cache, run)
             debootstrap_s = clock() - t0
             _slim(rootfs)
             tar = work / "rootfs.tar"
@@ -323,11 +328,12 @@ def ensure_base(
                 f"tar {rootfs}",
             )
             t1 = clock()
-            image_id = engine.import_rootfs(
-                tar,
-                labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
-                changes=CHANGES,
-            )
+            with step(f"base: importing {tag}", say):
+                image_id = engine.import_rootfs(
+                    tar,
+                    labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
+                    changes=CHANGES,
+                )
             engine.tag(image_id, tag)
             import_s = clock() - t1
         return _result(

@@ -24,6 +24,7 @@ from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
 from twinbuild.errors import EngineError
+from twinbuild.util.activity import Say, step, to_stderr
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 60.0
@@ -313,18 +314,20 @@ def _log_tail(paths: EnginePaths) -> str:
     return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:]) or "(empty log)"
 
 
-def _install_dockerd(host: Host) -> str:
-    for argv in (
-        ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "docker.io"],
-    ):
-        rc, out = host.run(argv)
-        if rc != 0:
-            tail = " | ".join(out.strip().splitlines()[-3:])
-            raise EngineError(
-                f"`{' '.join(argv)}` failed (exit {rc}): {tail}; "
-                "install docker.io by hand and rerun"
-            )
+def _install_dockerd(host: Host, say: Say) -> str:
+    # apt-get takes a minute or more here and prints nothing we keep: say when it starts and ends.
+    with step("engine: installing Debian's docker.io with apt-get", say):
+        for argv in (
+            ["apt-get", "update"],
+            ["apt-get", "install", "-y", "--no-install-recommends", "docker.io"],
+        ):
+            rc, out = host.run(argv)
+            if rc != 0:
+                tail = " | ".join(out.strip().splitlines()[-3:])
+                raise EngineError(
+                    f"`{' '.join(argv)}` failed (exit {rc}): {tail}; "
+                    "install docker.io by hand and rerun"
+                )
     found = host.which("dockerd")
     if found is None:
         raise EngineError("apt installed docker.io but no dockerd is on PATH; check /usr/sbin")
@@ -336,6 +339,7 @@ def up(
     host: Host | None = None,
     *,
     timeout: float = START_TIMEOUT_S,
+    say: Say = to_stderr,
 ) -> EngineState:
     """Make an engine answer (`twinbuild engine up`); idempotent.
 
@@ -367,7 +371,7 @@ def up(
     if pid is not None:
         # Alive but deaf: a daemon still starting, or a hung one. Give it the start timeout.
         return _wait_answering(paths, host, pid, timeout, started=False)
-    dockerd = host.which("dockerd") or _install_dockerd(host)
+    dockerd = host.which("dockerd") or _install_dockerd(host, say)
     _stop_orphaned_containerd(paths, host)
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.pidfile.unlink(missing_ok=True)
@@ -420,7 +424,8 @@ def _stop_orphaned_containerd(paths: EnginePaths, host: Host) -> None:
 
 
 def _write_env(paths: EnginePaths) -> None:
-    paths.env_file.write_text(f"DOCKER_HOST={paths.docker_host}\n")
+    # `export` so that `. <cache>/engine/env` reaches the docker CLI run from that shell.
+    paths.env_file.write_text(f"export DOCKER_HOST={paths.docker_host}\n")
 
 
 def _stop_pid(host: Host, pid: int, timeout: float) -> None:
