@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 import nox
@@ -10,6 +11,17 @@ nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]
+
+
+class _NoUvProbeLine(logging.Filter):
+    """nox looks for uv even with the venv backend and logs "uv binary not found." in every
+    session; we choose venv on purpose (Debian's python3 has it), so that line only confuses."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "uv binary not found."
+
+
+logging.getLogger("nox").addFilter(_NoUvProbeLine())
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 PYTHON = "3.11"
@@ -22,10 +34,15 @@ def _install(session: nox.Session, *groups: str) -> None:
 
 
 def _engine_up(session: nox.Session) -> None:
-    """Start (or find) an engine and export its DOCKER_HOST to the rest of the session."""
-    host = session.run("twinbuild", "engine", "up", "--print-host", silent=True)
-    if isinstance(host, str) and host.strip():
-        session.env["DOCKER_HOST"] = host.strip().splitlines()[-1]
+    """Start (or find) an engine and export its DOCKER_HOST to the rest of the session.
+
+    Its progress (installing docker.io takes a minute) goes to stderr, shown as it happens;
+    stdout carries only the ``export DOCKER_HOST=...`` line, captured here.
+    """
+    out = session.run("twinbuild", "engine", "up", silent=True, stderr=None)
+    for line in out.splitlines() if isinstance(out, str) else ():
+        if line.startswith("export DOCKER_HOST="):
+            session.env["DOCKER_HOST"] = line.removeprefix("export DOCKER_HOST=")
 
 
 @nox.session(python=PYTHON, tags=["lint"])

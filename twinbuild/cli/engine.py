@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from twinbuild.cli.common import add_common, manifest
@@ -12,16 +13,26 @@ if TYPE_CHECKING:
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
+    """``engine up|down|status|env``: stdout carries only what a shell may eval or capture.
+
+    ``up`` and ``env`` print ``export DOCKER_HOST=...`` on stdout, so ``eval "$(twinbuild engine
+    up)"`` works; the status line a person reads goes to stderr.
+    """
     from twinbuild.engine import daemon
 
-    action = {"up": daemon.up, "down": daemon.down, "status": daemon.status}[args.action]
+    action = {
+        "up": daemon.up, "down": daemon.down, "status": daemon.status, "env": daemon.status,
+    }[args.action]  # fmt: skip
     state = action()
     if args.print_host:
         print(state.docker_host)
+    elif args.action in ("up", "env"):
+        if args.action == "up" or not state.running:
+            print(state.describe(), file=sys.stderr)
+        if state.running:
+            print(state.export_line())
     else:
         print(state.describe())
-        if args.action == "up":
-            print(state.export_line())
     return 0 if state.running or args.action == "down" else 3
 
 
@@ -44,8 +55,12 @@ def cmd_base(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("engine", help="start, stop or show the private Docker engine")
-    p.add_argument("action", choices=("up", "down", "status"), nargs="?", default="status")
+    p = sub.add_parser(
+        "engine",
+        help="start, stop or show the private Docker engine; "
+        '`eval "$(twinbuild engine env)"` points docker at it',
+    )
+    p.add_argument("action", choices=("up", "down", "status", "env"), nargs="?", default="status")
     p.add_argument("--print-host", action="store_true", help="print only the DOCKER_HOST to use")
     p.set_defaults(func=cmd_engine)
 
