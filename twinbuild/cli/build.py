@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -23,7 +22,6 @@ def cmd_build(args: argparse.Namespace) -> int:
         profile=args.profile,
         force=args.force,
         mirrors=mirrors(args.mirror),
-        revision=os.environ.get("GITHUB_SHA"),
     )
     with connect() as engine:
         wanted = platforms(args)
@@ -33,7 +31,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         else:
             results = [build_image(loaded, engine, p, options) for p in wanted]
     for result in results:
-        print(result.describe())
+        print(result.describe(verbose=args.verbose))
     return 0
 
 
@@ -67,6 +65,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--platform", choices=PLATFORMS)
     p.add_argument("--profile", choices=PROFILES, default="local")
     p.add_argument("--force", action="store_true", help="build even when up to date")
+    p.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="list each pin the profile leaves out (default: one line saying how many)",
+    )  # fmt: skip
     p.add_argument("--jobs", type=int, default=1, help="build platforms concurrently")
     p.add_argument(
         "--builder", choices=("auto", "buildkit", "classic"), default="auto",

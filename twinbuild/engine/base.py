@@ -21,13 +21,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import filelock
-
-from twinbuild.engine.client import EngineAPI
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 from twinbuild.util.activity import Say, step, to_stderr
+
+if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK costs it 0.15 s
+    from twinbuild.engine.client import EngineAPI
 
 REPOSITORY = "twinbuild/base"
 INPUTS_LABEL = "org.twinbuild.base-inputs"
@@ -155,6 +156,16 @@ def _ensure_debootstrap(run: Runner, which: Which, say: Say) -> None:
             ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
             "install debootstrap",
         )
+
+
+def base_tag(*, suite: str, mirror: str, packages: Sequence[str], run: Runner = run_command) -> str:
+    """The tag ``ensure_base`` gives the base of these inputs on this host.
+
+    ``twinbuild render --profile local`` shows it and ``twinbuild build`` builds on it: one
+    derivation, so render prints the tag the build really uses. Needs debootstrap installed (its
+    version is an input).
+    """
+    return base_inputs(suite=suite, mirror=mirror, packages=packages, run=run).tag
 
 
 def base_inputs(
@@ -293,6 +304,8 @@ def ensure_base(
     start = clock()
     cache = cache if cache is not None else cache_root()
     cache.mkdir(parents=True, exist_ok=True)
+    import filelock  # only here: a lint or render never needs it
+
     # One base build at a time per cache: a second caller waits, then reuses the first one's image.
     with filelock.FileLock(cache / "base.lock"):
         _ensure_debootstrap(run, which, say)
