@@ -98,3 +98,25 @@ def test_pins_table_marks_one_platform_and_floating_pins(
         "| numpy | pypi | — | `<2` | only rocm: ROCm wheels are built against numpy 1.x; 🔓 floating:"
         in out
     )
+
+
+def test_commands_find_the_root_from_a_subdirectory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = mini_project(tmp_path / "repo")
+    (root / "images" / "local").mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(root / "images" / "local")
+    assert main(["lint"]) == 0
+    # it read the checkout's manifest, and found the recipes under the same root
+    assert f"lint: clean (6 pins, {root / 'pins/manifest.toml'})\n" in capsys.readouterr().out
+
+
+def test_outside_a_checkout_the_error_says_where_it_looked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["lint"]) == 2
+    assert capsys.readouterr().err == (
+        f"twinbuild: no pins/manifest.toml in {tmp_path} or any folder above it; run twinbuild "
+        "inside a checkout of your images repository, or pass --root DIR (or --manifest PATH)\n"
+    )

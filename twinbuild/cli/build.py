@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest, mirrors, platforms, root
+from twinbuild.cli.common import add_common, manifest, mirrors, platforms, repo_manifest, root
 from twinbuild.cli.engine import connect
 from twinbuild.manifest.model import PLATFORMS, PROFILES
 
@@ -38,7 +38,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from twinbuild.build.plan import plan, write_github_output
 
-    result = plan(root(args), args.base, manifest=Path(args.manifest))
+    result = plan(root(args), args.base, manifest=repo_manifest(args))
     sys.stdout.write(result.text())
     if args.github_output:
         write_github_output(result)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from twinbuild import __version__
 from twinbuild.cli import bench, build, ci, engine, evidence, importer, lint, manifest, pins, smoke
-from twinbuild.cli.common import Handler
+from twinbuild.cli.common import Handler, locate
 from twinbuild.errors import TwinbuildError
 
 #: Command groups in the order ``twinbuild --help`` lists them.
@@ -37,6 +37,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     func: Handler = args.func
     try:
+        locate(args)
         return func(args)
     except TwinbuildError as exc:
         for line in str(exc).splitlines() or [type(exc).__name__]:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest, root
+from twinbuild.cli.common import add_common, manifest, repo_manifest, root
 from twinbuild.manifest.model import PLATFORMS
 
 
@@ -37,7 +37,7 @@ def cmd_pins_bump(args: argparse.Namespace) -> int:
 def cmd_pins_diff(args: argparse.Namespace) -> int:
     from twinbuild.pins.diff import diff_revs
 
-    result = diff_revs(args.rev_a, args.rev_b, manifest=Path(args.manifest), repo=root(args))
+    result = diff_revs(args.rev_a, args.rev_b, manifest=repo_manifest(args), repo=root(args))
     sys.stdout.write(result.markdown() if args.format == "markdown" else result.text())
     return 0
 
@@ -72,9 +72,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
     p.set_defaults(func=cmd_pins_bump)
 
-    p = pins.add_parser("diff", help="pins that changed between two git revisions")
+    p = pins.add_parser(
+        "diff",
+        help="pins that changed, like git diff: HEAD against the working tree, REV_A against "
+        "it, or REV_A against REV_B",
+    )
     add_common(p)
-    p.add_argument("rev_a", metavar="REV_A")
-    p.add_argument("rev_b", metavar="REV_B")
+    p.add_argument("rev_a", metavar="REV_A", nargs="?", help="default: HEAD")
+    p.add_argument("rev_b", metavar="REV_B", nargs="?", help="default: the working tree")
     p.add_argument("--format", choices=("text", "markdown"), default="text")
     p.set_defaults(func=cmd_pins_diff)
