@@ -75,10 +75,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def _fence_docker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests without the docker marker cannot make a Docker client."""
+def _fence_docker(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Tests without the docker marker cannot make a Docker client, and keep their cache (wheels,
+    remembered recipe parses) in the session's temporary folder, not the user's."""
     if request.node.get_closest_marker("docker") is not None:
         return
+    monkeypatch.setenv("TWINBUILD_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
     import twinbuild.engine.client
 
     def blocked(*_args: object, **_kwargs: object) -> None:
@@ -86,3 +92,4 @@ def _fence_docker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(twinbuild.engine.client, "connect", blocked)
     monkeypatch.setattr(twinbuild.engine.client, "_open_client", blocked)
+    monkeypatch.setattr(twinbuild.engine.client, "_request", blocked)

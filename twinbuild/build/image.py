@@ -25,8 +25,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
-import filelock
-
 from twinbuild import __version__
 from twinbuild.build.inputs import input_files, inputs_hash
 from twinbuild.build.progress import BuildStream
@@ -244,6 +242,8 @@ def _labels(
 
 @contextmanager
 def _lock(path: Path, tag: str, timeout: float, say: Say) -> Iterator[None]:
+    import filelock  # here, not at the top: an up-to-date image never takes the lock
+
     lock = filelock.FileLock(path)
     try:
         lock.acquire(timeout=0.1)
@@ -380,7 +380,13 @@ def _run_build(
 
 
 def _write_record(path: Path, data: Mapping[str, Any]) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    try:
+        if path.read_text() == text:
+            return  # the no-op build: the record already says this (and fsync costs it 10 ms)
+    except OSError:
+        pass
+    write_atomic(path, text)
 
 
 def read_record(root: Path, platform: Platform, profile: Profile) -> dict[str, Any] | None:

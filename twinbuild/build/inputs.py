@@ -7,6 +7,7 @@ CUDA-only pin change leaves the ROCm hash alone, and docs or tests never move ei
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
@@ -15,7 +16,6 @@ from pathlib import Path
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Platform, Profile
 from twinbuild.manifest.render import GENERATED, RECIPES, Rendered
-from twinbuild.recipe import scan as recipes
 
 #: Bump when the meaning of the hash changes, so that old images stop matching.
 FORMAT = 1
@@ -24,9 +24,8 @@ FORMAT = 1
 def input_files(root: Path, platform: Platform, profile: Profile) -> list[Path]:
     """The recipe and every repository file it copies, relative to ``root``, sorted."""
     rel = RECIPES[profile][platform]
-    parsed = recipes.parse(root / rel)
     found: set[Path] = {rel}
-    for line, source in parsed.copies:
+    for line, source in recipe_copies(root / rel):
         if source.startswith((GENERATED, "--")) or "://" in source:
             continue
         matches = (
@@ -39,6 +38,44 @@ def input_files(root: Path, platform: Platform, profile: Profile) -> list[Path]:
         for match in matches:
             found.update(_walk(match, root))
     return sorted(found)
+
+
+def recipe_copies(recipe: Path) -> list[tuple[int, str]]:
+    """What the recipe copies from the context (line, source), remembered by content.
+
+    Parsing a recipe means loading the whole pin scanner (dockerfile-parse, the shell and pip
+    readers), which took most of a no-op build's time. The answer depends only on the recipe's
+    bytes and the scanner's code, so it is kept under ``<cache>/recipe-copies/`` keyed by both.
+    """
+    from twinbuild.engine.daemon import cache_root
+
+    data = recipe.read_bytes()
+    key = hashlib.sha256(data + b"\0" + _scanner_identity()).hexdigest()
+    memo = cache_root() / "recipe-copies" / f"{key}.json"
+    try:
+        return [(int(line), str(source)) for line, source in json.loads(memo.read_text())]
+    except (OSError, ValueError, TypeError):
+        pass  # not remembered yet (or unreadable): parse it
+    from twinbuild.recipe import scan
+    from twinbuild.util.atomic import write_atomic
+
+    copies = scan.parse(recipe).copies  # raises on a bad recipe: nothing is remembered then
+    with contextlib.suppress(OSError):  # a read-only cache only costs the next run a parse
+        write_atomic(memo, json.dumps(copies))
+    return copies
+
+
+_SCANNER: list[bytes] = []
+
+
+def _scanner_identity() -> bytes:
+    """A hash of the recipe scanner's source files, so a change to it forgets old answers."""
+    if not _SCANNER:
+        digest = hashlib.sha256()
+        for path in sorted((Path(__file__).parent.parent / "recipe").glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        _SCANNER.append(digest.digest())
+    return _SCANNER[0]
 
 
 def _walk(path: Path, root: Path) -> Iterable[Path]:

@@ -304,12 +304,20 @@ def ensure_base(
     start = clock()
     cache = cache if cache is not None else cache_root()
     cache.mkdir(parents=True, exist_ok=True)
-    import filelock  # only here: a lint or render never needs it
+    inputs: BaseInputs | None = None
+    if which("debootstrap") is not None:  # the usual case, the base exists: no lock to take
+        inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
+        if _existing(engine, inputs.digest(), inputs.tag) is not None:
+            return _result(
+                engine, inputs.tag, inputs.digest(), built=False, total_s=clock() - start
+            )
+    import filelock  # only here: an up-to-date base never needs it
 
     # One base build at a time per cache: a second caller waits, then reuses the first one's image.
     with filelock.FileLock(cache / "base.lock"):
         _ensure_debootstrap(run, which, say)
-        inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
+        if inputs is None:
+            inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
         inputs_hash, tag = inputs.digest(), inputs.tag
         existing = _existing(engine, inputs_hash, tag)
         if existing is not None:

@@ -9,18 +9,19 @@ a step must reach a registry; the private engine has no bridge network to fall b
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol, cast, get_args
-
-import docker
-import docker.errors
-import requests.exceptions
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast, get_args
+from urllib.parse import quote, urlencode, urlsplit
 
 from twinbuild.engine import daemon as dockerd
 from twinbuild.errors import ConfigError, EngineError
+
+if TYPE_CHECKING:
+    import docker
 
 Network = Literal["none", "host"]
 Builder = Literal["buildkit", "classic"]
@@ -140,6 +141,9 @@ def _check_network(network: str) -> Network:
 @contextlib.contextmanager
 def _errors(what: str, docker_host: str) -> Iterator[None]:
     """Turn SDK and connection failures into one-line EngineErrors."""
+    import docker.errors
+    import requests.exceptions
+
     try:
         yield
     except requests.exceptions.ConnectionError as exc:
@@ -158,16 +162,75 @@ def _errors(what: str, docker_host: str) -> Iterator[None]:
 
 def _open_client(docker_host: str) -> docker.APIClient:
     """The one place a Docker client is made (tests without the docker marker block it)."""
+    import docker
+
     with _errors(f"cannot talk to the engine at {docker_host}", docker_host):
         return docker.APIClient(base_url=docker_host, version="auto", timeout=API_TIMEOUT_S)
 
 
-class Engine:
-    """A connected engine. ``api`` is the low-level client, for build streaming in build.py."""
+def _request(
+    docker_host: str, method: str, path: str, timeout: float = API_TIMEOUT_S
+) -> tuple[int, bytes]:
+    """One plain HTTP request to the Engine API, without the SDK (tests without the docker marker
+    block it, like ``_open_client``).
 
-    def __init__(self, api: docker.APIClient, docker_host: str) -> None:
-        self.api = api
+    The up-to-date decision asks two or three small questions (inspect a tag, list by label);
+    importing the SDK (requests, urllib3) to ask them took longer than the whole decision.
+    """
+    parts = urlsplit(docker_host)
+    conn: http.client.HTTPConnection
+    if parts.scheme == "unix":
+        conn = dockerd._UnixHTTPConnection(parts.path, timeout)
+    elif parts.scheme in ("tcp", "http"):
+        conn = http.client.HTTPConnection(parts.hostname or "localhost", parts.port or 2375,
+                                          timeout=timeout)  # fmt: skip
+    else:
+        raise EngineError(f"DOCKER_HOST={docker_host}: scheme {parts.scheme!r} is not supported")
+    try:
+        conn.request(method, path, headers={"Host": "docker"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException) as exc:
+        raise EngineError(
+            f"{method} {path.split('?', maxsplit=1)[0]}: the engine at {docker_host} does not "
+            f"answer ({type(exc).__name__}); run `twinbuild engine up`"
+        ) from exc
+    finally:
+        conn.close()
+
+
+def _answer(what: str, status: int, body: bytes) -> Any:
+    """The JSON of a 2xx answer; an EngineError with the engine's own message otherwise."""
+    if 200 <= status < 300:
+        return json.loads(body) if body.strip() else None
+    try:
+        message = str(json.loads(body).get("message", ""))
+    except (ValueError, AttributeError):
+        message = body.decode(errors="replace")
+    raise EngineError(f"{what}: {_one_line(message) or f'HTTP {status}'}")
+
+
+class Engine:
+    """A connected engine. ``api`` is the SDK's low-level client, made on first use.
+
+    Inspecting, listing and tagging images go over plain HTTP while no SDK client exists, so a
+    run that finds everything up to date never imports the SDK; building, importing and
+    containers make the client. An Engine made with a client (unit tests' fakes) uses it for all.
+    """
+
+    def __init__(self, api: docker.APIClient | None, docker_host: str) -> None:
+        self._api = api
         self._host = docker_host
+
+    @property
+    def api(self) -> docker.APIClient:
+        if self._api is None:
+            self._api = _open_client(self._host)
+        return self._api
+
+    @api.setter
+    def api(self, value: docker.APIClient) -> None:
+        self._api = value
 
     @property
     def docker_host(self) -> str:
@@ -176,8 +239,12 @@ class Engine:
     def _errors(self, what: str) -> contextlib.AbstractContextManager[None]:
         return _errors(what, self._host)
 
+    def _plain(self, method: str, path: str) -> tuple[int, bytes]:
+        return _request(self._host, method, path)
+
     def close(self) -> None:
-        self.api.close()
+        if self._api is not None:
+            self._api.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -246,6 +313,14 @@ class Engine:
 
     def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
         """The image's inspect document, or None when no image has that tag or id."""
+        if self._api is None:
+            status, body = self._plain("GET", f"/images/{quote(ref, safe='/:@')}/json")
+            if status == 404:
+                return None
+            found: dict[str, Any] = _answer(f"inspect image {ref}", status, body)
+            return found
+        import docker.errors
+
         with self._errors(f"inspect image {ref}"):
             try:
                 # types-docker leaves inspect_image untyped
@@ -266,8 +341,14 @@ class Engine:
 
     def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]:
         wanted = key if value is None else f"{key}={value}"
-        with self._errors(f"list images with label {wanted}"):
-            rows = self.api.images(filters={"label": wanted})
+        rows: list[dict[str, Any]]
+        if self._api is None:
+            query = urlencode({"filters": json.dumps({"label": [wanted]})})
+            what = f"list images with label {wanted}"
+            rows = _answer(what, *self._plain("GET", f"/images/json?{query}")) or []
+        else:
+            with self._errors(f"list images with label {wanted}"):
+                rows = self.api.images(filters={"label": wanted})
         return [
             ImageSummary(
                 id=str(row["Id"]),
@@ -308,6 +389,11 @@ class Engine:
             raise ConfigError(
                 f"image reference {ref!r} needs a repository and a tag, e.g. twinbuild/base:1"
             )
+        if self._api is None:
+            query = urlencode({"repo": repository, "tag": tag, "force": "1"})
+            what = f"tag {image} as {ref}"
+            _answer(what, *self._plain("POST", f"/images/{quote(image, safe='/:@')}/tag?{query}"))
+            return
         with self._errors(f"tag {image} as {ref}"):
             self.api.tag(image, repository, tag, force=True)
 
@@ -328,6 +414,8 @@ class Engine:
         timeout: int = RUN_TIMEOUT_S,
     ) -> RunResult:
         """Run ``command`` in a fresh container, wait, collect its output and remove it."""
+        import requests.exceptions
+
         host_config = self.api.create_host_config(
             network_mode=_check_network(network),
             binds={src: {"bind": dst, "mode": "ro"} for src, dst in (binds or {}).items()},
@@ -370,6 +458,8 @@ class Engine:
         ``gpus`` hands it the machine's GPUs: NVIDIA through a device request, AMD through its
         device nodes and the video group.
         """
+        import docker.errors
+
         extra: dict[str, Any] = {}
         if gpus is not None:
             # types-docker wants DeviceRequest objects; the SDK turns these dicts into them.
@@ -401,6 +491,8 @@ class Engine:
         )
 
     def remove_container(self, container: str) -> None:
+        import docker.errors
+
         with (
             self._errors(f"remove container {container[:12]}"),
             contextlib.suppress(docker.errors.NotFound),
@@ -419,17 +511,18 @@ def _imported_id(output: str) -> str | None:
 
 
 def connect(docker_host: str | None = None) -> Engine:
-    """Connect to the engine ``dockerd.docker_host()`` picks (or ``docker_host``) and ping it."""
+    """Connect to the engine ``dockerd.docker_host()`` picks (or ``docker_host``) and ping it.
+
+    The SDK client is made when first needed (see :class:`Engine`).
+    """
     host = docker_host or dockerd.docker_host()
-    api: docker.APIClient | None = None
     try:
-        api = _open_client(host)
-        with _errors("ping", host):
-            api.ping()
+        status, body = _request(host, "GET", "/_ping", timeout=10)
     except EngineError as exc:
-        if api is not None:
-            api.close()
         raise EngineError(
             f"no Docker engine answers at {host}; run `twinbuild engine up` or set DOCKER_HOST"
         ) from exc
-    return Engine(api, host)
+    if status != 200 or body.strip() != b"OK":
+        text = _one_line(body.decode(errors="replace"))[:120]
+        raise EngineError(f"{host} answered the ping with HTTP {status} ({text}); is it Docker?")
+    return Engine(None, host)
