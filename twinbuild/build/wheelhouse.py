@@ -14,16 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-
-from packaging.utils import (
-    InvalidSdistFilename,
-    InvalidWheelFilename,
-    canonicalize_name,
-    parse_sdist_filename,
-    parse_wheel_filename,
-)
 
 from twinbuild.errors import BuildFailed, ConfigError, DiskFull
 from twinbuild.manifest.model import ResolvedPin
@@ -78,6 +69,8 @@ def _download_missing(missing: Sequence[tuple[ResolvedPin, str]], cache: Path) -
     groups: dict[tuple[str, str | None], list[tuple[ResolvedPin, str]]] = {}
     for pin, req in missing:
         groups.setdefault((pin.layer, pin.index), []).append((pin, req))
+    from concurrent.futures import ThreadPoolExecutor  # here: a no-op build downloads nothing
+
     calls = [
         group[i : i + PER_CALL] for group in groups.values() for i in range(0, len(group), PER_CALL)
     ]
@@ -114,6 +107,14 @@ def _download_group(group: Sequence[tuple[ResolvedPin, str]], cache: Path) -> No
 
 def _names_dist(filename: str, dist: str) -> bool:
     """Is ``filename`` a wheel or sdist of ``dist`` (PEP 503 normalised names)?"""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        canonicalize_name,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
     try:
         if filename.endswith(".whl"):
             name = parse_wheel_filename(filename)[0]

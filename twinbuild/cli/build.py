@@ -12,8 +12,6 @@ from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from concurrent.futures import ThreadPoolExecutor
-
     from twinbuild.build.image import BuildOptions, build_image
 
     loaded = manifest(args)
@@ -26,6 +24,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     with connect() as engine:
         wanted = platforms(args)
         if args.jobs > 1 and len(wanted) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
             with ThreadPoolExecutor(max_workers=args.jobs) as pool:
                 results = list(pool.map(lambda p: build_image(loaded, engine, p, options), wanted))
         else:

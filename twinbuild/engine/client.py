@@ -9,15 +9,15 @@ a step must reach a registry; the private engine has no bridge network to fall b
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast, get_args
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, urlencode
 
 from twinbuild.engine import daemon as dockerd
+from twinbuild.engine import wire
 from twinbuild.errors import ConfigError, EngineError
 
 if TYPE_CHECKING:
@@ -177,26 +177,13 @@ def _request(
     The up-to-date decision asks two or three small questions (inspect a tag, list by label);
     importing the SDK (requests, urllib3) to ask them took longer than the whole decision.
     """
-    parts = urlsplit(docker_host)
-    conn: http.client.HTTPConnection
-    if parts.scheme == "unix":
-        conn = dockerd._UnixHTTPConnection(parts.path, timeout)
-    elif parts.scheme in ("tcp", "http"):
-        conn = http.client.HTTPConnection(parts.hostname or "localhost", parts.port or 2375,
-                                          timeout=timeout)  # fmt: skip
-    else:
-        raise EngineError(f"DOCKER_HOST={docker_host}: scheme {parts.scheme!r} is not supported")
     try:
-        conn.request(method, path, headers={"Host": "docker"})
-        response = conn.getresponse()
-        return response.status, response.read()
-    except (OSError, http.client.HTTPException) as exc:
+        return wire.request(docker_host, method, path, timeout=timeout)
+    except OSError as exc:
         raise EngineError(
             f"{method} {path.split('?', maxsplit=1)[0]}: the engine at {docker_host} does not "
             f"answer ({type(exc).__name__}); run `twinbuild engine up`"
         ) from exc
-    finally:
-        conn.close()
 
 
 def _answer(what: str, status: int, body: bytes) -> Any:

@@ -10,18 +10,15 @@ boundary.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
-from urllib.parse import urlsplit
 
 from twinbuild.errors import EngineError
 from twinbuild.util.activity import Say, step, to_stderr
@@ -132,45 +129,15 @@ class Host(Protocol):
     def now(self) -> float: ...
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self.timeout)
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
 def ping(docker_host: str, timeout: float = 2.0) -> bool:
     """True when ``GET /_ping`` on ``docker_host`` answers ``OK``."""
-    parts = urlsplit(docker_host)
-    conn: http.client.HTTPConnection
-    if parts.scheme == "unix":
-        conn = _UnixHTTPConnection(parts.path, timeout)
-    elif parts.scheme in ("tcp", "http"):
-        conn = http.client.HTTPConnection(
-            parts.hostname or "localhost", parts.port or 2375, timeout=timeout
-        )
-    else:
-        raise EngineError(
-            f"DOCKER_HOST={docker_host}: scheme {parts.scheme!r} is not supported; "
-            "use unix:// or tcp://"
-        )
+    from twinbuild.engine import wire
+
     try:
-        conn.request("GET", "/_ping")
-        resp = conn.getresponse()
-        return resp.status == 200 and resp.read(16) == b"OK"
-    except (OSError, http.client.HTTPException):
+        status, body = wire.request(docker_host, "GET", "/_ping", timeout=timeout)
+    except OSError:
         return False
-    finally:
-        conn.close()
+    return status == 200 and body[:16] == b"OK"
 
 
 class SystemHost:
