@@ -54,6 +54,15 @@ def cmd_base(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    from twinbuild.engine.prune import prune
+
+    with connect() as engine:
+        result = prune(engine, keep=args.keep)
+    print(result.describe())
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "engine",
@@ -63,6 +72,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("action", choices=("up", "down", "status", "env"), nargs="?", default="status")
     p.add_argument("--print-host", action="store_true", help="print only the DOCKER_HOST to use")
     p.set_defaults(func=cmd_engine)
+
+    p = sub.add_parser(
+        "prune", help="remove untagged twinbuild images beyond the newest N per platform"
+    )
+    p.add_argument(
+        "--keep", type=int, default=1, metavar="N",
+        help="untagged images to keep per platform and profile, newest first: a rebuild leaves "
+        "the previous one untagged, ready to re-tag for a fast revert (default: %(default)s)",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("base", help="build (or reuse) the embedded Debian base image")
     add_common(p)

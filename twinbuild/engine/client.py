@@ -54,6 +54,7 @@ class ImageSummary:
     tags: tuple[str, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
     size: int = 0
+    created: int = 0  # seconds since the epoch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -342,6 +343,7 @@ class Engine:
                 tags=tuple(t for t in row.get("RepoTags") or () if t != "<none>:<none>"),
                 labels={str(k): str(v) for k, v in (row.get("Labels") or {}).items()},
                 size=int(row.get("Size") or 0),
+                created=int(row.get("Created") or 0),
             )
             for row in rows
         ]
@@ -387,6 +389,12 @@ class Engine:
     def remove_image(self, ref: str, *, force: bool = False) -> None:
         with self._errors(f"remove image {ref}"):
             self.api.remove_image(ref, force=force)
+
+    def layers_size(self) -> int:
+        """Bytes the engine's image layers take on disk (``docker system df``'s total)."""
+        with self._errors("disk usage"):
+            usage = self.api.df()
+        return int(usage.get("LayersSize") or 0)
 
     def run_container(
         self,
