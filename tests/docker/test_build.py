@@ -171,3 +171,20 @@ def test_two_builds_of_one_image_at_once_are_serialized(project: Path, engine: E
     assert "another build of this image is running; waiting for it" in second.stdout
     assert "twinbuild/rocm:local: up to date" in second.stdout
     BUILT.append(_tagged(engine, "rocm"))
+
+
+def test_prune_removes_the_untagged_previous_build(project: Path, engine: Engine) -> None:
+    from twinbuild.engine.prune import prune
+
+    first = _build(project, engine, "rocm", force=True)
+    recipe = project / "images/local/Dockerfile"
+    edit(
+        recipe, "FROM common AS rocm\n", f"FROM common AS rocm\nRUN echo {uuid.uuid4().hex} > /x\n"
+    )
+    second = _build(project, engine, "rocm")
+    assert engine.inspect_image(first.image_id) is not None  # untagged, kept for a revert
+    result = prune(engine, keep=0)
+    assert first.image_id in result.removed
+    assert second.image_id not in result.removed  # tagged: never pruned
+    assert engine.inspect_image(first.image_id) is None
+    assert result.reclaimed > 0

@@ -9,6 +9,7 @@ second call with the same inputs reuses the image without running debootstrap.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -100,11 +101,17 @@ class BaseResult:
     debootstrap_s: float = 0.0
     import_s: float = 0.0
     total_s: float = 0.0
+    saved: str | None = None  # imported from this saved root filesystem: no debootstrap ran
 
     def describe(self) -> str:
         mib = self.size / 2**20
         if not self.built:
             return f"{self.tag} is up to date ({self.image_id[:19]}, {mib:.0f} MiB)"
+        if self.saved is not None:
+            return (
+                f"imported {self.tag} ({self.image_id[:19]}, {mib:.0f} MiB) from {self.saved} "
+                f"in {self.import_s:.0f}s (no debootstrap)"
+            )
         return (
             f"built {self.tag} ({self.image_id[:19]}, {mib:.0f} MiB): debootstrap "
             f"{self.debootstrap_s:.0f}s, import {self.import_s:.0f}s"
@@ -238,6 +245,8 @@ def _workdir(cache: Path, run: Runner) -> Iterator[Path]:
         yield work
     finally:
         _remove_tree(work, run)
+        with contextlib.suppress(OSError):  # empty now, unless another build works there
+            parent.rmdir()
 
 
 def _existing(engine: EngineAPI, inputs_hash: str, tag: str) -> str | None:
@@ -322,6 +331,20 @@ def ensure_base(
         existing = _existing(engine, inputs_hash, tag)
         if existing is not None:
             return _result(engine, tag, inputs_hash, built=False, total_s=clock() - start)
+        saved = saved_rootfs(cache, inputs_hash)
+        if saved.is_file():  # a fresh engine (or a pruned one): the root filesystem is made
+            t1 = clock()
+            with step(f"base: importing {tag} from the saved root filesystem", say):
+                image_id = engine.import_rootfs(
+                    saved,
+                    labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
+                    changes=CHANGES,
+                )
+            engine.tag(image_id, tag)
+            return _result(
+                engine, tag, inputs_hash, built=True, import_s=clock() - t1,
+                total_s=clock() - start, saved=str(saved),
+            )  # fmt: skip
         _need_root("runs debootstrap")
         with _workdir(cache, run) as work:
             rootfs = work / "rootfs"
@@ -357,6 +380,10 @@ def ensure_base(
                 )
             engine.tag(image_id, tag)
             import_s = clock() - t1
+            # Kept: the next engine with no such image (a test engine, a pruned or new data
+            # root) imports it in seconds instead of a minute of debootstrap.
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            tar.replace(saved)
         return _result(
             engine,
             tag,
@@ -368,12 +395,18 @@ def ensure_base(
         )
 
 
+def saved_rootfs(cache: Path, inputs_hash: str) -> Path:
+    """Where the root filesystem tar of a base is kept once made (``<cache>/base/<hash>.tar``)."""
+    return cache / "base" / f"{inputs_hash}.tar"
+
+
 def _result(
     engine: EngineAPI,
     tag: str,
     inputs_hash: str,
     *,
     built: bool,
+    saved: str | None = None,
     debootstrap_s: float = 0.0,
     import_s: float = 0.0,
     total_s: float = 0.0,
@@ -391,4 +424,5 @@ def _result(
         debootstrap_s=debootstrap_s,
         import_s=import_s,
         total_s=total_s,
+        saved=saved,
     )
