@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.session_engine import SessionEngine, start
+
 
 class DockerBlocked(RuntimeError):
     """The engine boundary in a test not marked ``docker`` (not an EngineError: never caught)."""
@@ -34,6 +36,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _docker_enabled(config: pytest.Config) -> bool:
     return bool(config.getoption("--run-docker")) or os.environ.get("TWINBUILD_RUN_DOCKER") == "1"
+
+
+_ENGINE = pytest.StashKey[SessionEngine]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With --run-docker, start the session's own engine (in the controlling process only)."""
+    if not _docker_enabled(config) or hasattr(config, "workerinput"):
+        return
+    config.stash[_ENGINE] = start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    engine = config.stash.get(_ENGINE, None)
+    if engine is not None:
+        engine.stop()
 
 
 @functools.cache

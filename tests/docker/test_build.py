@@ -22,7 +22,8 @@ from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
 from twinbuild.manifest.model import PLATFORMS, Platform, load
 
-pytestmark = pytest.mark.docker
+# one xdist worker runs this module: its module fixtures (images, an engine) are made once
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-build")]
 
 CUDA_ONLY = """
 [pins.click]

@@ -24,7 +24,8 @@ from twinbuild.errors import FindingsError
 from twinbuild.manifest.model import Manifest, load, loads
 from twinbuild.smoke import runner
 
-pytestmark = pytest.mark.docker
+# one xdist worker runs this module: its module fixtures (images, an engine) are made once
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-smoke")]
 
 IMAGE_DIR = Path(__file__).parent / "smoke_image"
 GIT = "a" * 40

@@ -307,16 +307,18 @@ def up(
     *,
     timeout: float = START_TIMEOUT_S,
     say: Say = to_stderr,
+    private: bool = False,
 ) -> EngineState:
     """Make an engine answer (`twinbuild engine up`); idempotent.
 
     An engine named by DOCKER_HOST, or on the default socket, is used as it is. Otherwise, as root
     on a Debian-like host, start the private engine (installing docker.io first if needed) and
-    write ``<cache>/engine/env`` with its DOCKER_HOST.
+    write ``<cache>/engine/env`` with its DOCKER_HOST. ``private`` skips the first two: the test
+    session wants an engine (and a data root) of its own, whatever else answers.
     """
     paths = paths or EnginePaths.under()
     host = host or SystemHost()
-    env = os.environ.get("DOCKER_HOST")
+    env = None if private else os.environ.get("DOCKER_HOST")
     if env and env != paths.docker_host:
         if host.ping(env):
             return EngineState(docker_host=env, source="env", running=True)
@@ -328,7 +330,7 @@ def up(
     if pid is not None and host.ping(paths.docker_host):
         _write_env(paths)
         return EngineState(docker_host=paths.docker_host, source="private", running=True, pid=pid)
-    if pid is None and host.ping(DEFAULT_HOST):
+    if pid is None and not private and host.ping(DEFAULT_HOST):
         return EngineState(docker_host=DEFAULT_HOST, source="default", running=True)
     if not (host.is_root() and host.is_debian()):
         raise EngineError(
