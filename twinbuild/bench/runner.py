@@ -29,6 +29,7 @@ from twinbuild.bench.lint import bench_lint
 from twinbuild.bench.session import Say, Session
 from twinbuild.bench.smoke import bench_smoke
 from twinbuild.bench.stats import Row, table
+from twinbuild.bench.suite import bench_suite
 
 MINI = Path("tests/fixtures/mini")
 
@@ -91,6 +92,7 @@ def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> 
                 ("cold build with base", bench_base),
                 ("smoke conformance", bench_smoke),
                 ("lint", bench_lint),
+                ("test suite", bench_suite),
             ]
             for name, step in steps:
                 t0 = time.perf_counter()
