@@ -1,4 +1,8 @@
-"""nox sessions: thin wrappers over the ``twinbuild`` CLI. CI runs these same sessions."""
+"""nox sessions: thin wrappers over the ``twinbuild`` CLI.
+
+CI runs ``lint`` and ``tests`` (pr.yml, .ci/run); its other jobs call ``twinbuild`` directly
+(docs/layout.md, "What CI runs").
+"""
 
 from __future__ import annotations
 

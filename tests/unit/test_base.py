@@ -1,17 +1,18 @@
-"""The base image decisions with a fake engine and a fake command runner: no debootstrap runs."""
+"""The base image decisions with the shared fake engine and a fake command runner: no debootstrap
+runs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.fake_engine import FakeEngine
 from twinbuild.engine import base
 from twinbuild.engine.base import BaseInputs
-from twinbuild.engine.client import EngineInfo, GpuAccess, ImageSummary, Network, RunResult
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 
 SUITE = "bookworm"
@@ -24,100 +25,6 @@ INPUTS = BaseInputs(
     debootstrap_version="1.0.128",
     arch="amd64",
 )
-
-
-@dataclass
-class FakeEngine:
-    """Images by tag and id; imports become untagged images until tagged."""
-
-    images: dict[str, dict[str, Any]] = field(default_factory=dict)  # ref -> inspect doc
-    imported: list[tuple[bytes, Mapping[str, str], Sequence[str]]] = field(default_factory=list)
-    tagged: list[tuple[str, str]] = field(default_factory=list)
-    import_error: Exception | None = None
-
-    @property
-    def docker_host(self) -> str:
-        return "unix:///fake.sock"
-
-    def info(self) -> EngineInfo:
-        raise NotImplementedError
-
-    def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
-        return self.images.get(ref)
-
-    def image_exists(self, ref: str) -> bool:
-        return ref in self.images
-
-    def image_labels(self, ref: str) -> Mapping[str, str]:
-        labels: Mapping[str, str] = self.images[ref]["Config"]["Labels"]
-        return labels
-
-    def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]:
-        seen = {}
-        for doc in self.images.values():
-            if doc["Config"]["Labels"].get(key) == value:
-                seen[doc["Id"]] = ImageSummary(
-                    id=doc["Id"], tags=(), labels=doc["Config"]["Labels"]
-                )
-        return list(seen.values())
-
-    def import_rootfs(
-        self,
-        tar_path: Path,
-        *,
-        labels: Mapping[str, str] | None = None,
-        changes: Sequence[str] = (),
-    ) -> str:
-        if self.import_error is not None:
-            raise self.import_error
-        self.imported.append((tar_path.read_bytes(), dict(labels or {}), list(changes)))
-        image_id = f"sha256:{len(self.imported):064d}"
-        self.images[image_id] = {
-            "Id": image_id,
-            "Size": 2**20,
-            "Config": {"Labels": dict(labels or {})},
-        }
-        return image_id
-
-    def tag(self, image: str, ref: str) -> None:
-        self.tagged.append((image, ref))
-        self.images[ref] = self.images[image]
-
-    def remove_image(self, ref: str, *, force: bool = False) -> None:
-        del self.images[ref]
-
-    def run_container(
-        self,
-        image: str,
-        command: Sequence[str],
-        *,
-        network: Network = "none",
-        env: Mapping[str, str] | None = None,
-        user: str | None = None,
-        workdir: str | None = None,
-        binds: Mapping[str, str] | None = None,
-        timeout: int = 600,
-    ) -> RunResult:
-        raise NotImplementedError
-
-    def start_container(
-        self,
-        image: str,
-        *,
-        network: Network = "none",
-        command: Sequence[str] = ("sleep", "infinity"),
-        gpus: GpuAccess | None = None,
-    ) -> str:
-        raise NotImplementedError
-
-    def exec(self, container: str, command: Sequence[str], *, user: str | None = None) -> RunResult:
-        raise NotImplementedError
-
-    def remove_container(self, container: str) -> None:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        pass
 
 
 @dataclass

@@ -95,3 +95,24 @@ def test_smoke_manifest_pins_what_the_fabricated_image_holds() -> None:
         ("benchdist-00001", "1.0.1"),
         ("benchdist-00002", "1.0.2"),
     ]
+
+
+def test_cleanup_restores_tags_and_removes_only_what_the_run_made(tmp_path: Path) -> None:
+    from tests.fake_engine import FakeEngine
+    from twinbuild.bench.runner import _cleanup
+    from twinbuild.bench.session import Session
+
+    engine = FakeEngine()
+    engine.add_image("sha256:old", {}, "twinbuild/cuda:local")  # the user's image, kept
+    engine.add_image("sha256:base", {"org.twinbuild.base-inputs": "h"})
+    engine.add_image("sha256:layer", {"org.twinbuild.base-inputs": "h"})  # a build layer on it
+    engine.add_image("sha256:new", {}, "twinbuild/rocm:local")
+    engine.tag("sha256:new", "twinbuild/cuda:local")
+    said: list[str] = []
+    s = Session(root=tmp_path, work=tmp_path, env={}, say=said.append, quick=True)
+    s.created, s.bases = ["sha256:base", "sha256:new"], ["h"]
+    before = {"twinbuild/cuda:local": "sha256:old", "twinbuild/rocm:local": None}
+    _cleanup(engine, s, before, said.append)
+    assert engine.images["twinbuild/cuda:local"]["Id"] == "sha256:old"
+    assert set(engine.images) == {"sha256:old", "twinbuild/cuda:local"}
+    assert said == []

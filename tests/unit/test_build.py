@@ -1,21 +1,22 @@
 """Build faults that a real engine cannot be made to show on demand, against a fake engine.
 
-The fake records what it was asked; each fault must leave no tag behind.
+The shared fake (tests/fake_engine.py) records what it was asked; each fault must leave no tag
+behind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any
 
 import filelock
 import pytest
 import requests
 
+from tests.fake_engine import FakeEngine
 from tests.helpers import mini_project
-from twinbuild.build.image import BuildOptions, BuildResult, build_image, out_dir
-from twinbuild.engine.client import BuilderUnavailable, Engine, ImageSummary
+from twinbuild.build.image import BuilderChoice, BuildOptions, BuildResult, build_image, out_dir
+from twinbuild.engine.client import BuilderUnavailable
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest.model import load
 
@@ -30,65 +31,22 @@ GOOD: list[dict[str, Any]] = [
 ]
 
 
-class FakeAPI:
-    """What the fake engine streams back, and the build calls it got."""
-
-    def __init__(
-        self,
-        chunks: list[dict[str, Any]],
-        *,
-        then: Exception | None = None,
-        buildkit: bool = True,
-    ) -> None:
-        self.chunks = chunks
-        self.then = then
-        self.buildkit = buildkit
-        self.calls: list[dict[str, Any]] = []
-
-    def _stream(self) -> Iterator[dict[str, Any]]:
-        yield from self.chunks
-        if self.then is not None:
-            raise self.then
-
-
-class FakeEngine:
-    docker_host = "unix:///fake/docker.sock"
-
-    def __init__(self, api: FakeAPI, existing: list[ImageSummary] | None = None) -> None:
-        self.api = api
-        self.existing = existing or []
-        self.tags: list[tuple[str, str]] = []
-
-    def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]:
-        return [i for i in self.existing if i.labels.get(key) == value]
-
-    def build(self, context: IO[bytes], **kwargs: Any) -> Iterator[dict[str, Any]]:
-        self.api.calls.append(kwargs)
-        if kwargs["builder"] == "buildkit" and not self.api.buildkit:
-            raise BuilderUnavailable(f"{self.docker_host}: no BuildKit")
-        return self.api._stream()
-
-    def tag(self, image: str, ref: str) -> None:
-        self.tags.append((image, ref))
-
-    def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
-        return {"Id": BUILT if ref.startswith("sha256:b") else ref}
-
-
-def _build(root: Path, engine: FakeEngine, said: list[str] | None = None) -> BuildResult:
-    options = BuildOptions(root=root, profile="production", lock_timeout=0.3)
+def _build(
+    root: Path, engine: FakeEngine, said: list[str] | None = None, builder: BuilderChoice = "auto"
+) -> BuildResult:
+    options = BuildOptions(root=root, profile="production", lock_timeout=0.3, builder=builder)
     manifest = load(root / "pins/manifest.toml")
     sink = said if said is not None else []
-    return build_image(manifest, cast(Engine, engine), "rocm", options, say=sink.append)
+    return build_image(manifest, engine, "rocm", options, say=sink.append)
 
 
 def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    engine = FakeEngine(FakeAPI(GOOD))
+    engine = FakeEngine(build_chunks=GOOD)
     said: list[str] = []
     result = _build(root, engine, said)
-    assert engine.tags == [(BUILT, "twinbuild/rocm:production")]
-    call = engine.api.calls[0]
+    assert engine.tagged == [(BUILT, "twinbuild/rocm:production")]
+    call = engine.builds[0]
     assert call["labels"]["org.twinbuild.inputs-hash"] == result.inputs_hash
     assert call["labels"]["org.twinbuild.platform"] == "rocm"
     assert call["network"] == "host"
@@ -103,24 +61,25 @@ def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None
 
 def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    first = _build(root, FakeEngine(FakeAPI(GOOD)))
+    first = _build(root, FakeEngine(build_chunks=GOOD))
     labels = {
         "org.twinbuild.inputs-hash": first.inputs_hash,
         "org.twinbuild.platform": "rocm",
         "org.twinbuild.profile": "production",
     }
-    existing = [ImageSummary(id=BUILT, tags=(), labels=labels)]
-    engine = FakeEngine(FakeAPI(GOOD), existing)
+    engine = FakeEngine(build_chunks=GOOD)
+    engine.add_image(BUILT, labels)
     again = _build(root, engine)
     assert again.up_to_date
-    assert engine.api.calls == []
+    assert engine.builds == []
+    assert engine.tagged == [(BUILT, "twinbuild/rocm:production")]  # found by label, then tagged
 
 
 def test_failing_step_names_the_step_and_tags_nothing(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     chunks: list[dict[str, Any]] = [*GOOD[:4], {"stream": "ERROR: no matching distribution\n"},
               {"error": "The command '/bin/sh -c pip install' returned a non-zero code: 1"}]  # fmt: skip
-    engine = FakeEngine(FakeAPI(chunks))
+    engine = FakeEngine(build_chunks=chunks)
     with pytest.raises(BuildFailed) as info:
         _build(root, engine)
     first_line = str(info.value).splitlines()[0]
@@ -131,20 +90,20 @@ def test_failing_step_names_the_step_and_tags_nothing(tmp_path: Path) -> None:
     assert "  | ERROR: The command '/bin/sh -c pip install' returned a non-zero code: 1" in str(
         info.value
     )
-    assert engine.tags == []
+    assert engine.tagged == []
 
 
 def test_engine_gone_mid_build(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     gone = requests.exceptions.ConnectionError("Connection aborted")
-    engine = FakeEngine(FakeAPI(GOOD[:3], then=gone))
+    engine = FakeEngine(build_chunks=GOOD[:3], build_then=gone)
     with pytest.raises(EngineError) as info:
         _build(root, engine)
     assert str(info.value) == (
-        "unix:///fake/docker.sock: the engine went away during the build of rocm "
+        "unix:///fake.sock: the engine went away during the build of rocm "
         "(ConnectionError: Connection aborted); nothing was tagged"
     )
-    assert engine.tags == []
+    assert engine.tagged == []
 
 
 def test_disk_full(tmp_path: Path) -> None:
@@ -153,18 +112,18 @@ def test_disk_full(tmp_path: Path) -> None:
         *GOOD[:3],
         {"error": "write /var/lib/docker/tmp/x: no space left on device"},
     ]
-    engine = FakeEngine(FakeAPI(full))
+    engine = FakeEngine(build_chunks=full)
     with pytest.raises(DiskFull) as info:
         _build(root, engine)
     assert str(info.value).startswith("rocm: disk full during the build; see ")
-    assert engine.tags == []
+    assert engine.tagged == []
 
 
 def test_a_second_build_of_the_same_image_waits_then_gives_up(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     folder = out_dir(BuildOptions(root=root, profile="production"), "rocm")
     folder.mkdir(parents=True)
-    engine = FakeEngine(FakeAPI(GOOD))
+    engine = FakeEngine(build_chunks=GOOD)
     said: list[str] = []
     with filelock.FileLock(folder / "build.lock"), pytest.raises(LockBusy) as info:
         _build(root, engine, said)
@@ -176,15 +135,41 @@ def test_a_second_build_of_the_same_image_waits_then_gives_up(tmp_path: Path) ->
         "twinbuild/rocm:production: another build of this image is running; waiting for it "
         f"({folder / 'build.lock'})"
     ]
-    assert engine.api.calls == []
-    assert engine.tags == []
+    assert engine.builds == []
+    assert engine.tagged == []
 
 
 def test_an_engine_without_buildkit_gets_the_classic_builder(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    engine = FakeEngine(FakeAPI(GOOD, buildkit=False))
+    engine = FakeEngine(build_chunks=GOOD, buildkit=False)
     said: list[str] = []
     _build(root, engine, said)
-    assert [c["builder"] for c in engine.api.calls] == ["buildkit", "classic"]
+    assert [c["builder"] for c in engine.builds] == ["buildkit", "classic"]
     assert said[0] == "[rocm/production] no BuildKit in this engine: classic builder"
-    assert engine.tags == [(BUILT, "twinbuild/rocm:production")]
+    assert engine.tagged == [(BUILT, "twinbuild/rocm:production")]
+
+
+def test_builder_classic_never_asks_for_buildkit(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    engine = FakeEngine(build_chunks=GOOD)
+    _build(root, engine, builder="classic")
+    assert [c["builder"] for c in engine.builds] == ["classic"]
+    assert engine.tagged == [(BUILT, "twinbuild/rocm:production")]
+
+
+def test_builder_buildkit_does_not_fall_back_and_tags_nothing(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    engine = FakeEngine(build_chunks=GOOD, buildkit=False)
+    with pytest.raises(BuilderUnavailable, match="no BuildKit"):
+        _build(root, engine, builder="buildkit")
+    assert [c["builder"] for c in engine.builds] == ["buildkit"]
+    assert engine.tagged == []
+
+
+def test_the_builder_choice_is_part_of_the_inputs_hash(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    hashes = {
+        choice: _build(root, FakeEngine(build_chunks=GOOD), builder=choice).inputs_hash
+        for choice in ("auto", "buildkit", "classic")
+    }
+    assert len(set(hashes.values())) == 3

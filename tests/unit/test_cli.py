@@ -55,8 +55,7 @@ def test_render_prints_what_the_build_receives(
 ) -> None:
     root = mini_project(tmp_path)
     manifest = str(root / "pins/manifest.toml")
-    argv = ["render", "rocm", "--root", str(root), "--manifest", manifest]
-    assert main([*argv, "--profile", "production"]) == 0
+    assert main(["render", "rocm", "--manifest", manifest, "--profile", "production"]) == 0
     out = capsys.readouterr().out
     assert "  MEGATRON_LM_COMMIT=0123456789abcdef0123456789abcdef01234567\n" in out
     assert "file .twinbuild/pip/pins.txt:\n" in out
@@ -72,7 +71,7 @@ def test_render_defaults_to_the_local_profile_and_the_base_tag_build_uses(
 
     root = mini_project(tmp_path)
     manifest = root / "pins/manifest.toml"
-    assert main(["render", "rocm", "--root", str(root), "--manifest", str(manifest)]) == 0
+    assert main(["render", "rocm", "--manifest", str(manifest)]) == 0
     out = capsys.readouterr().out
     assert out.startswith("# twinbuild render rocm --profile local\n")
     local = load(manifest).local

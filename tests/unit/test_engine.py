@@ -53,8 +53,8 @@ class FakeAPI:
             raise docker.errors.ImageNotFound(f"No such image: {ref}")
         return self.images_db[ref]
 
-    def images(self, filters: dict[str, str]) -> list[dict[str, Any]]:
-        self._call("images", filters)
+    def images(self, all: bool, filters: dict[str, str]) -> list[dict[str, Any]]:
+        self._call("images", (all, filters))
         return [
             {"Id": "sha256:1", "RepoTags": ["twinbuild/base:abc"], "Labels": {"k": "v"}, "Size": 9},
             {"Id": "sha256:2", "RepoTags": ["<none>:<none>"], "Labels": None, "Size": None},
@@ -68,8 +68,8 @@ class FakeAPI:
         self._call("tag", (image, repository, tag, force))
         return True
 
-    def remove_image(self, ref: str, force: bool) -> None:
-        self._call("remove_image", (ref, force))
+    def remove_image(self, ref: str, force: bool, noprune: bool) -> None:
+        self._call("remove_image", (ref, force, noprune))
 
     def create_host_config(self, **kwargs: Any) -> dict[str, Any]:
         return kwargs
@@ -225,13 +225,13 @@ def test_image_labels(engine: Engine, api: FakeAPI) -> None:
 
 def test_images_by_label(engine: Engine, api: FakeAPI) -> None:
     found = engine.images_by_label("org.twinbuild.base-inputs", "abc")
-    assert api.calls == [("images", {"label": "org.twinbuild.base-inputs=abc"})]
+    assert api.calls == [("images", (False, {"label": "org.twinbuild.base-inputs=abc"}))]
     assert found == [
         ImageSummary(id="sha256:1", tags=("twinbuild/base:abc",), labels={"k": "v"}, size=9),
         ImageSummary(id="sha256:2", tags=(), labels={}, size=0),
     ]
-    engine.images_by_label("k")
-    assert api.calls[-1] == ("images", {"label": "k"})
+    engine.images_by_label("k", intermediate=True)  # the bench's cleanup: build layers too
+    assert api.calls[-1] == ("images", (True, {"label": "k"}))
 
 
 def test_import_rootfs_streams_the_file_and_labels(
@@ -279,7 +279,11 @@ def test_tag_splits_repository(engine: Engine, api: FakeAPI) -> None:
 
 def test_remove_image(engine: Engine, api: FakeAPI) -> None:
     engine.remove_image("t:1", force=True)
-    assert api.calls == [("remove_image", ("t:1", True))]
+    engine.remove_image("t:2", prune=False)  # untag, keep the parents (the bench's tag restore)
+    assert api.calls == [
+        ("remove_image", ("t:1", True, False)),
+        ("remove_image", ("t:2", False, True)),
+    ]
 
 
 def test_run_container_has_no_network_by_default(engine: Engine, api: FakeAPI) -> None:

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import cast
 
 import pytest
 
+from tests.fake_engine import FakeEngine
 from tests.helpers import edit, mini_project
+from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import git, isolate_git, needs_git
 from twinbuild.build.image import BuildOptions, plan_inputs
-from twinbuild.cli.evidence_handlers import head_inputs
-from twinbuild.engine.client import Engine
+from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.model import PLATFORMS, load
 
 MANIFEST = Path("pins/manifest.toml")
@@ -23,6 +23,7 @@ def test_head_inputs_equal_the_build_inputs(
 ) -> None:
     isolate_git(monkeypatch, tmp_path / "home")
     root = mini_project(tmp_path)
+    copy_builder_code(root)  # the builder code is an input: both sides must hash the same bytes
     git(root, "init", "-q", "-b", "main")
     git(root, "add", ".")
     git(root, "commit", "-q", "-m", "mini")
@@ -30,13 +31,15 @@ def test_head_inputs_equal_the_build_inputs(
     # The working tree moves on; the gate must see the commit, not the checkout.
     edit(root / MANIFEST, 'version = "0.65.1"', 'version = "0.66.0"')
     monkeypatch.chdir(root)
-    hashes, digest = head_inputs(head, MANIFEST)
+    found = commit_inputs(head)
+    hashes, digest = found.inputs, found.manifest_digest
 
     git(root, "checkout", "-q", "--", ".")
     manifest = load(root / MANIFEST)
     options = BuildOptions(root=root, profile="production")
-    no_engine = cast(Engine, None)  # the production profile never asks the engine to hash
+    engine = FakeEngine()
     for platform in PLATFORMS:
-        _, expected, _ = plan_inputs(manifest, no_engine, platform, options, lambda _: None)
+        _, expected, _ = plan_inputs(manifest, engine, platform, options, lambda _: None)
         assert hashes[platform] == expected
+    assert engine.calls == []  # the production profile hashes without asking the engine
     assert digest == manifest.digest()

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import edit, mini_project
+from tests.unit.github_runner import runner_outputs
 from tests.unit.gitrepos import commit_all, git, init, isolate_git, needs_git
-from twinbuild.build.plan import Plan, plan, write_github_output
-from twinbuild.errors import ConfigError
+from twinbuild.build.plan import Plan, plan
+from twinbuild.cli.main import main
 
 pytestmark = [pytest.mark.git, needs_git]
 
@@ -39,7 +40,7 @@ def test_docs_and_tests_only_plan_nothing(repo: Path) -> None:
         "cuda: skip (no image input changed)\n"
         "rocm: skip (no image input changed)\n"
     )
-    assert result.github_output() == "cuda=false\nrocm=false\nany=false\nreasons<<EOF\nEOF\n"
+    assert result.outputs() == {"cuda": "false", "rocm": "false", "any": "false", "reasons": ""}
 
 
 def test_cuda_only_change_plans_cuda(repo: Path) -> None:
@@ -70,12 +71,13 @@ def test_shared_pin_change_plans_both(repo: Path) -> None:
     edit(repo / MANIFEST, 'version = "0.4.2"', 'version = "0.4.3"')
     result = plan(repo, "HEAD")
     assert builds(result) == (True, True)
-    assert result.github_output() == (
-        "cuda=true\nrocm=true\nany=true\nreasons<<EOF\n"
-        f"cuda: {MANIFEST} (production, local): pins.flash-linear-attention changed\n"
-        f"rocm: {MANIFEST} (production, local): pins.flash-linear-attention changed\n"
-        "EOF\n"
-    )
+    assert result.outputs() == {
+        "cuda": "true",
+        "rocm": "true",
+        "any": "true",
+        "reasons": f"cuda: {MANIFEST} (production, local): pins.flash-linear-attention changed\n"
+        f"rocm: {MANIFEST} (production, local): pins.flash-linear-attention changed",
+    }
 
 
 def test_why_only_manifest_change_plans_nothing(repo: Path) -> None:
@@ -157,15 +159,22 @@ def test_not_a_git_repository_plans_everything(
     assert plan(root).fallback == f"{root} is not a git repository"
 
 
-def test_github_output_appends_and_needs_the_variable(repo: Path, tmp_path: Path) -> None:
+def test_github_output_appends_and_needs_the_variable(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "github_output"
     out.write_text("earlier=1\n")
-    result = plan(repo, "HEAD")
-    write_github_output(result, {"GITHUB_OUTPUT": str(out)})
-    assert out.read_text() == "earlier=1\ncuda=false\nrocm=false\nany=false\nreasons<<EOF\nEOF\n"
-    with pytest.raises(ConfigError) as caught:
-        write_github_output(result, {})
-    assert str(caught.value) == (
-        "plan --github-output: GITHUB_OUTPUT is not set; run it in a GitHub Actions step "
-        "or drop --github-output"
+    edit(repo / MANIFEST, 'version = "0.4.2"', 'version = "0.4.3"')
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    assert main(["plan", "--base", "HEAD", "--github-output"]) == 0
+    assert runner_outputs(out.read_text()) == {
+        "earlier": "1",
+        **plan(repo, "HEAD").outputs(),
+    }
+    monkeypatch.delenv("GITHUB_OUTPUT")
+    assert main(["plan", "--base", "HEAD", "--github-output"]) == 2
+    assert capsys.readouterr().err == (
+        "twinbuild: plan --github-output: GITHUB_OUTPUT is not set; run it in a GitHub Actions "
+        "step or drop --github-output\n"
     )

@@ -31,7 +31,7 @@ def test_attempt_one_failing_asks_for_one_rerun_of_the_failed_jobs() -> None:
         reason="attempt 1 failed; re-running the failed jobs once (attempt 2 reports)",
         jobs=(CUDA,),
     )
-    assert decision.github_output() == f"verdict=rerun\njobs={CUDA}\n"
+    assert decision.outputs() == {"verdict": "rerun", "jobs": CUDA}
 
 
 def test_failed_then_passed_is_flaky() -> None:
@@ -222,3 +222,23 @@ def test_load_json_names_the_file(tmp_path: Path) -> None:
     assert (
         str(missing.value) == f"{tmp_path / 'absent.json'}: cannot read: No such file or directory"
     )
+
+
+def test_a_job_name_cannot_forge_the_verdict_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.unit.github_runner import runner_outputs
+    from twinbuild.cli.main import main
+
+    forged = "smoke\nverdict=passed"  # a job name is the workflow author's text, not ours
+    current = tmp_path / "current.json"
+    jobs = [{"name": forged, "status": "completed", "conclusion": "failure"}]
+    current.write_text(json.dumps({"jobs": jobs}))
+    out, summary = tmp_path / "output", tmp_path / "summary.md"
+    monkeypatch.setenv("GITHUB_OUTPUT", str(out))
+    argv = ["rerun-decision", "report", "--attempt", "2", "--current", str(current)]
+    code = main([*argv, "--previous", str(current), "--summary", str(summary), "--github-output"])
+    assert code == FindingsError.exit_code
+    assert runner_outputs(out.read_text()) == {"verdict": "failed", "jobs": forged}
+    assert summary.read_text().startswith("## nightly: failed\n")
+    assert capsys.readouterr().out.startswith("nightly: failed: ")

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.fake_engine import FakeEngine
 from tests.helpers import mini_project
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.manifest.model import load
@@ -27,22 +26,6 @@ ENV A=2 C=${TORCH_MEMORY_SAVER_COMMIT}
 FROM common AS rocm
 ENV R=1
 """
-
-
-class FakeEngine:
-    """Answers inspect for the images it knows; everything else is out of bounds."""
-
-    docker_host = "unix:///fake.sock"
-
-    def __init__(self, images: Mapping[str, Mapping[str, Any]]) -> None:
-        self.images = images
-        self.closed = False
-
-    def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
-        return self.images.get(ref)
-
-    def close(self) -> None:
-        self.closed = True
 
 
 def test_stage_chain_and_env(tmp_path: Path) -> None:
@@ -95,9 +78,9 @@ def test_local_skips_from_the_build_record_or_fixed_reasons(tmp_path: Path) -> N
 
 
 def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
-    eng = FakeEngine({})
+    eng = FakeEngine()
     with pytest.raises(ConfigError) as err:
-        runner.built_target(eng, tmp_path, "cuda", "local")  # type: ignore[arg-type]
+        runner.built_target(eng, tmp_path, "cuda", "local")
     assert str(err.value) == (
         f"{tmp_path}/build/local/cuda/image.json: no build record; run `twinbuild build "
         "--platform cuda --profile local` first, or pass --image REF"
@@ -106,7 +89,7 @@ def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"image_id": "sha256:gone"}))
     with pytest.raises(ConfigError) as err:
-        runner.built_target(eng, tmp_path, "cuda", "local")  # type: ignore[arg-type]
+        runner.built_target(eng, tmp_path, "cuda", "local")
     assert str(err.value) == (
         f"{path}: names sha256:gone, which the engine at unix:///fake.sock lacks; rebuild it"
     )
@@ -114,13 +97,13 @@ def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
 
 def test_image_target_resolves_to_the_id_and_reads_labels(tmp_path: Path) -> None:
     inspect = {"Id": "sha256:abc", "Config": {"Labels": {"org.twinbuild.platform": "rocm"}}}
-    eng = FakeEngine({"twinbuild/rocm:local": inspect})
-    target = runner.image_target(eng, tmp_path, "twinbuild/rocm:local", None, None)  # type: ignore[arg-type]
+    eng = FakeEngine(images={"twinbuild/rocm:local": inspect})
+    target = runner.image_target(eng, tmp_path, "twinbuild/rocm:local", None, None)
     assert (target.image_id, target.platform, target.profile, target.python) == (
         "sha256:abc", "rocm", "production", "python3",
     )  # fmt: skip
     with pytest.raises(ConfigError) as err:
-        runner.image_target(eng, tmp_path, "other:tag", None, None)  # type: ignore[arg-type]
+        runner.image_target(eng, tmp_path, "other:tag", None, None)
     assert str(err.value) == "--image other:tag: the engine at unix:///fake.sock has no such image"
 
 

@@ -52,9 +52,7 @@ def test_one_call_per_group_and_each_wheel_in_its_layer(
     counts = wheelhouse.download_wheels(rendered, tmp_path / "ctx", tmp_path / "cache", said.append)
     assert sum(counts.values()) == len(pins)
     assert all(len(call) <= 2 for call in pip.calls)
-    assert sorted(r for call in pip.calls for r in call) == sorted(
-        requirement(p) for p in pins
-    )
+    assert sorted(r for call in pip.calls for r in call) == sorted(requirement(p) for p in pins)
     assert said[0] == f"wheelhouse: downloading {len(pins)} pins ({len(counts)} layers): started"
     for pin in pins:
         (wheel,) = (tmp_path / "ctx/.twinbuild/wheels" / pin.layer).glob(

@@ -47,7 +47,12 @@ def test_gpu_job_on_pull_request_is_refused_for_matrix_include_and_literal_label
 
 def test_pull_request_target_checking_out_the_pr_head_is_refused() -> None:
     findings = workflows.check([FIXTURES / "prt-checkout-head.yml"])
-    assert [(f.line, f.code) for f in findings] == [(13, "TB-W002"), (18, "TB-W002")]
+    assert [(f.line, f.code) for f in findings] == [
+        (4, "TB-W006"),
+        (13, "TB-W002"),
+        (18, "TB-W002"),
+    ]
+    findings = findings[1:]
     assert findings[0].message == (
         "this workflow holds secrets (it runs on pull_request_target, with the base repository's "
         "secrets) and checks out PR code (ref: ${{ github.event.pull_request.head.sha }}); read PR "
@@ -120,6 +125,7 @@ def test_a_directory_is_checked_file_by_file_in_name_order() -> None:
         "loose-token.yml",
         "loose-token.yml",
         "not-yaml.yml",
+        "prt-checkout-head.yml",
         "prt-checkout-head.yml",
         "prt-checkout-head.yml",
         "runner-from-expression.yml",
@@ -204,7 +210,46 @@ jobs:
       - run: gh pr checkout 12
 """,
     )
-    assert where(path) == [("wf.yml", 10, "TB-W002")]
+    assert where(path) == [("wf.yml", 1, "TB-W006"), ("wf.yml", 10, "TB-W002")]
+
+
+PRT = """\
+on:
+  pull_request_target:
+    types: [opened, synchronize]
+{branches}permissions: {{}}
+jobs:
+  gate:
+    runs-on: ubuntu-24.04
+    steps:
+      - run: twinbuild evidence gate --head "$HEAD_SHA"
+"""
+
+
+@pytest.mark.parametrize(
+    ("branches", "found"),
+    [
+        ("", [("wf.yml", 2, "TB-W006")]),
+        ("    branches: [main]\n", []),
+        ("    branches: main\n", []),
+        ("    branches: ['**']\n", [("wf.yml", 2, "TB-W006")]),
+        ("    branches: [main, 'validate/*']\n", [("wf.yml", 2, "TB-W006")]),
+        ("    branches-ignore: ['validate/**']\n", [("wf.yml", 2, "TB-W006")]),
+    ],
+    ids=["none", "main", "main-scalar", "all", "validate-too", "ignore-list"],
+)
+def test_pull_request_target_must_name_the_branches_it_judges(
+    tmp_path: Path, branches: str, found: list[tuple[str, int, str]]
+) -> None:
+    # Without the filter, a PR whose base is validate/pr-7 runs validate/pr-7's copy of the gate.
+    path = write(tmp_path, PRT.format(branches=branches))
+    assert where(path) == found
+    if found:
+        assert workflows.check([path])[0].message == (
+            "pull_request_target without a 'branches:' filter of literal branch names; a PR that "
+            "targets another branch (validate/*) runs that branch's copy of this workflow: add "
+            "'branches: [main]' (the default branch)"
+        )
 
 
 def test_finding_format() -> None:

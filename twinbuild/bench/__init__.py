@@ -13,6 +13,6 @@ Modules: ``stats`` (rows, statistics, the table), ``generate`` (made-up manifest
 measured), ``builds``, ``smoke`` and ``lint`` (the benchmarks), ``runner`` (the run, the cleanup).
 """
 
-from twinbuild.bench.runner import run
+from twinbuild.bench.runner import BenchOptions, bench, run
 
-__all__ = ["run"]
+__all__ = ["BenchOptions", "bench", "run"]

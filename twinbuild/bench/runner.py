@@ -12,10 +12,10 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from twinbuild.bench.builds import (
     BUMP_PIN,
@@ -30,6 +30,9 @@ from twinbuild.bench.session import Say, Session
 from twinbuild.bench.smoke import bench_smoke
 from twinbuild.bench.stats import Row, table
 from twinbuild.bench.suite import bench_suite
+
+if TYPE_CHECKING:
+    from twinbuild.engine.client import EngineAPI
 
 MINI = Path("tests/fixtures/mini")
 
@@ -59,6 +62,20 @@ def machine_line(env: dict[str, str] | None = None) -> str:
         f"Machine: {os.cpu_count()} cores, {mem} memory, kernel {host.release()}, "
         f"Docker {docker_v}, {date}"
     )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BenchOptions:
+    """What ``twinbuild bench`` was asked for."""
+
+    root: Path = Path()  # the repository, for tests/fixtures/mini and the real project
+    out: Path = Path("build/bench")  # folder for bench.md and bench.json
+    quick: bool = False  # fewer runs, no base-included build
+
+
+def bench(options: BenchOptions, say: Say = print) -> dict[str, Any]:
+    """:func:`run` with the options of ``twinbuild bench``."""
+    return run(options.root, options.out, quick=options.quick, say=say)
 
 
 def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> dict[str, Any]:
@@ -127,7 +144,7 @@ def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> 
     return result
 
 
-def _cleanup(engine: Any, s: Session, before: dict[str, Any], say: Say) -> None:
+def _cleanup(engine: EngineAPI, s: Session, before: dict[str, Any], say: Say) -> None:
     """Put the local tags back, then remove every image this run made (newest first)."""
     ours = set(s.created)
     for tag, old in before.items():
@@ -138,15 +155,15 @@ def _cleanup(engine: Any, s: Session, before: dict[str, Any], say: Say) -> None:
             if old is not None:
                 engine.tag(old, tag)
             else:
-                engine.api.remove_image(tag, noprune=True)
+                engine.remove_image(tag, prune=False)
     for inputs in s.bases:  # every image built on a base we made carries its label: ours too
-        rows = engine.api.images(all=True, filters={"label": f"org.twinbuild.base-inputs={inputs}"})
-        s.created[:0] = [str(r["Id"]) for r in rows if str(r["Id"]) not in s.created]
+        rows = engine.images_by_label("org.twinbuild.base-inputs", inputs, intermediate=True)
+        s.created[:0] = [r.id for r in rows if r.id not in s.created]
     left = list(reversed(s.created))
     for _ in range(3):  # a parent refuses while a child is there; the next pass gets it
         for image_id in left:
             with contextlib.suppress(Exception):
-                engine.api.remove_image(image_id, force=True)
+                engine.remove_image(image_id, force=True)
         left = [i for i in left if engine.inspect_image(i) is not None]
     if left:
         say(f"bench: {len(left)} images could not be removed: {' '.join(left)}")

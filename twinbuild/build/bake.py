@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import PLATFORMS, Manifest, Platform, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile, load
 from twinbuild.manifest.render import GENERATED, RECIPES, render
 from twinbuild.util.atomic import write_atomic
 
@@ -110,6 +110,25 @@ def stage(manifest: Manifest, root: Path, platform: Platform) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(body, encoding="utf-8")
     return context
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BakeOptions:
+    """What ``twinbuild bake`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    root: Path = Path()
+    out: Path = DEFAULT_OUT  # relative: under root
+    repository: str = DEFAULT_REPOSITORY
+    source: str | None = None  # default: from a ghcr.io repository
+
+
+def bake_images(options: BakeOptions) -> BakeResult:
+    """Load the manifest and write the bake file ``options`` asks for."""
+    return bake(
+        load(options.manifest), options.root, out=options.out,
+        repository=options.repository, source=options.source,
+    )  # fmt: skip
 
 
 def bake(

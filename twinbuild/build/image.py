@@ -29,10 +29,10 @@ from twinbuild import __version__
 from twinbuild.build.inputs import input_files, inputs_hash
 from twinbuild.build.progress import BuildStream
 from twinbuild.build.wheelhouse import copy_mirrors, download_wheels
-from twinbuild.engine.client import Builder, BuilderUnavailable, Engine
+from twinbuild.engine.client import Builder, BuilderUnavailable, EngineAPI
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted, LockBusy
-from twinbuild.manifest.model import Manifest, Platform, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile, load
 from twinbuild.manifest.render import GENERATED, Rendered, render
 from twinbuild.util.atomic import write_atomic
 
@@ -55,6 +55,17 @@ class BuildOptions:
     builder: BuilderChoice = "auto"  # BuildKit where the engine has it, else the classic builder
     source: str | None = None  # default: from the run or the git remote (build/provenance.py)
     revision: str | None = None  # default: GITHUB_SHA in Actions, else the checkout's HEAD
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildRequest:
+    """What ``twinbuild build`` was asked for: which manifest and platforms, how many at once."""
+
+    manifest: Path = DEFAULT_PATH
+    platform: Platform | None = None  # None: every platform
+    jobs: int = 1  # platforms built at once
+    verbose: bool = False  # the summary lists each pin the profile leaves out, not just how many
+    options: BuildOptions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,7 +122,7 @@ def builder_settings(rendered: Rendered, choice: BuilderChoice = "auto") -> dict
 
 
 def plan_inputs(
-    manifest: Manifest, engine: Engine, platform: Platform, options: BuildOptions, say: Say
+    manifest: Manifest, engine: EngineAPI, platform: Platform, options: BuildOptions, say: Say
 ) -> tuple[Rendered, str, dict[str, str]]:
     """Render and hash; for the local profile make sure the embedded base exists first."""
     if options.profile == "local":
@@ -136,7 +147,7 @@ def plan_inputs(
 
 
 def find_up_to_date(
-    engine: Engine, platform: Platform, profile: Profile, digest: str
+    engine: EngineAPI, platform: Platform, profile: Profile, digest: str
 ) -> tuple[str, bool] | None:
     """An image built from exactly these inputs: (its id, whether the tag already names it).
 
@@ -158,7 +169,7 @@ def find_up_to_date(
     return None
 
 
-def _reuse(engine: Engine, found: tuple[str, bool], tag: str) -> str:
+def _reuse(engine: EngineAPI, found: tuple[str, bool], tag: str) -> str:
     image_id, tagged = found
     if not tagged:
         engine.tag(image_id, tag)
@@ -166,7 +177,11 @@ def _reuse(engine: Engine, found: tuple[str, bool], tag: str) -> str:
 
 
 def build_image(
-    manifest: Manifest, engine: Engine, platform: Platform, options: BuildOptions, say: Say = print
+    manifest: Manifest,
+    engine: EngineAPI,
+    platform: Platform,
+    options: BuildOptions,
+    say: Say = print,
 ) -> BuildResult:
     """Build (or find up to date) the image of ``platform``; see the module docstring."""
     start = time.monotonic()
@@ -205,6 +220,25 @@ def build_image(
         image_id = str(inspected["Id"])
         engine.tag(image_id, tag)  # only now: a failed or interrupted build never gets here
         return result(image_id, fresh=True, log=log_path)
+
+
+def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
+    """Build (or find up to date) every platform ``request`` names, ``request.jobs`` at a time."""
+    from twinbuild.engine.client import connect
+
+    manifest = load(request.manifest)  # a bad manifest fails before the engine is asked
+    wanted = [request.platform] if request.platform else list(PLATFORMS)
+    with connect() as engine:
+
+        def one(platform: Platform) -> BuildResult:
+            return build_image(manifest, engine, platform, request.options, say)
+
+        if request.jobs > 1 and len(wanted) > 1:
+            from concurrent.futures import ThreadPoolExecutor  # not on the usual path: logging
+
+            with ThreadPoolExecutor(max_workers=request.jobs) as pool:
+                return list(pool.map(one, wanted))
+        return [one(p) for p in wanted]
 
 
 def _labels(
@@ -296,10 +330,10 @@ def _main_thread() -> bool:
 
 
 def _assemble(options: BuildOptions, rendered: Rendered, context: Path, say: Say) -> None:
-    for rel in input_files(options.root, rendered.platform, rendered.profile):
-        dest = context / rel
+    for entry in input_files(options.root, rendered.platform, rendered.profile):
+        dest = context / entry.path
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(options.root / rel, dest)
+        shutil.copy2(options.root / entry.path, dest)
     for name, body in rendered.files.items():
         path = context / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -321,6 +355,8 @@ def _tar_context(context: Path) -> tempfile._TemporaryFileWrapper[bytes]:
             info.mtime = 0  # the engine's cache keys must not depend on when we copied
             info.uid = info.gid = 0
             info.uname = info.gname = ""
+            # Git keeps one mode bit; the umask of a checkout must not change the image's bytes.
+            info.mode = 0o755 if path.is_dir() or info.mode & 0o100 else 0o644
             if path.is_file():
                 with path.open("rb") as data:
                     tar.addfile(info, data)
@@ -331,7 +367,7 @@ def _tar_context(context: Path) -> tempfile._TemporaryFileWrapper[bytes]:
 
 
 def _run_build(
-    engine: Engine,
+    engine: EngineAPI,
     rendered: Rendered,
     context: Path,
     labels: Mapping[str, str],

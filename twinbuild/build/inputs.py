@@ -1,65 +1,111 @@
-"""The inputs hash: one content hash of everything that feeds one image.
+"""The inputs hash: one content hash of everything that decides the bytes of one image.
 
-Recipe, every file it copies, its platform's slice of the manifest (through what ``render``
-hands the build), the base image, the profile and the builder settings. Nothing else: a
-CUDA-only pin change leaves the ROCm hash alone, and docs or tests never move either.
+It covers, for one platform and profile:
+
+- the recipe and every repository file it copies, with the one mode bit git keeps (executable);
+- the ``.gitattributes`` files above any of them (they decide how a checkout writes them);
+- what ``render`` hands the build (its platform's slice of the manifest: build args and the
+  generated ``.twinbuild/`` files), so a CUDA-only pin change leaves the ROCm hash alone;
+- the base image, the profile and the builder settings;
+- the build tool's own code that decides image bytes: every file under :data:`BUILDER_CODE`.
+
+Docs, tests, CI and the rest of twinbuild never move it. ``twinbuild build`` computes it over the
+working tree (its up-to-date check), the evidence gate over a commit's git objects; both call
+:func:`inputs_hash`, so equal hashes mean the same bytes went into the same build code.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import hashlib
 import json
+import os
+import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from twinbuild.build.tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Platform, Profile
 from twinbuild.manifest.render import GENERATED, RECIPES, Rendered
 
-#: Bump when the meaning of the hash changes, so that old images stop matching.
-FORMAT = 1
+#: Bump when the meaning of the hash changes, so that old images and old evidence stop matching.
+FORMAT = 2
+
+#: The build tool's code that decides what goes into an image: the manifest model and ``render``
+#: (build args, generated pip files), the build (context, tar, labels, wheelhouse), the engine
+#: (how the build is sent, the local base image) and ``pyproject.toml`` (which dependencies run
+#: them). A folder ends with "/"; ``__pycache__`` is never code of record. ``twinbuild plan``
+#: rebuilds both platforms when any of these changes, for the same reason.
+BUILDER_CODE: tuple[str, ...] = (
+    "twinbuild/manifest/",
+    "twinbuild/build/",
+    "twinbuild/engine/",
+    "pyproject.toml",
+)
+_GLOB = frozenset("*?[")
 
 
-def input_files(root: Path, platform: Platform, profile: Profile) -> list[Path]:
-    """The recipe and every repository file it copies, relative to ``root``, sorted."""
-    rel = RECIPES[profile][platform]
-    found: set[Path] = {rel}
-    for line, source in recipe_copies(root / rel):
+def is_builder_code(path: str) -> bool:
+    """Whether the repository path ``path`` is part of :data:`BUILDER_CODE`."""
+    if "__pycache__" in path.split("/"):
+        return False
+    return any(path == p or (p.endswith("/") and path.startswith(p)) for p in BUILDER_CODE)
+
+
+def input_files(tree: Tree | Path, platform: Platform, profile: Profile) -> list[Entry]:
+    """The recipe and every repository file it copies, sorted by path.
+
+    A symlink, a gitlink (submodule) or anything else that is not a regular file among them is
+    refused: what it points at is not in the commit the gate judges.
+    """
+    tree = WorkTree(tree) if isinstance(tree, Path) else tree
+    rel = RECIPES[profile][platform].as_posix()
+    recipe = _files(tree, tree.entries(rel), what=f"the {platform} recipe")
+    if not recipe:
+        raise ConfigError(f"{tree.name}: no {rel}; the {profile} profile builds from it")
+    text = tree.read([rel])[rel]
+    found: dict[str, Entry] = {e.path: e for e in recipe}
+    # Remembered parses for the working tree only: the gate, judging a commit, parses afresh.
+    remember = isinstance(tree, WorkTree)
+    for line, source in recipe_copies(Path(rel), text, remember=remember):
         if source.startswith((GENERATED, "--")) or "://" in source:
             continue
-        matches = (
-            sorted(root.glob(source.lstrip("/")))
-            if any(c in source for c in "*?[")
-            else [root / source.lstrip("/")]
-        )
-        if not matches or not matches[0].exists():
-            raise ConfigError(f"{rel}:{line}: copies {source}, which does not exist under {root}")
-        for match in matches:
-            found.update(_walk(match, root))
-    return sorted(found)
+        where = f"{rel}:{line}"
+        pattern = posixpath.normpath(source.lstrip("/"))
+        if pattern == ".." or pattern.startswith("../"):
+            raise ConfigError(f"{where}: copies {source}, outside the repository; copy from it")
+        matched = _match(tree, "" if pattern == "." else pattern)
+        if not matched:
+            raise ConfigError(f"{where}: copies {source}, which does not exist under {tree.name}")
+        for entry in _files(tree, matched, what=f"copied by {where}"):
+            found[entry.path] = entry
+    return sorted(found.values(), key=lambda e: e.path)
 
 
-def recipe_copies(recipe: Path) -> list[tuple[int, str]]:
-    """What the recipe copies from the context (line, source), remembered by content.
+def recipe_copies(recipe: Path, data: bytes, *, remember: bool = True) -> list[tuple[int, str]]:
+    """What the recipe (its bytes ``data``) copies from the context: (line, source), remembered.
 
     Parsing a recipe means loading the whole pin scanner (dockerfile-parse, the shell and pip
     readers), which took most of a no-op build's time. The answer depends only on the recipe's
     bytes and the scanner's code, so it is kept under ``<cache>/recipe-copies/`` keyed by both.
     """
+    from twinbuild.recipe import scan
+
+    if not remember:
+        return scan.parse(recipe, data=data).copies
     from twinbuild.engine.daemon import cache_root
 
-    data = recipe.read_bytes()
     key = hashlib.sha256(data + b"\0" + _scanner_identity()).hexdigest()
     memo = cache_root() / "recipe-copies" / f"{key}.json"
     try:
         return [(int(line), str(source)) for line, source in json.loads(memo.read_text())]
     except (OSError, ValueError, TypeError):
         pass  # not remembered yet (or unreadable): parse it
-    from twinbuild.recipe import scan
     from twinbuild.util.atomic import write_atomic
 
-    copies = scan.parse(recipe).copies  # raises on a bad recipe: nothing is remembered then
+    copies = scan.parse(recipe, data=data).copies  # raises on a bad recipe: nothing remembered
     with contextlib.suppress(OSError):  # a read-only cache only costs the next run a parse
         write_atomic(memo, json.dumps(copies))
     return copies
@@ -78,35 +124,47 @@ def _scanner_identity() -> bytes:
     return _SCANNER[0]
 
 
-def _walk(path: Path, root: Path) -> Iterable[Path]:
-    if path.is_dir():
-        for child in sorted(path.rglob("*")):
-            if child.is_file():
-                yield child.relative_to(root)
-    else:
-        yield path.relative_to(root)
+def builder_code(tree: Tree | Path) -> list[Entry]:
+    """Every file of :data:`BUILDER_CODE` in ``tree``, sorted by path."""
+    tree = WorkTree(tree) if isinstance(tree, Path) else tree
+    found: list[Entry] = []
+    for prefix in BUILDER_CODE:
+        entries = [e for e in tree.entries(prefix.rstrip("/")) if is_builder_code(e.path)]
+        found += _files(tree, entries, what="builder code")
+    return sorted(found, key=lambda e: e.path)
 
 
 def inputs_hash(
-    root: Path,
+    root: Tree | Path,
     rendered: Rendered,
     *,
     base_id: str,
     builder: Mapping[str, str],
-    files: Iterable[Path] | None = None,
 ) -> str:
-    """``sha256:<hex>`` over recipe, copied files, rendered pins, base, profile and builder."""
+    """``sha256:<hex>`` over everything that decides the image's bytes (see the module doc).
+
+    ``root`` is the working tree (a folder) or a :class:`~twinbuild.build.tree.CommitTree`.
+    """
+    tree = WorkTree(root) if isinstance(root, Path) else root
+    inputs = input_files(tree, rendered.platform, rendered.profile)
+    code = builder_code(tree)
+    attributes = _attributes(tree, [*inputs, *code])
+    data = tree.read([e.path for e in [*inputs, *code, *attributes]])
     digest = hashlib.sha256()
 
-    def feed(kind: str, name: str, data: bytes) -> None:
-        for part in (kind.encode(), name.encode(), hashlib.sha256(data).digest()):
+    def feed(kind: str, name: str, body: bytes) -> None:
+        for part in (kind.encode(), os.fsencode(name), hashlib.sha256(body).digest()):
             digest.update(len(part).to_bytes(8, "big") + part)
 
     feed("format", "", str(FORMAT).encode())
-    for rel in (
-        files if files is not None else input_files(root, rendered.platform, rendered.profile)
-    ):
-        feed("file", rel.as_posix(), (root / rel).read_bytes())
+    for entry in inputs:
+        feed("file", entry.path, data[entry.path])
+        feed("mode", entry.path, entry.kind.encode())
+    for entry in attributes:
+        feed("attributes", entry.path, data[entry.path])
+    for entry in code:
+        feed("code", entry.path, data[entry.path])
+        feed("mode", entry.path, entry.kind.encode())
     feed("args", "", json.dumps(rendered.args, sort_keys=True).encode())
     for name, body in sorted(rendered.files.items()):
         feed("generated", name, body.encode())
@@ -114,3 +172,48 @@ def inputs_hash(
     feed("profile", rendered.profile, (rendered.target or "").encode())
     feed("builder", "", json.dumps(dict(builder), sort_keys=True).encode())
     return "sha256:" + digest.hexdigest()
+
+
+def _files(tree: Tree, entries: Iterable[Entry], *, what: str) -> list[Entry]:
+    out = []
+    for entry in entries:
+        if entry.kind not in ("file", "executable"):
+            raise ConfigError(
+                f"{tree.name}:{entry.path}: {KIND_NAMES[entry.kind]} among the image inputs "
+                f"({what}); commit the file itself, the gate hashes only what the commit holds"
+            )
+        out.append(entry)
+    return out
+
+
+def _match(tree: Tree, pattern: str) -> list[Entry]:
+    """Entries a COPY source names: a file, a folder (everything below it) or a glob."""
+    parts = pattern.split("/") if pattern else []
+    fixed = 0
+    while fixed < len(parts) and not _GLOB & set(parts[fixed]):
+        fixed += 1
+    if fixed == len(parts):
+        return tree.entries(pattern)
+    top = "/".join(parts[:fixed])
+    targets: set[str] = set()
+    for entry in tree.entries(top):
+        segments = entry.path.split("/")
+        if len(segments) < len(parts):
+            continue
+        if all(fnmatch.fnmatchcase(s, p) for s, p in zip(segments, parts, strict=False)):
+            targets.add("/".join(segments[: len(parts)]))
+    return [e for target in sorted(targets) for e in tree.entries(target)]
+
+
+def _attributes(tree: Tree, entries: Iterable[Entry]) -> list[Entry]:
+    """The ``.gitattributes`` in any folder above an input: they decide a checkout's bytes."""
+    folders = {posixpath.dirname(e.path) for e in entries}
+    candidates: set[str] = set()
+    for start in folders:
+        folder = start
+        while folder:
+            candidates.add(f"{folder}/.gitattributes")
+            folder = posixpath.dirname(folder)
+        candidates.add(".gitattributes")
+    found = [e for c in sorted(candidates) for e in tree.entries(c) if e.path == c]
+    return _files(tree, found, what="attributes of the image inputs")

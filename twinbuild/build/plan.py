@@ -1,32 +1,25 @@
 """``twinbuild plan``: which images a change affects, and which input says so.
 
 An image is fed by its platform's slice of the manifest (``platform_digest``, both profiles), its
-recipe files (``images/<platform>/``, ``images/common/``, ``images/local/``) and the modules that
-shape every build. A change to anything else (docs, tests, CI) builds nothing. When the change
-cannot be computed (no git, unknown or shallow base) the plan builds everything and says why: a
-missed rebuild is worse than a spare one.
+recipe files (``images/<platform>/``, ``images/common/``, ``images/local/``) and the builder code
+that shapes every build (``inputs.BUILDER_CODE``, the same rule the inputs hash uses). A change to
+anything else (docs, tests, CI) builds nothing. When the change cannot be computed (no git,
+unknown or shallow base) the plan builds everything and says why: a missed rebuild is worse than
+a spare one.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from twinbuild.build.inputs import is_builder_code
+from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load, loads
 from twinbuild.pins.diff import compare, text_at
 from twinbuild.util.git import run_git
 
-#: Modules whose change reshapes every build (both platforms).
-BUILD_MODULES = (
-    "twinbuild/manifest/render.py",
-    "twinbuild/build/image.py",
-    "twinbuild/build/inputs.py",
-    "twinbuild/build/wheelhouse.py",
-    "twinbuild/engine/base.py",
-)
 DEFAULT_REMOTE_BRANCH = "origin/main"
 
 
@@ -62,15 +55,30 @@ class Plan:
             out += [f"  {why}" for why in self.reasons.get(platform, [])]
         return "\n".join(out) + "\n"
 
-    def github_output(self) -> str:
-        lines = [f"{p}={str(self.builds(p)).lower()}" for p in PLATFORMS]
-        lines.append(f"any={str(self.any).lower()}")
-        reasons = self.reason_lines()
-        delimiter = "EOF"
-        while delimiter in reasons:
-            delimiter += "_"
-        lines += [f"reasons<<{delimiter}", *reasons, delimiter]
-        return "\n".join(lines) + "\n"
+    def outputs(self) -> dict[str, str]:
+        """The step outputs: ``cuda``, ``rocm`` and ``any`` (true/false), and the reasons."""
+        values: dict[str, str] = {p: str(self.builds(p)).lower() for p in PLATFORMS}
+        values["any"] = str(self.any).lower()
+        values["reasons"] = "\n".join(self.reason_lines())
+        return values
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanOptions:
+    """What ``twinbuild plan`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    root: Path = Path()
+    base: str | None = None  # None: merge-base with origin/main, else HEAD~1
+    github_output: bool = False  # append the plan to $GITHUB_OUTPUT
+
+
+def plan_change(options: PlanOptions) -> Plan:
+    """The plan for the working tree under ``options.root``; written as step outputs if asked."""
+    result = plan(options.root, options.base, manifest=options.manifest)
+    if options.github_output:
+        github.write_outputs(result.outputs(), who="plan")
+    return result
 
 
 def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAULT_PATH) -> Plan:
@@ -101,20 +109,6 @@ def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAU
     return Plan(base=base, base_note=note, reasons={p: r for p, r in reasons.items() if r})
 
 
-def write_github_output(result: Plan, environ: Mapping[str, str] = os.environ) -> Path:
-    """Append the plan to the file named by $GITHUB_OUTPUT (GitHub Actions step outputs)."""
-    name = environ.get("GITHUB_OUTPUT")
-    if not name:
-        raise ConfigError(
-            "plan --github-output: GITHUB_OUTPUT is not set; run it in a GitHub Actions step "
-            "or drop --github-output"
-        )
-    path = Path(name)
-    with path.open("a", encoding="utf-8") as out:
-        out.write(result.github_output())
-    return path
-
-
 def _everything(base: str | None, why: str) -> Plan:
     return Plan(base=base, base_note="", fallback=why)
 
@@ -141,7 +135,7 @@ def _platforms_fed_by(path: str) -> tuple[Platform, ...]:
     for platform in PLATFORMS:
         if path.startswith(f"images/{platform}/"):
             return (platform,)
-    if path.startswith(("images/common/", "images/local/")) or path in BUILD_MODULES:
+    if path.startswith(("images/common/", "images/local/")) or is_builder_code(path):
         return PLATFORMS
     return ()
 

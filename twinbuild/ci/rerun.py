@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from twinbuild.ci import github
 from twinbuild.errors import ConfigError, FindingsError
 
 Outcome = Literal["success", "failure", "cancelled", "skipped"]
@@ -63,9 +64,15 @@ class Decision:
             text += "\n" + "".join(f"- {job}\n" for job in self.jobs)
         return text
 
-    def github_output(self) -> str:
-        """``verdict=...`` and ``jobs=...`` lines for $GITHUB_OUTPUT."""
-        return f"verdict={self.verdict}\njobs={','.join(self.jobs)}\n"
+    def outputs(self) -> dict[str, str]:
+        """The step outputs: ``verdict`` and ``jobs`` (comma-separated)."""
+        return {"verdict": self.verdict, "jobs": ",".join(self.jobs)}
+
+    def publish(self, summary: Path | None, *, github_output: bool = False) -> None:
+        """Append the verdict to the step summary file and $GITHUB_OUTPUT, where asked."""
+        github.append_summary(summary, self.markdown())
+        if github_output:
+            github.write_outputs(self.outputs(), who="rerun-decision report")
 
     def raise_if_bad(self) -> None:
         if not self.ok:
@@ -167,6 +174,49 @@ def guard(
     if outcome == "cancelled":
         return _refuse(f"{name} was cancelled; a cancelled run is not re-run automatically")
     return _refuse(f"{name} concluded '{conclusion}'; there is nothing failed to re-run")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReportOptions:
+    """What ``twinbuild rerun-decision report`` was asked for."""
+
+    attempt: int  # github.run_attempt
+    current: Path  # the jobs API answer for this attempt
+    previous: Path | None = None  # the jobs API answer for the previous attempt (attempt > 1)
+    summary: Path | None = None  # step summary file to append the verdict to
+    github_output: bool = False  # write verdict= and jobs= to $GITHUB_OUTPUT
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GuardOptions:
+    """What ``twinbuild rerun-decision guard`` was asked for."""
+
+    run: Path  # the runs API answer for the run
+    workflow: str = ".github/workflows/nightly.yml"
+    summary: Path | None = None  # step summary file to append the verdict to
+
+
+def report(options: ReportOptions) -> Decision:
+    """:func:`decide` over the jobs API answers the options name."""
+    current = outcomes(load_json(options.current), source=str(options.current))
+    previous = (
+        None
+        if options.previous is None
+        else outcomes(load_json(options.previous), source=str(options.previous))
+    )
+    decision = decide(attempt=options.attempt, current=current, previous=previous)
+    decision.publish(options.summary, github_output=options.github_output)
+    return decision
+
+
+def check_guard(options: GuardOptions) -> Decision:
+    """:func:`guard` over the runs API answer the options name."""
+    run = load_json(options.run)
+    if not isinstance(run, dict):
+        raise ConfigError(f"{options.run}: expected a GitHub workflow run object")
+    decision = guard(run, workflow=options.workflow)
+    decision.publish(options.summary)
+    return decision
 
 
 def outcomes(doc: object, *, source: str) -> dict[str, Outcome]:

@@ -8,6 +8,8 @@ the trust model that zizmor does not know about:
 - TB-W003: an attacker-controlled ``${{ }}`` expression expanded inside ``run:``
 - TB-W004: no top-level ``permissions: {}``
 - TB-W005: ``actions/checkout`` without ``persist-credentials: false``
+- TB-W006: ``pull_request_target`` without a ``branches:`` filter (a PR that targets another
+  branch, e.g. ``validate/*``, would run that branch's copy of the workflow, with its privileges)
 
 TB-W000 reports a file that is not a readable workflow, so one run reports every file.
 """
@@ -117,6 +119,21 @@ class LintReport:
         parts = [f"{len(self.findings)} trust findings"] if self.findings else []
         parts += [f"{tool} failed" for tool in failed]
         raise FindingsError(f"workflows: {', '.join(parts)}; see the lines above")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckOptions:
+    """What ``twinbuild workflows check`` was asked for."""
+
+    root: Path = Path()  # the repository holding .github/workflows
+    paths: tuple[Path, ...] = ()  # files or folders: the trust check alone, no external linters
+
+
+def check_workflows(options: CheckOptions) -> LintReport:
+    """The trust check of ``options.paths``, or the whole lint of the root's workflows."""
+    if options.paths:
+        return LintReport(findings=tuple(check(options.paths)), tools=())
+    return lint(options.root / ".github" / "workflows")
 
 
 def lint(directory: Path) -> LintReport:
@@ -259,6 +276,7 @@ class _Workflow:
 
     def findings(self) -> list[Finding]:
         self._permissions()
+        self._target_branches()
         privileged = self._privileged()
         for job_key, job in _items(_value(self.root, "jobs")):
             self._runner(job_key.value, job)
@@ -286,6 +304,27 @@ class _Workflow:
         if re.search(r"\$\{\{[^}]*\bsecrets\.", self.text):
             return "it uses secrets"
         return None
+
+    def _target_branches(self) -> None:
+        """pull_request_target runs the workflow file of the branch a PR targets, so only the
+        default branch's reviewed copy may run: a PR against validate/* would run that copy."""
+        line = self.triggers.get("pull_request_target")
+        if line is None:
+            return
+        on = _value(self.root, "on")
+        config = _value(on, "pull_request_target")
+        branches = _value(config, "branches")
+        nodes = branches.value if isinstance(branches, SequenceNode) else [branches]
+        patterns = [_scalar(node) or "" for node in nodes if node is not None]
+        if patterns and all(p and not set(p) & set("*?[!") for p in patterns):
+            return
+        self.add(
+            line,
+            "TB-W006",
+            "pull_request_target without a 'branches:' filter of literal branch names; a PR that "
+            "targets another branch (validate/*) runs that branch's copy of this workflow: add "
+            "'branches: [main]' (the default branch)",
+        )
 
     def _permissions(self) -> None:
         pair = _get(self.root, "permissions")

@@ -7,10 +7,11 @@ from pathlib import Path
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from twinbuild.bench import run
+    from twinbuild.bench.runner import BenchOptions, bench
 
-    out = Path(args.out)
-    run(Path(args.root), out, quick=args.quick, say=print)
+    options = BenchOptions(root=Path(args.root), out=Path(args.out), quick=args.quick)
+    bench(options, say=print)
+    out = options.out
     print((out / "bench.md").read_text(), end="")
     print(f"wrote {out / 'bench.md'} and {out / 'bench.json'}")
     return 0

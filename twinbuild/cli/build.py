@@ -6,56 +6,55 @@ import argparse
 import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest, mirrors, platforms, repo_manifest, root
-from twinbuild.cli.engine import connect
+from twinbuild.cli.common import add_common, manifest_path, mirrors, repo_manifest, root
 from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from twinbuild.build.image import BuildOptions, build_image
+    from twinbuild.build.image import BuildOptions, BuildRequest, build_images
 
-    loaded = manifest(args)
-    options = BuildOptions(
-        root=root(args),
-        profile=args.profile,
-        force=args.force,
-        mirrors=mirrors(args.mirror),
+    request = BuildRequest(
+        manifest=manifest_path(args),
+        platform=args.platform,
+        jobs=args.jobs,
+        verbose=args.verbose,
+        options=BuildOptions(
+            root=root(args),
+            profile=args.profile,
+            force=args.force,
+            mirrors=mirrors(args.mirrors),
+            builder=args.builder,
+        ),
     )
-    with connect() as engine:
-        wanted = platforms(args)
-        if args.jobs > 1 and len(wanted) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-                results = list(pool.map(lambda p: build_image(loaded, engine, p, options), wanted))
-        else:
-            results = [build_image(loaded, engine, p, options) for p in wanted]
-    for result in results:
-        print(result.describe(verbose=args.verbose))
+    for result in build_images(request):
+        print(result.describe(verbose=request.verbose))
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from twinbuild.build.plan import plan, write_github_output
+    from twinbuild.build.plan import PlanOptions, plan_change
 
-    result = plan(root(args), args.base, manifest=repo_manifest(args))
-    sys.stdout.write(result.text())
-    if args.github_output:
-        write_github_output(result)
+    options = PlanOptions(
+        manifest=repo_manifest(args),  # plan reads it with git: relative to the root
+        root=root(args),
+        base=args.base,
+        github_output=args.github_output,
+    )
+    sys.stdout.write(plan_change(options).text())
     return 0
 
 
 def cmd_bake(args: argparse.Namespace) -> int:
-    from twinbuild.build.bake import bake
+    from twinbuild.build.bake import BakeOptions, bake_images
 
-    result = bake(
-        manifest(args),
-        root(args),
+    options = BakeOptions(
+        manifest=manifest_path(args),
+        root=root(args),
         out=Path(args.out),
         repository=args.repository,
         source=args.source,
     )
-    sys.stdout.write(result.report())
+    sys.stdout.write(bake_images(options).report())
     return 0
 
 
@@ -76,6 +75,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )  # fmt: skip
     p.add_argument(
         "--mirror",
+        dest="mirrors",
         action="append",
         default=[],
         metavar="PIN=PATH",

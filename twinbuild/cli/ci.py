@@ -3,70 +3,58 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from twinbuild.cli.common import root
-from twinbuild.errors import ConfigError, FindingsError
+from twinbuild.errors import FindingsError
 
 
 def cmd_workflows_check(args: argparse.Namespace) -> int:
-    from twinbuild.ci import workflows
+    from twinbuild.ci.workflows import CheckOptions, check_workflows
 
-    if args.paths:  # explicit files or folders: the trust check alone (fixtures, one file)
-        findings = workflows.check([Path(p) for p in args.paths])
-        for finding in findings:
+    options = CheckOptions(root=root(args), paths=tuple(Path(p) for p in args.paths))
+    report = check_workflows(options)
+    if options.paths:  # explicit files or folders: the trust check alone (fixtures, one file)
+        for finding in report.findings:
             print(finding)
-        if findings:
-            raise FindingsError(f"workflows: {len(findings)} trust findings")
+        if report.findings:
+            raise FindingsError(f"workflows: {len(report.findings)} trust findings")
         print(f"workflows: trust check clean ({', '.join(args.paths)})")
         return 0
-    report = workflows.lint(root(args) / ".github" / "workflows")
     for line in report.lines():
         print(line)
     report.raise_if_bad()
     return 0
 
 
-def cmd_rerun_report(args: argparse.Namespace) -> int:
-    from twinbuild.ci import rerun
+def _optional_path(value: str | None) -> Path | None:
+    return None if value is None else Path(value)
 
-    current = rerun.outcomes(rerun.load_json(Path(args.current)), source=args.current)
-    previous = (
-        None
-        if args.previous is None
-        else rerun.outcomes(rerun.load_json(Path(args.previous)), source=args.previous)
-    )
-    decision = rerun.decide(attempt=args.attempt, current=current, previous=previous)
-    _publish(decision.line(), decision.markdown(), decision.github_output(), args)
+
+def cmd_rerun_report(args: argparse.Namespace) -> int:
+    from twinbuild.ci.rerun import ReportOptions, report
+
+    options = ReportOptions(
+        attempt=args.attempt, current=Path(args.current),
+        previous=_optional_path(args.previous), summary=_optional_path(args.summary),
+        github_output=args.github_output,
+    )  # fmt: skip
+    decision = report(options)  # written to the summary and outputs asked for
+    print(decision.line())
     decision.raise_if_bad()
     return 0
 
 
 def cmd_rerun_guard(args: argparse.Namespace) -> int:
-    from twinbuild.ci import rerun
+    from twinbuild.ci.rerun import GuardOptions, check_guard
 
-    run = rerun.load_json(Path(args.run))
-    if not isinstance(run, dict):
-        raise ConfigError(f"{args.run}: expected a GitHub workflow run object")
-    decision = rerun.guard(run, workflow=args.workflow)
-    _publish(decision.line(), decision.markdown(), decision.github_output(), args)
+    options = GuardOptions(
+        run=Path(args.run), workflow=args.workflow, summary=_optional_path(args.summary)
+    )
+    decision = check_guard(options)  # written to the summary asked for
+    print(decision.line())
     decision.raise_if_bad()
     return 0
-
-
-def _publish(line: str, markdown: str, output: str, args: argparse.Namespace) -> None:
-    """Print the verdict; append it to the step summary and $GITHUB_OUTPUT when asked."""
-    print(line)
-    if args.summary:
-        with Path(args.summary).open("a", encoding="utf-8") as fh:
-            fh.write(markdown)
-    if getattr(args, "github_output", False):
-        target = os.environ.get("GITHUB_OUTPUT")
-        if not target:
-            raise ConfigError("rerun-decision: --github-output needs $GITHUB_OUTPUT to be set")
-        with Path(target).open("a", encoding="utf-8") as fh:
-            fh.write(output)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -7,18 +7,23 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load
+from twinbuild.manifest.model import DEFAULT_PATH
 
 Handler = Callable[[argparse.Namespace], int]
 
 
-def add_common(parser: argparse.ArgumentParser) -> None:
+def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
+    """``--manifest``, and ``--root`` for the commands that read images/ (``root=False``: not).
+
+    Neither has a fixed default: :func:`locate` finds them from the current folder.
+    """
     parser.add_argument("--manifest", help=f"pin manifest (default: <root>/{DEFAULT_PATH})")
-    parser.add_argument(
-        "--root",
-        help=f"repository root holding images/ (default: the nearest folder at or above the "
-        f"current one that has {DEFAULT_PATH}, as git finds .git)",
-    )
+    if root:
+        parser.add_argument(
+            "--root",
+            help=f"repository root holding images/ (default: the nearest folder at or above the "
+            f"current one that has {DEFAULT_PATH}, as git finds .git)",
+        )
 
 
 def find_root(start: Path) -> Path | None:
@@ -36,27 +41,32 @@ def locate(args: argparse.Namespace) -> None:
     Commands work from any subdirectory of a checkout, as git's do. Where no folder above has a
     manifest, a command that reads one stops here, saying so; others use the current folder.
     """
-    if not hasattr(args, "root") or args.root is not None:
-        if hasattr(args, "manifest") and args.manifest is None:
+    has_root, has_manifest = hasattr(args, "root"), hasattr(args, "manifest")
+    if has_root and args.root is not None:
+        if has_manifest and args.manifest is None:
             args.manifest = str(Path(args.root) / DEFAULT_PATH)
+        return
+    if not has_root and not (has_manifest and args.manifest is None):
         return
     found = find_root(Path.cwd())
     if found is None:
-        args.root = "."
-        if getattr(args, "manifest", "") is None:
+        if has_root:
+            args.root = "."
+        if has_manifest and args.manifest is None:
             raise ConfigError(
                 f"no {DEFAULT_PATH} in {Path.cwd()} or any folder above it; run twinbuild inside "
                 "a checkout of your images repository, or pass --root DIR (or --manifest PATH)"
             )
         return
-    cwd = Path.cwd().resolve()
-    args.root = "." if found == cwd else str(found)
-    if getattr(args, "manifest", "") is None:
-        args.manifest = str(DEFAULT_PATH) if found == cwd else str(found / DEFAULT_PATH)
+    here = found == Path.cwd().resolve()
+    if has_root:
+        args.root = "." if here else str(found)
+    if has_manifest and args.manifest is None:
+        args.manifest = str(DEFAULT_PATH) if here else str(found / DEFAULT_PATH)
 
 
-def manifest(args: argparse.Namespace) -> Manifest:
-    return load(Path(args.manifest))
+def manifest_path(args: argparse.Namespace) -> Path:
+    return Path(args.manifest)
 
 
 def root(args: argparse.Namespace) -> Path:
@@ -72,10 +82,6 @@ def repo_manifest(args: argparse.Namespace) -> Path:
         except ValueError:
             return path
     return path
-
-
-def platforms(args: argparse.Namespace) -> list[Platform]:
-    return [args.platform] if args.platform else list(PLATFORMS)
 
 
 def mirrors(items: Sequence[str]) -> dict[str, str]:

@@ -1,15 +1,11 @@
-"""``twinbuild engine`` and ``twinbuild base``: the private Docker engine and the embedded base."""
+"""``twinbuild engine``, ``base`` and ``prune``: the private engine, the base, old builds."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
 
-from twinbuild.cli.common import add_common, manifest
-
-if TYPE_CHECKING:
-    from twinbuild.engine.client import Engine
+from twinbuild.cli.common import add_common, manifest_path
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
@@ -18,48 +14,33 @@ def cmd_engine(args: argparse.Namespace) -> int:
     ``up`` and ``env`` print ``export DOCKER_HOST=...`` on stdout, so ``eval "$(twinbuild engine
     up)"`` works; the status line a person reads goes to stderr.
     """
-    from twinbuild.engine import daemon
+    from twinbuild.engine.daemon import EngineOptions, control
 
-    action = {
-        "up": daemon.up, "down": daemon.down, "status": daemon.status, "env": daemon.status,
-    }[args.action]  # fmt: skip
-    state = action()
-    if args.print_host:
+    options = EngineOptions(action=args.action, print_host=args.print_host)
+    state = control(options)
+    if options.print_host:
         print(state.docker_host)
-    elif args.action in ("up", "env"):
-        if args.action == "up" or not state.running:
+    elif options.action in ("up", "env"):
+        if options.action == "up" or not state.running:
             print(state.describe(), file=sys.stderr)
         if state.running:
             print(state.export_line())
     else:
         print(state.describe())
-    return 0 if state.running or args.action == "down" else 3
-
-
-def connect() -> Engine:
-    from twinbuild.engine.client import connect
-
-    return connect()
+    return 0 if state.running or options.action == "down" else 3
 
 
 def cmd_base(args: argparse.Namespace) -> int:
-    from twinbuild.engine.base import ensure_base
+    from twinbuild.engine.base import BaseOptions, base_for
 
-    local = manifest(args).local
-    with connect() as engine:
-        result = ensure_base(
-            engine, suite=local.suite, mirror=local.mirror, packages=local.packages
-        )
-    print(result.describe())
+    print(base_for(BaseOptions(manifest=manifest_path(args))).describe())
     return 0
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from twinbuild.engine.prune import prune
+    from twinbuild.engine.prune import PruneOptions, prune_images
 
-    with connect() as engine:
-        result = prune(engine, keep=args.keep)
-    print(result.describe())
+    print(prune_images(PruneOptions(keep=args.keep)).describe())
     return 0
 
 
@@ -84,5 +65,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("base", help="build (or reuse) the embedded Debian base image")
-    add_common(p)
+    add_common(p, root=False)  # the base needs the manifest's [local] table alone
     p.set_defaults(func=cmd_base)

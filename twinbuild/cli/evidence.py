@@ -3,21 +3,81 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
-from twinbuild.cli.common import Handler
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS
 
+# Each handler types its arguments; twinbuild.cli.evidence_handlers (and cryptography) load only
+# when one runs.
 
-def _handler(name: str) -> Handler:
-    """A handler of twinbuild.cli.evidence_handlers, imported when it runs."""
 
-    def handler(args: argparse.Namespace) -> int:
-        from twinbuild.cli import evidence_handlers
+def cmd_record(args: argparse.Namespace) -> int:
+    from twinbuild.cli.evidence_handlers import record
+    from twinbuild.evidence.options import RecordOptions
 
-        func: Handler = getattr(evidence_handlers, name)
-        return func(args)
+    return record(
+        RecordOptions(
+            platform=args.platform, report_dir=Path(args.report_dir), out=Path(args.out), pr=args.pr
+        )
+    )
 
-    return handler
+
+def cmd_sign(args: argparse.Namespace) -> int:
+    from twinbuild.cli.evidence_handlers import sign
+    from twinbuild.evidence.options import SignOptions
+
+    key = Path(args.key) if args.key else None
+    return sign(SignOptions(statements=Path(args.statements), out=Path(args.out), key=key))
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from twinbuild.cli.evidence_handlers import verify
+    from twinbuild.evidence.options import VerifyOptions
+
+    return verify(VerifyOptions(paths=tuple(Path(p) for p in args.paths), keys=Path(args.keys)))
+
+
+def cmd_gate(args: argparse.Namespace) -> int:
+    from twinbuild.cli.evidence_handlers import gate
+    from twinbuild.evidence.options import GateOptions
+
+    options = GateOptions(
+        head=args.head, base=args.base, repo=Path(args.repo), evidence_ref=args.evidence_ref,
+        evidence=tuple(Path(p) for p in args.evidence), keys=Path(args.keys),
+        manifest=Path(args.manifest), max_age_days=args.max_age_days,
+        same_commit=args.same_commit, default_branch=args.default_branch, pr=args.pr,
+        summary=Path(args.summary) if args.summary else None,
+    )  # fmt: skip
+    return gate(options)
+
+
+def cmd_inputs(args: argparse.Namespace) -> int:
+    from twinbuild.cli.evidence_handlers import inputs
+    from twinbuild.evidence.options import InputsOptions
+
+    return inputs(
+        InputsOptions(
+            head=args.head, format=args.format, manifest=Path(args.manifest), repo=Path(args.repo)
+        )
+    )
+
+
+def cmd_keygen(args: argparse.Namespace) -> int:
+    from twinbuild.cli.evidence_handlers import keygen
+    from twinbuild.evidence.options import KeygenOptions
+
+    return keygen(KeygenOptions(private=Path(args.private), public=Path(args.public)))
+
+
+def _days(text: str) -> float:
+    """A positive number of days up to ten years (timedelta overflows far beyond that)."""
+    try:
+        days = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
+    if not 0 < days <= 3650:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of days from 0 to 3650")
+    return days
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,30 +92,41 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--out", required=True, help="folder for <platform>.statement.json")
     p.add_argument("--pr", type=int, help="the pull request this validates")
-    p.set_defaults(func=_handler("cmd_record"))
+    p.set_defaults(func=cmd_record)
     p = ev.add_parser("sign", help="sign statements into DSSE envelopes (ed25519)")
-    p.add_argument("--in", dest="in_", required=True, help="folder searched for *.statement.json")
+    p.add_argument(
+        "--in", dest="statements", required=True, help="folder searched for *.statement.json"
+    )
     p.add_argument("--out", required=True, help="folder for <platform>.dsse.json")
     p.add_argument("--key", help="private key file outside the work tree (default: env secret)")
-    p.set_defaults(func=_handler("cmd_sign"))
+    p.set_defaults(func=cmd_sign)
     p = ev.add_parser("verify", help="check signatures and structure")
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--keys", default="evidence/keys", help="trusted public keys folder")
-    p.set_defaults(func=_handler("cmd_verify"))
+    p.set_defaults(func=cmd_verify)
+    p = ev.add_parser("inputs", help="the inputs hashes the gate computes at a commit")
+    p.add_argument("--head", required=True, help="the commit (e.g. the PR head)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--manifest", default=str(DEFAULT_PATH))
+    p.add_argument("--repo", default=".", help="the git repository holding it (default: .)")
+    p.set_defaults(func=cmd_inputs)
     p = ev.add_parser("gate", help="does the evidence count for this PR head?")
     p.add_argument("--head", required=True, help="the PR head commit (40 hex)")
-    p.add_argument("--base", help="the PR base commit (informational)")
+    p.add_argument(
+        "--base", help="the PR base commit: a head with the same image inputs needs no evidence"
+    )
+    p.add_argument("--repo", default=".", help="the git repository holding both (default: .)")
     p.add_argument("--evidence-ref", help="git ref carrying evidence/<platform>.dsse.json")
     p.add_argument("--evidence", action="append", default=[], help="an evidence file")
     p.add_argument("--keys", default="evidence/keys")
     p.add_argument("--manifest", default=str(DEFAULT_PATH))
-    p.add_argument("--max-age-days", type=float, default=14.0)
+    p.add_argument("--max-age-days", type=_days, default=14.0)
     p.add_argument("--same-commit", action="store_true", help="accept the head commit only")
     p.add_argument("--default-branch", default="main")
     p.add_argument("--pr", type=int)
     p.add_argument("--summary", help="append the verdict as markdown to this file")
-    p.set_defaults(func=_handler("cmd_gate"))
+    p.set_defaults(func=cmd_gate)
     p = ev.add_parser("keygen", help="make an ed25519 key pair for signing evidence")
     p.add_argument("--private", required=True)
     p.add_argument("--public", required=True)
-    p.set_defaults(func=_handler("cmd_keygen"))
+    p.set_defaults(func=cmd_keygen)

@@ -10,12 +10,13 @@ from twinbuild.manifest.model import DEFAULT_PATH
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from twinbuild.importer.draft import run
+    from twinbuild.importer.draft import ImportOptions, run_import
 
-    return run(
-        args.cuda_dockerfile, args.rocm_dockerfile, out=args.out, fmt=args.format,
-        force=args.force, allow_unrecognised=args.allow_unrecognised, stream=sys.stdout,
+    options = ImportOptions(
+        cuda_dockerfile=args.cuda_dockerfile, rocm_dockerfile=args.rocm_dockerfile, out=args.out,
+        format=args.format, force=args.force, allow_unrecognised=args.allow_unrecognised,
     )  # fmt: skip
+    return run_import(options, sys.stdout)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -3,30 +3,31 @@
 from __future__ import annotations
 
 import argparse
-import os
 
-from twinbuild.cli.common import add_common, manifest, root
+from twinbuild.cli.common import add_common, manifest_path, root
 from twinbuild.errors import FindingsError
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from twinbuild.lint.checks import format_findings, lint
+    from twinbuild.ci import github
+    from twinbuild.lint.checks import LintOptions, format_findings, lint_project
 
-    loaded = manifest(args)
-    report = lint(loaded, root(args), strict=args.strict)
-    if args.format == "json":
+    options = LintOptions(
+        manifest=manifest_path(args), root=root(args), strict=args.strict, format=args.format
+    )
+    loaded, report = lint_project(options)
+    if options.format == "json":
         print(report.to_json())
     else:
-        github = os.environ.get("GITHUB_ACTIONS") == "true"
-        for line in format_findings(report.findings, github=github):
+        for line in format_findings(report.findings, github=github.in_actions()):
             print(line)
-        if not args.strict and report.floating:
+        if not options.strict and report.floating:
             print(f"note: {len(report.floating)} declared floating refs (--strict fails them)")
     if report.findings:
-        if args.format == "json":
+        if options.format == "json":
             raise SystemExit(FindingsError.exit_code)
         raise FindingsError(f"lint: {len(report.findings)} findings")
-    if args.format != "json":
+    if options.format != "json":
         print(f"lint: clean ({len(loaded.pins)} pins, {loaded.path})")
     return 0
 

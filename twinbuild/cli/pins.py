@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest, repo_manifest, root
+from twinbuild.cli.common import add_common, manifest_path, repo_manifest, root
 from twinbuild.manifest.model import PLATFORMS
 
 
 def cmd_pins_table(args: argparse.Namespace) -> int:
-    from twinbuild.manifest.table import markdown
+    from twinbuild.manifest.table import TableOptions, table
 
-    sys.stdout.write(markdown(manifest(args)))
+    sys.stdout.write(table(TableOptions(manifest=manifest_path(args))))
     return 0
 
 
 def cmd_pins_bump(args: argparse.Namespace) -> int:
-    from twinbuild.pins.bump import BumpRequest, bump
+    from twinbuild.pins.bump import BumpOptions, BumpRequest, bump_pin
 
     request = BumpRequest(
         name=args.name,
@@ -29,16 +28,22 @@ def cmd_pins_bump(args: argparse.Namespace) -> int:
         diverge=args.diverge,
         reason=args.reason,
     )
-    result = bump(Path(args.manifest), request, upstream=args.upstream, write=not args.dry_run)
-    sys.stdout.write(result.report())
+    options = BumpOptions(
+        manifest=manifest_path(args), upstream=args.upstream, dry_run=args.dry_run, request=request
+    )
+    sys.stdout.write(bump_pin(options).report())
     return 0
 
 
 def cmd_pins_diff(args: argparse.Namespace) -> int:
-    from twinbuild.pins.diff import diff_revs
+    from twinbuild.pins.diff import DiffOptions, diff_pins
 
-    result = diff_revs(args.rev_a, args.rev_b, manifest=repo_manifest(args), repo=root(args))
-    sys.stdout.write(result.markdown() if args.format == "markdown" else result.text())
+    options = DiffOptions(  # the manifest as git names it: relative to the root
+        manifest=repo_manifest(args), root=root(args), rev_a=args.rev_a, rev_b=args.rev_b,
+        format=args.format,
+    )  # fmt: skip
+    result = diff_pins(options)
+    sys.stdout.write(result.markdown() if options.format == "markdown" else result.text())
     return 0
 
 
@@ -47,11 +52,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="pins_command", required=True, metavar="PINS_COMMAND"
     )
     p = pins.add_parser("table", help="side-by-side markdown table of both images' pins")
-    add_common(p)
+    add_common(p, root=False)  # the table reads the manifest alone
     p.set_defaults(func=cmd_pins_table)
 
     p = pins.add_parser("bump", help="move one pin on every platform that carries it")
-    add_common(p)
+    add_common(p, root=False)  # a bump edits the manifest alone
     p.add_argument("name", help="pin name, e.g. torch_memory_saver")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--commit", help="full 40-hex commit (git pins)")

@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest, root
+from twinbuild.cli.common import add_common, manifest_path, root
 from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
-    from twinbuild.smoke.runner import smoke
+    from twinbuild.smoke.runner import SmokeOptions, smoke_images
 
-    outcomes = smoke(
-        manifest(args), root=root(args), platform=args.platform, profile=args.profile,
-        image=args.image, host=args.host, gpu=args.gpu, rerun_failed_once=args.rerun_failed_once,
+    options = SmokeOptions(
+        manifest=manifest_path(args), root=root(args), platform=args.platform,
+        profile=args.profile, image=args.image, host=args.host, gpu=args.gpu,
+        rerun_failed_once=args.rerun_failed_once, verbose=args.verbose,
         report_dir=Path(args.report_dir) if args.report_dir else root(args) / "build/smoke",
-        verbose=args.verbose,
     )  # fmt: skip
-    for o in outcomes:
+    for o in smoke_images(options):
         c = o.summary["counts"]
         print(
             f"smoke {o.summary['platform']} ({o.summary['profile']}): {c['passed']} passed, "

@@ -291,6 +291,23 @@ def _slim(rootfs: Path) -> None:
             path.unlink()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BaseOptions:
+    """What ``twinbuild base`` was asked for: the manifest whose ``[local]`` table says how."""
+
+    manifest: Path
+
+
+def base_for(options: BaseOptions) -> BaseResult:
+    """Make sure the base of the manifest's ``[local]`` table is in the engine."""
+    from twinbuild.engine.client import connect
+    from twinbuild.manifest.model import load
+
+    local = load(options.manifest).local  # a bad manifest fails before the engine is asked
+    with connect() as engine:
+        return ensure_base(engine, suite=local.suite, mirror=local.mirror, packages=local.packages)
+
+
 def ensure_base(
     engine: EngineAPI,
     *,

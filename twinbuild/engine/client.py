@@ -1,9 +1,10 @@
 """The Docker engine boundary: the only module that imports ``docker``.
 
-``connect()`` gives an ``Engine``; code that only needs images and containers types against the
-``EngineAPI`` protocol so unit tests can pass a fake. Every Docker SDK or connection error becomes
-an ``EngineError`` with one line. Containers always name their network: ``none``, or ``host`` where
-a step must reach a registry; the private engine has no bridge network to fall back on.
+``connect()`` gives an ``Engine``; everything else (build, smoke, bench) types against the
+``EngineAPI`` protocol, so unit tests pass the one fake in tests/fake_engine.py. Every Docker SDK
+or connection error becomes an ``EngineError`` with one line. Containers always name their
+network: ``none``, or ``host`` where a step must reach a registry; the private engine has no bridge
+network to fall back on.
 """
 
 from __future__ import annotations
@@ -81,15 +82,29 @@ class BuilderUnavailable(EngineError):
 
 
 class EngineAPI(Protocol):
-    """The engine operations the rest of twinbuild uses (fakes implement this in unit tests)."""
+    """Every engine operation the rest of twinbuild uses: build, smoke and bench type against this,
+    and the unit tests' one fake (tests/fake_engine.py) implements it."""
 
     @property
     def docker_host(self) -> str: ...
     def info(self) -> EngineInfo: ...
+    def build(
+        self,
+        context: IO[bytes],
+        *,
+        dockerfile: str,
+        buildargs: Mapping[str, str],
+        labels: Mapping[str, str],
+        target: str | None,
+        network: Network,
+        builder: Builder,
+    ) -> Iterator[dict[str, Any]]: ...
     def inspect_image(self, ref: str) -> Mapping[str, Any] | None: ...
     def image_exists(self, ref: str) -> bool: ...
     def image_labels(self, ref: str) -> Mapping[str, str]: ...
-    def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]: ...
+    def images_by_label(
+        self, key: str, value: str | None = None, *, intermediate: bool = False
+    ) -> list[ImageSummary]: ...
     def import_rootfs(
         self,
         tar_path: Path,
@@ -98,7 +113,7 @@ class EngineAPI(Protocol):
         changes: Sequence[str] = (),
     ) -> str: ...
     def tag(self, image: str, ref: str) -> None: ...
-    def remove_image(self, ref: str, *, force: bool = False) -> None: ...
+    def remove_image(self, ref: str, *, force: bool = False, prune: bool = True) -> None: ...
     def run_container(
         self,
         image: str,
@@ -327,16 +342,22 @@ class Engine:
         labels = (found.get("Config") or {}).get("Labels") or {}
         return {str(k): str(v) for k, v in labels.items()}
 
-    def images_by_label(self, key: str, value: str | None = None) -> list[ImageSummary]:
+    def images_by_label(
+        self, key: str, value: str | None = None, *, intermediate: bool = False
+    ) -> list[ImageSummary]:
+        """Images with the label (``value`` None: any value); ``intermediate`` adds the untagged
+        layers of builds too, which hold the label of the image they were built for."""
         wanted = key if value is None else f"{key}={value}"
         rows: list[dict[str, Any]]
         if self._api is None:
-            query = urlencode({"filters": json.dumps({"label": [wanted]})})
+            query = {"filters": json.dumps({"label": [wanted]})} | (
+                {"all": "1"} if intermediate else {}
+            )
             what = f"list images with label {wanted}"
-            rows = _answer(what, *self._plain("GET", f"/images/json?{query}")) or []
+            rows = _answer(what, *self._plain("GET", f"/images/json?{urlencode(query)}")) or []
         else:
             with self._errors(f"list images with label {wanted}"):
-                rows = self.api.images(filters={"label": wanted})
+                rows = self.api.images(all=intermediate, filters={"label": wanted})
         return [
             ImageSummary(
                 id=str(row["Id"]),
@@ -386,9 +407,10 @@ class Engine:
         with self._errors(f"tag {image} as {ref}"):
             self.api.tag(image, repository, tag, force=True)
 
-    def remove_image(self, ref: str, *, force: bool = False) -> None:
+    def remove_image(self, ref: str, *, force: bool = False, prune: bool = True) -> None:
+        """Remove an image (or untag it); ``prune=False`` keeps its untagged parents."""
         with self._errors(f"remove image {ref}"):
-            self.api.remove_image(ref, force=force)
+            self.api.remove_image(ref, force=force, noprune=not prune)
 
     def layers_size(self) -> int:
         """Bytes the engine's image layers take on disk (``docker system df``'s total)."""

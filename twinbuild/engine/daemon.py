@@ -240,6 +240,19 @@ def docker_host(paths: EnginePaths | None = None, host: Host | None = None) -> s
     return DEFAULT_HOST
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EngineOptions:
+    """What ``twinbuild engine`` was asked for."""
+
+    action: Literal["up", "down", "status", "env"] = "status"  # env: status, said for eval
+    print_host: bool = False  # print only the DOCKER_HOST to use
+
+
+def control(options: EngineOptions) -> EngineState:
+    """Start, stop or look at the engine, as ``options.action`` says."""
+    return {"up": up, "down": down, "status": status, "env": status}[options.action]()
+
+
 def status(paths: EnginePaths | None = None, host: Host | None = None) -> EngineState:
     """Which engine `docker_host()` picks and whether it answers (`twinbuild engine status`)."""
     paths = paths or EnginePaths.under()

@@ -45,6 +45,21 @@ class PruneResult:
         return line
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PruneOptions:
+    """What ``twinbuild prune`` was asked for."""
+
+    keep: int = 1  # untagged images kept per platform and profile, newest first
+
+
+def prune_images(options: PruneOptions) -> PruneResult:
+    """``twinbuild prune``: prune the engine ``connect()`` finds."""
+    from twinbuild.engine.client import connect
+
+    with connect() as engine:
+        return prune(engine, keep=options.keep)
+
+
 def prune(engine: PruneAPI, *, keep: int = 1) -> PruneResult:
     """Remove untagged twinbuild builds beyond the newest ``keep`` per platform and profile."""
     if keep < 0:

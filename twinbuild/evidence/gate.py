@@ -43,6 +43,9 @@ class Policy:
     pr: int | None = None
     default_branch: str = "main"
     head_inputs: Mapping[Platform, str] | None = None  # inputs hash per platform at the PR head
+    match_inputs: bool = True  # evidence for another commit counts when its inputs hash matches
+    base_commit: str | None = None  # the PR base; with base_inputs, an unchanged PR needs nothing
+    base_inputs: Mapping[Platform, str] | None = None  # inputs hash per platform at the base
     manifest_digest: str | None = None  # sha256:... of pins/manifest.toml at the PR head
     images: Mapping[Platform, str] | None = None  # image digests that must be the ones tested
     profile: Profile = "production"
@@ -81,12 +84,15 @@ class Accepted:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GateResult:
     accepted: tuple[Accepted, ...]
+    unchanged: str | None = None  # why no evidence was needed, when the images did not change
 
     @property
     def flaky(self) -> tuple[str, ...]:
         return tuple(f"{a.platform}: {t}" for a in self.accepted for t in a.flaky)
 
     def lines(self) -> list[str]:
+        if self.unchanged is not None:
+            return [self.unchanged]
         return [a.summary() for a in self.accepted]
 
 
@@ -115,9 +121,13 @@ def gate(
 ) -> GateResult:
     """Accept the evidence in ``paths`` for the PR ``policy`` describes, or raise GateRefused.
 
-    A file that cannot be read as an envelope raises ConfigError; a signature or policy failure is
-    collected, and all of them are raised together.
+    A PR whose image inputs at the head equal those at the base changes no image: it passes with
+    no evidence. A file that cannot be read as an envelope raises ConfigError; a signature or
+    policy failure is collected, and all of them are raised together.
     """
+    unchanged = _unchanged(policy)
+    if unchanged is not None:
+        return GateResult(accepted=(), unchanged=unchanged)
     checks = _Checks()
     verified: list[Verified] = []
     for path in paths:
@@ -132,6 +142,19 @@ def gate(
     if checks.refusals:
         raise GateRefused(checks.refusals)
     return GateResult(accepted=tuple(sorted(accepted, key=lambda a: PLATFORMS.index(a.platform))))
+
+
+def _unchanged(policy: Policy) -> str | None:
+    head, base = policy.head_inputs, policy.base_inputs
+    if head is None or base is None or policy.base_commit is None:
+        return None
+    if any(head.get(p) is None or head.get(p) != base.get(p) for p in PLATFORMS):
+        return None
+    same = ", ".join(f"{p} {head[p]}" for p in PLATFORMS)
+    return (
+        f"no image input changed between the base {policy.base_commit[:12]} and the head "
+        f"{policy.head_commit[:12]} ({same}); no GPU evidence needed"
+    )
 
 
 def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accepted | None:
@@ -167,14 +190,17 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
     matched_by: Literal["commit", "inputs"] = "commit"
     if src.commit != policy.head_commit:
         head_inputs = (policy.head_inputs or {}).get(platform)
-        if head_inputs is not None and head_inputs == p.build.inputs_hash:
+        if policy.match_inputs and head_inputs is not None and head_inputs == p.build.inputs_hash:
             matched_by = "inputs"
         else:
-            why = (
-                f"and its inputs hash {p.build.inputs_hash} is not the PR head's {head_inputs}"
-                if head_inputs is not None
-                else "and no inputs hash at the PR head was given to compare"
-            )
+            if not policy.match_inputs:
+                why = "and --same-commit counts the PR head's own evidence only"
+            elif head_inputs is not None:
+                why = (
+                    f"and its inputs hash {p.build.inputs_hash} is not the PR head's {head_inputs}"
+                )
+            else:
+                why = "and no inputs hash at the PR head was given to compare"
             checks.refuse(
                 path,
                 "commit",

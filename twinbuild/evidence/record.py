@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
+from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.evidence import strictjson
 from twinbuild.evidence.statement import (
@@ -196,7 +197,7 @@ def _from_env(env: Mapping[str, str], pr: int | None) -> tuple[Source, Run]:
 def _pr_head(env: Mapping[str, str]) -> tuple[str, int, int]:
     """Head repository (name, id) and PR number from a pull_request event's payload."""
     path = Path(_env(env, "GITHUB_EVENT_PATH"))
-    payload = strictjson.load(path)
+    payload = github.event_at(path)
     try:
         pull = payload["pull_request"]
         repo = pull["head"]["repo"]

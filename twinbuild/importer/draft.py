@@ -412,6 +412,26 @@ def write_draft(text: str, out: Path, *, force: bool = False) -> None:
     write_atomic(out, text)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ImportOptions:
+    """What ``twinbuild import`` was asked for."""
+
+    cuda_dockerfile: Path
+    rocm_dockerfile: Path
+    out: Path = Path("pins/manifest.toml")
+    format: Literal["text", "json", "markdown"] = "text"
+    force: bool = False  # overwrite ``out``
+    allow_unrecognised: bool = False  # exit 0 with pin-like text left unclassified
+
+
+def run_import(options: ImportOptions, stream: TextIO) -> int:
+    """:func:`run` with the options of ``twinbuild import``."""
+    return run(
+        options.cuda_dockerfile, options.rocm_dockerfile, out=options.out, fmt=options.format,
+        force=options.force, allow_unrecognised=options.allow_unrecognised, stream=stream,
+    )  # fmt: skip
+
+
 def run(
     cuda: Path,
     rocm: Path,

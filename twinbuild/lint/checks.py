@@ -11,12 +11,22 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from twinbuild.lint.findings import Finding
-from twinbuild.manifest.model import PLATFORMS, Manifest, Pin, Platform, Profile, ResolvedPin
+from twinbuild.manifest.model import (
+    DEFAULT_PATH,
+    PLATFORMS,
+    Manifest,
+    Pin,
+    Platform,
+    Profile,
+    ResolvedPin,
+    load,
+)
 from twinbuild.manifest.render import GENERATED, RECIPES, pin_args, render
 from twinbuild.recipe import scan as recipes
 
@@ -331,6 +341,22 @@ def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:
     findings = [*report.findings, *lint_recipes(manifest, root)]
     findings.sort(key=lambda f: (f.path, f.line, f.code))
     return LintReport(findings=findings, floating=report.floating)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LintOptions:
+    """What ``twinbuild lint`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    root: Path = Path()
+    strict: bool = False  # declared floating refs fail too
+    format: Literal["text", "json"] = "text"
+
+
+def lint_project(options: LintOptions) -> tuple[Manifest, LintReport]:
+    """Load the manifest ``options`` names and lint it against the recipes under its root."""
+    manifest = load(options.manifest)
+    return manifest, lint(manifest, options.root, strict=options.strict)
 
 
 def format_findings(findings: Sequence[Finding], *, github: bool) -> Iterable[str]:

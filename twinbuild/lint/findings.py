@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from twinbuild.ci import github
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Finding:
@@ -17,5 +19,6 @@ class Finding:
 
     def github(self) -> str:
         """The same finding as a GitHub Actions annotation."""
-        message = self.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        return f"::error file={self.path},line={self.line},title={self.code}::{message}"
+        return github.annotation(
+            "error", self.message, file=self.path, line=self.line, title=self.code
+        )

@@ -33,6 +33,8 @@ DEFAULT_PATH = Path("pins/manifest.toml")
 SCHEMA = 1
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 MAX_BYTES = 4 * 1024 * 1024
+#: Deepest nesting of tables and arrays a manifest may use; it needs four.
+MAX_DEPTH = 16
 
 
 class ManifestError(ConfigError):
@@ -322,6 +324,11 @@ def load(path: Path = DEFAULT_PATH) -> Manifest:
         ) from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read manifest: {exc.strerror}") from None
+    return load_bytes(data, path)
+
+
+def load_bytes(data: bytes, path: Path = DEFAULT_PATH) -> Manifest:
+    """The manifest in ``data`` (a file's bytes, or a blob from a commit); ``path`` names it."""
     if len(data) > MAX_BYTES:
         raise ConfigError(f"{path}: manifest is {len(data)} bytes, over the {MAX_BYTES} limit")
     try:
@@ -341,7 +348,33 @@ def loads(text: str, path: Path = DEFAULT_PATH) -> Manifest:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(_toml_error(path, str(exc))) from None
+    except RecursionError:
+        raise ConfigError(_too_deep(path)) from None
+    except ValueError as exc:  # tomllib lets int() refuse a number of thousands of digits
+        raise ConfigError(f"{path}: invalid TOML: {exc}; write numbers of a few digits") from None
+    if _depth(raw) > MAX_DEPTH:
+        raise ConfigError(_too_deep(path))
     return _Reader(path, text).read(raw)
+
+
+def _too_deep(path: Path) -> str:
+    return (
+        f"{path}: tables or arrays nested more than {MAX_DEPTH} deep; a manifest nests a few "
+        "levels (pins.NAME.cuda.KEY), fix the file"
+    )
+
+
+def _depth(value: object) -> int:
+    """How deep tables and arrays nest in ``value`` (iterative: the input may nest deeply)."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            todo += [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            todo += [(v, depth + 1) for v in item]
+    return deepest
 
 
 def _toml_error(path: Path, message: str) -> str:

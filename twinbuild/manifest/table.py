@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
-from twinbuild.manifest.model import PLATFORMS, Manifest, ResolvedPin
+from dataclasses import dataclass
+from pathlib import Path
+
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, ResolvedPin, load
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableOptions:
+    """What ``twinbuild pins table`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+
+
+def table(options: TableOptions) -> str:
+    """The markdown table of the manifest ``options`` names."""
+    return markdown(load(options.manifest))
 
 
 def _cell(pin: ResolvedPin | None) -> str:

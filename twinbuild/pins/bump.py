@@ -21,6 +21,7 @@ from tomlkit.items import Null, Table, Whitespace
 from twinbuild.errors import ConfigError
 from twinbuild.lint.checks import FULL_SHA, HEX_PREFIX, is_placeholder, lint_manifest
 from twinbuild.manifest.model import (
+    DEFAULT_PATH,
     PLATFORMS,
     Kind,
     Manifest,
@@ -87,6 +88,23 @@ class BumpResult:
         if not self.written:
             lines.append(f"dry run: {self.path} left as it was")
         return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BumpOptions:
+    """What ``twinbuild pins bump`` was asked for: the request, where, and whether to write."""
+
+    manifest: Path = DEFAULT_PATH
+    upstream: str | None = None  # a local clone or mirror to check the commit against
+    dry_run: bool = False  # report, write nothing
+    request: BumpRequest
+
+
+def bump_pin(options: BumpOptions) -> BumpResult:
+    """:func:`bump` with the options of ``twinbuild pins bump``."""
+    return bump(
+        options.manifest, options.request, upstream=options.upstream, write=not options.dry_run
+    )
 
 
 def bump(

@@ -233,6 +233,22 @@ def manifest_at(rev: str, manifest: Path, *, repo: Path) -> Manifest:
 WORKTREE = "working tree"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DiffOptions:
+    """What ``twinbuild pins diff`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    root: Path = Path()  # the git repository
+    rev_a: str | None = None  # None: HEAD
+    rev_b: str | None = None  # None: the working tree
+    format: Literal["text", "markdown"] = "text"
+
+
+def diff_pins(options: DiffOptions) -> ManifestDiff:
+    """:func:`diff_revs` with the options of ``twinbuild pins diff``."""
+    return diff_revs(options.rev_a, options.rev_b, manifest=options.manifest, repo=options.root)
+
+
 def diff_revs(
     rev_a: str | None = None,
     rev_b: str | None = None,

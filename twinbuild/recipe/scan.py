@@ -204,10 +204,13 @@ class _Scan:
         return posixpath.normpath(posixpath.join(self.cwd, self.expand(d)))
 
 
-def parse(path: Path) -> Recipe:
-    """Read a recipe and return every pin, ARG, variable use, COPY source and stage it holds."""
+def parse(path: Path, *, data: bytes | None = None) -> Recipe:
+    """Read a recipe and return every pin, ARG, variable use, COPY source and stage it holds.
+
+    ``data`` is the recipe's bytes when they do not come from the file (the gate reads a commit).
+    """
     try:
-        data = path.read_bytes()
+        data = path.read_bytes() if data is None else data
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)

@@ -22,9 +22,18 @@ from typing import Any
 from dockerfile_parse import DockerfileParser
 
 import twinbuild
+from twinbuild.ci import github
 from twinbuild.engine import client as engine_mod
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
-from twinbuild.manifest.model import PLATFORMS, PROFILES, Manifest, Platform, Profile
+from twinbuild.manifest.model import (
+    DEFAULT_PATH,
+    PLATFORMS,
+    PROFILES,
+    Manifest,
+    Platform,
+    Profile,
+    load,
+)
 from twinbuild.manifest.render import RECIPES, local_skip_reason, render
 from twinbuild.recipe.scan import parse as parse_recipe
 from twinbuild.smoke import gpu as gpu_mod
@@ -454,6 +463,32 @@ def smoke_target(
     return Outcome(summary=data, paths=paths, seconds=time.monotonic() - started)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmokeOptions:
+    """What ``twinbuild smoke`` was asked for."""
+
+    manifest: Path = DEFAULT_PATH
+    root: Path = Path()
+    platform: Platform | None = None  # None: both
+    profile: Profile | None = None  # None: local for built images, production for --image/--host
+    image: str | None = None  # any image, resolved to its id first
+    host: bool = False  # this machine, through testinfra's local backend
+    gpu: bool | None = None  # None: GPU checks where a GPU is found
+    rerun_failed_once: bool = False
+    report_dir: Path = Path("build/smoke")
+    verbose: bool = False  # list every skip with its reason
+
+
+def smoke_images(options: SmokeOptions) -> list[Outcome]:
+    """Load the manifest and smoke what ``options`` names (see :func:`smoke`)."""
+    return smoke(
+        load(options.manifest), root=options.root, platform=options.platform,
+        profile=options.profile, image=options.image, host=options.host, gpu=options.gpu,
+        rerun_failed_once=options.rerun_failed_once, report_dir=options.report_dir,
+        verbose=options.verbose,
+    )  # fmt: skip
+
+
 def smoke(
     manifest: Manifest,
     *,
@@ -525,10 +560,7 @@ def smoke(
     (report_dir / "smoke.md").write_text(
         report.markdown(report.collected(report_dir)), encoding="utf-8"
     )
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:
-        with Path(step_summary).open("a", encoding="utf-8") as f:
-            f.write(md)
+    github.append_summary(github.step_summary(), md)
     failures = [
         f"{o.summary['platform']} ({o.summary['profile']}): {t['message'] or t['id']}"
         for o in outcomes

@@ -1,24 +1,66 @@
-"""Running git: one place that never prompts, never hangs, and says what to do without git."""
+"""Running git: one place that never prompts, never hangs, and says what to do without git.
+
+Every git call in twinbuild goes through :func:`run_git`; ``binary=True`` for blobs and archives.
+``tree_entries`` and ``read_blobs`` read a commit's files as git objects (``ls-tree`` and
+``cat-file --batch``): exactly the committed bytes, with no ``.gitattributes`` (``export-subst``,
+``eol``, filters), no checkout and no replace refs in between. The evidence gate judges a PR
+head that way.
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, overload
 
 from twinbuild.errors import ConfigError
 
 GIT_TIMEOUT_S = 60
+#: Most entries one ``ls-tree`` may list: far above this repository, far below a memory problem.
+MAX_TREE_ENTRIES = 200_000
+
+# Replace refs (refs/replace/*) make git show other objects under an object's name; a fetched ref
+# must never change what a commit's tree says.
+_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1"}
 
 
-def run_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """Run git in ``repo``; never prompts, never raises for a non-zero exit."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+@overload
+def run_git(
+    repo: Path, *args: str, binary: Literal[False] = False, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[str]: ...
+@overload
+def run_git(
+    repo: Path, *args: str, binary: Literal[True], stdin: bytes | None = None
+) -> subprocess.CompletedProcess[bytes]: ...
+def run_git(
+    repo: Path, *args: str, binary: bool = False, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[str] | subprocess.CompletedProcess[bytes]:
+    """Run git in ``repo``; never prompts, never raises for a non-zero exit.
+
+    ``binary`` returns stdout and stderr as bytes (a blob, an archive, a ``-z`` listing: not
+    text). ``stdin`` is what git reads (``cat-file --batch`` requests); without it git reads
+    nothing, so nothing may wait for an answer that never comes.
+    """
+    env = {**os.environ, **_ENV}
     try:
+        if stdin is None:
+            return subprocess.run(
+                ["git", "-C", str(repo), *args],
+                capture_output=True,
+                text=not binary,
+                timeout=GIT_TIMEOUT_S,
+                check=False,
+                env=env,
+                stdin=subprocess.DEVNULL,
+            )
         return subprocess.run(
             ["git", "-C", str(repo), *args],
             capture_output=True,
-            text=True,
+            text=not binary,
+            input=stdin if binary else stdin.decode("utf-8"),
             timeout=GIT_TIMEOUT_S,
             check=False,
             env=env,
@@ -28,3 +70,67 @@ def run_git(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     except subprocess.TimeoutExpired:
         command = " ".join(args)
         raise ConfigError(f"git -C {repo} {command}: no answer in {GIT_TIMEOUT_S}s") from None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TreeEntry:
+    """One entry of a commit's tree, as ``git ls-tree -r -l`` lists it."""
+
+    path: str  # repository-relative, '/'-separated (os.fsdecode of git's bytes)
+    mode: str  # 100644, 100755, 120000 (symlink), 160000 (gitlink)
+    oid: str
+    size: int | None  # None for a gitlink
+
+
+def tree_entries(repo: Path, commit: str) -> list[TreeEntry]:
+    """Every file, symlink and gitlink in ``commit``'s tree (recursively), sorted by path."""
+    if commit.startswith("-"):
+        raise ConfigError(f"{commit!r}: not a commit name; pass a commit SHA or ref")
+    proc = run_git(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", commit, binary=True)
+    if proc.returncode != 0:
+        why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise ConfigError(
+            f"{commit}: cannot list its files in {repo} ({why[-1] if why else 'git failed'}); "
+            "fetch that commit first"
+        )
+    records = proc.stdout.split(b"\0")
+    if len(records) > MAX_TREE_ENTRIES + 1:
+        raise ConfigError(
+            f"{commit}: its tree has more than {MAX_TREE_ENTRIES} entries; not a tree to build from"
+        )
+    entries = []
+    for record in records:
+        if not record:
+            continue
+        meta, _, raw_path = record.partition(b"\t")
+        mode, _kind, oid, size = meta.decode("ascii").split()
+        entries.append(
+            TreeEntry(
+                path=os.fsdecode(raw_path),
+                mode=mode,
+                oid=oid,
+                size=None if size == "-" else int(size),
+            )
+        )
+    return sorted(entries, key=lambda e: e.path)
+
+
+def read_blobs(repo: Path, oids: Sequence[str]) -> dict[str, bytes]:
+    """The raw bytes of each blob in ``oids`` (one ``git cat-file --batch``; no filters)."""
+    wanted = sorted(set(oids))
+    if not wanted:
+        return {}
+    request = "".join(f"{oid}\n" for oid in wanted).encode("ascii")
+    proc = run_git(repo, "cat-file", "--batch", binary=True, stdin=request)
+    if proc.returncode != 0:
+        raise ConfigError(f"{repo}: git cat-file --batch failed; is it a git repository?")
+    out, at, blobs = proc.stdout, 0, {}
+    for oid in wanted:
+        end = out.index(b"\n", at)
+        header = out[at:end].decode("ascii", "replace").split()
+        if len(header) != 3 or header[0] != oid or header[1] != "blob":
+            raise ConfigError(f"{repo}: object {oid} is not a readable blob ({' '.join(header)})")
+        size = int(header[2])
+        blobs[oid] = out[end + 1 : end + 1 + size]
+        at = end + 1 + size + 1  # the content is followed by a newline
+    return blobs

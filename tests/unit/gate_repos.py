@@ -1,0 +1,110 @@
+"""A real repository for gate tests: a base commit, a GPU-tested commit and its signed evidence.
+
+Everything is real: git repositories made in tmp, twinbuild's own builder code committed under
+``twinbuild/`` (copied from this checkout), a key pair from ``evidence.keygen`` and evidence made
+by ``record`` and ``sign`` for the tested commit's inputs as ``evidence inputs`` computes them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import twinbuild
+from tests.helpers import edit, mini_project
+from tests.unit.evidence_builders import REPO, REPO_ID, Signer, evidence, github_env, smoke_report
+from tests.unit.gitrepos import commit_all, git, isolate_git
+from twinbuild import evidence as ev
+from twinbuild.build.inputs import BUILDER_CODE
+from twinbuild.cli.main import main
+from twinbuild.evidence.head import commit_inputs
+from twinbuild.manifest.model import PLATFORMS
+
+PR = 42
+EVIDENCE_REF = f"refs/heads/validate/pr-{PR}"
+# The cuda recipe copies a folder of scripts, like the production recipes copy images/common/.
+COPY_LINE = "COPY images/common/ /opt/twinbuild/common/\n"
+CHECKOUT_SH = '#!/bin/sh\nset -eu\necho "checking out $1"\ngit -C "$2" checkout "$1"\n'
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateRepo:
+    root: Path
+    base: str  # main before the PR
+    tested: str  # the PR commit a maintainer pushed to validate/pr-42 and the GPUs tested
+    keys: Path
+    signer: Signer  # the validation workflow's key (a forger who stole it would hold this)
+
+
+def copy_builder_code(root: Path) -> None:
+    """Commit twinbuild's real builder code into ``root``, as this repository holds it."""
+    package = Path(twinbuild.__file__).parent
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for prefix in BUILDER_CODE:
+        if prefix.endswith("/"):
+            rel = prefix.removeprefix("twinbuild/").rstrip("/")
+            shutil.copytree(package / rel, root / prefix, ignore=ignore)
+        else:
+            shutil.copy2(package.parent / prefix, root / prefix)
+
+
+def make_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
+    isolate_git(monkeypatch, tmp_path / "home")
+    root = mini_project(tmp_path)
+    copy_builder_code(root)
+    recipe = root / "images/cuda/Dockerfile"
+    recipe.write_text(recipe.read_text() + COPY_LINE)
+    (root / "images/common").mkdir()
+    script = root / "images/common/checkout.sh"
+    script.write_text(CHECKOUT_SH)
+    script.chmod(0o755)
+    (root / "README.md").write_text("# demo\n")
+    pair = ev.keygen(tmp_path / "secret" / "ci.key", root / "evidence/keys/ci.pub")
+    git(root, "init", "-q", "-b", "main")
+    base = commit_all(root, "base")
+    edit(root / "pins/manifest.toml", 'version = "0.4.2"', 'version = "0.4.3"')
+    tested = commit_all(root, "bump flash-linear-attention")
+    signer = Signer(key=ev.load_private(env={}, path=pair.private_path))
+    sign_evidence(root, tested, signer)
+    git(root, "checkout", "-q", "-b", f"pr-{PR}", tested)
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
+    monkeypatch.setenv("GITHUB_REPOSITORY_ID", str(REPO_ID))
+    monkeypatch.delenv("GITHUB_EVENT_PATH", raising=False)
+    return GateRepo(root=root, base=base, tested=tested, keys=root / "evidence/keys", signer=signer)
+
+
+def sign_evidence(root: Path, commit: str, signer: Signer) -> None:
+    """Evidence for ``commit`` on validate/pr-42, the way validate.yml commits it."""
+    found = commit_inputs(commit, repo=root)
+    out = root.parent / "signed"
+    out.mkdir(exist_ok=True)
+    env = github_env(GITHUB_SHA=commit, GITHUB_REF=EVIDENCE_REF)
+    git(root, "checkout", "-q", "-b", f"validate/pr-{PR}", commit)
+    for platform in PLATFORMS:
+        report = smoke_report(platform, manifest_digest=found.manifest_digest)
+        report["image"]["inputs_hash"] = found.inputs[platform]
+        path = evidence(out, signer, platform, report=report, env=env, now=datetime.now(UTC))
+        (root / "evidence").mkdir(exist_ok=True)
+        shutil.copy(path, root / f"evidence/{platform}.dsse.json")
+    commit_all(root, f"evidence: GPU validation of {commit}")
+    git(root, "checkout", "-q", "main")
+
+
+def run_gate(
+    capsys: pytest.CaptureFixture[str], head: str, *extra: str
+) -> tuple[int, list[str], list[str]]:
+    """``twinbuild evidence gate`` as gate.yml runs it: (exit code, stdout lines, stderr lines)."""
+    capsys.readouterr()
+    code = main(
+        [
+            "evidence", "gate", "--head", head, "--evidence-ref", EVIDENCE_REF,
+            "--pr", str(PR), *extra,
+        ]
+    )  # fmt: skip
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err.splitlines()

@@ -1,0 +1,194 @@
+"""Every option of every command reaches the library: the parser is walked, not listed.
+
+For each command the library function its handler calls is replaced by one that records the
+options object and stops; each option is then given a value other than its default, and the
+recorded object must carry it in the field named after the option's ``dest``. A new option that the
+handler does not pass on fails here, and so does a new command without a row in ``LIBRARY``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from twinbuild.cli.main import build_parser, main
+
+# command words -> "module:function" the handler passes its options object to (first argument)
+LIBRARY: dict[tuple[str, ...], str] = {
+    ("lint",): "twinbuild.lint.checks:lint_project",
+    ("render",): "twinbuild.manifest.render:render_manifest",
+    ("engine",): "twinbuild.engine.daemon:control",
+    ("base",): "twinbuild.engine.base:base_for",
+    ("build",): "twinbuild.build.image:build_images",
+    ("plan",): "twinbuild.build.plan:plan_change",
+    ("bake",): "twinbuild.build.bake:bake_images",
+    ("bench",): "twinbuild.bench.runner:bench",
+    ("smoke",): "twinbuild.smoke.runner:smoke_images",
+    ("import",): "twinbuild.importer.draft:run_import",
+    ("workflows", "check"): "twinbuild.ci.workflows:check_workflows",
+    ("rerun-decision", "report"): "twinbuild.ci.rerun:report",
+    ("rerun-decision", "guard"): "twinbuild.ci.rerun:check_guard",
+    ("evidence", "record"): "twinbuild.cli.evidence_handlers:record",
+    ("evidence", "sign"): "twinbuild.cli.evidence_handlers:sign",
+    ("evidence", "verify"): "twinbuild.cli.evidence_handlers:verify",
+    ("evidence", "inputs"): "twinbuild.cli.evidence_handlers:inputs",
+    ("evidence", "gate"): "twinbuild.cli.evidence_handlers:gate",
+    ("evidence", "keygen"): "twinbuild.cli.evidence_handlers:keygen",
+    ("pins", "table"): "twinbuild.manifest.table:table",
+    ("pins", "bump"): "twinbuild.pins.bump:bump_pin",
+    ("pins", "diff"): "twinbuild.pins.diff:diff_pins",
+    ("prune",): "twinbuild.engine.prune:prune_images",
+}
+
+# values an option must have to pass the handler's own parsing (PIN=PATH and the like)
+SAMPLES: dict[str, str] = {"--mirror": "pin=/sentinel-mirrors"}
+
+
+class Reached(Exception):
+    def __init__(self, options: object) -> None:
+        super().__init__("reached the library")
+        self.options = options
+
+
+def leaves(
+    parser: argparse.ArgumentParser, words: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser]]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield words, parser
+        return
+    for action in subs:
+        for name, child in action.choices.items():
+            yield from leaves(child, (*words, name))
+
+
+def _options(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    return [
+        a
+        for a in parser._actions
+        if not isinstance(a, (argparse._HelpAction, argparse._VersionAction))
+    ]
+
+
+def _value(action: argparse.Action, tag: str) -> tuple[list[str], Any]:
+    """Words that set ``action`` to something other than its default, and the value expected."""
+    flag = action.option_strings[0] if action.option_strings else None
+    if isinstance(action, argparse._StoreConstAction):  # store_true/false too
+        return [flag or ""], action.const
+    if action.choices is not None:
+        choice = next(c for c in action.choices if c != action.default)
+        return ([flag] if flag else []) + [str(choice)], choice
+    if action.type is int:
+        number = 7 if action.default != 7 else 8
+        return ([flag] if flag else []) + [str(number)], number
+    if action.type is float:
+        return ([flag] if flag else []) + ["3.5"], 3.5
+    if callable(action.type) and action.type is not str:  # a bounded number, e.g. --max-age-days
+        try:
+            bounded = action.type("3.5")
+        except (argparse.ArgumentTypeError, TypeError, ValueError):
+            pass
+        else:
+            return ([flag] if flag else []) + ["3.5"], bounded
+    text = SAMPLES.get(flag or "", f"/sentinel-{tag}")
+    return ([flag] if flag else []) + [text], text
+
+
+def _argv(parser: argparse.ArgumentParser, chosen: argparse.Action) -> tuple[list[str], Any]:
+    """Words giving ``chosen`` a non-default value, plus whatever the parser requires, in order;
+    and the value ``chosen`` should then carry."""
+    words, expected = _value(chosen, chosen.dest)
+    argv: list[str] = []
+    grouped: set[int] = set()
+    for group in parser._mutually_exclusive_groups:
+        members = list(group._group_actions)
+        grouped |= {id(a) for a in members}
+        if group.required and chosen not in members:
+            argv += _value(members[0], members[0].dest)[0]
+    for action in _options(parser):
+        if action is chosen:
+            argv += words
+        elif id(action) not in grouped and (action.required or not action.option_strings):
+            argv += _value(action, action.dest)[0]
+    return argv, expected
+
+
+def _carried(options: object, dest: str) -> list[object]:
+    """The values of fields named ``dest`` in ``options`` and the dataclasses it holds."""
+    found: list[object] = []
+    if not dataclasses.is_dataclass(options) or isinstance(options, type):
+        return found
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        if f.name == dest:
+            found.append(value)
+        found += _carried(value, dest)
+    return found
+
+
+def _matches(value: object, expected: object) -> bool:
+    if value == expected:
+        return True
+    if isinstance(expected, str) and not isinstance(value, bool):
+        return expected.rpartition("=")[2].rstrip("/") in str(value)
+    return False
+
+
+def _assert_typed(options: object) -> None:
+    """Options are frozen, keyword-only, slotted dataclasses, and so is every one they hold."""
+    kind = type(options)
+    assert dataclasses.is_dataclass(options), f"{kind.__name__} is not a dataclass"
+    first = dataclasses.fields(options)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(options, first, None)
+    assert "__slots__" in vars(kind), f"{kind.__name__} has no slots"
+    for f in dataclasses.fields(options):
+        assert f.kw_only, f"{kind.__name__}.{f.name} is not keyword-only"
+        value = getattr(options, f.name)
+        if dataclasses.is_dataclass(value):
+            _assert_typed(value)
+
+
+CASES = [
+    pytest.param(
+        words, index, id=f"{' '.join(words)} {'/'.join(action.option_strings) or action.dest}"
+    )
+    for words, parser in leaves(build_parser())
+    for index, action in enumerate(_options(parser))
+]
+
+
+def test_every_command_has_a_library_row() -> None:
+    commands = {words for words, _ in leaves(build_parser())}
+    assert commands == set(LIBRARY)
+
+
+@pytest.mark.parametrize(("words", "index"), CASES)
+def test_option_reaches_the_library(
+    words: tuple[str, ...], index: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    parser = dict(leaves(build_parser()))[words]
+    action = _options(parser)[index]
+    dest = action.dest
+    module, _, name = LIBRARY[words].partition(":")
+
+    def record(options: object, *args: object, **kwargs: object) -> Any:
+        raise Reached(options)
+
+    monkeypatch.setattr(f"{module}.{name}", record)
+    (tmp_path / "pins").mkdir()
+    (tmp_path / "pins/manifest.toml").touch()  # a checkout: commands find their root by it
+    monkeypatch.chdir(tmp_path)
+    argv, expected = _argv(parser, action)
+    with pytest.raises(Reached) as reached:
+        main([*words, *argv])
+    options = reached.value.options
+    _assert_typed(options)
+    values = _carried(options, dest)
+    assert values, f"{' '.join(words)}: no field {dest!r} in {type(options).__name__}"
+    assert any(_matches(v, expected) for v in values), f"{dest}: {values!r} != {expected!r}"

@@ -1,0 +1,160 @@
+"""Everything the gate parses is bounded: each input over a bound is one line and exit 2, never a
+traceback (RecursionError, ValueError from int(), UnicodeDecodeError, a tarfile error)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.unit.gate_repos import EVIDENCE_REF, GateRepo, make_repo, run_gate
+from tests.unit.gitrepos import commit_all, git, needs_git
+from twinbuild.cli.main import main
+from twinbuild.evidence import dsse, strictjson
+from twinbuild.manifest.model import MAX_DEPTH
+
+pytestmark = needs_git
+
+ENVELOPE = '{"payloadType": "application/vnd.in-toto+json", "payload": "e30=", "signatures": []'
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
+    return make_repo(tmp_path, monkeypatch)
+
+
+def _evidence_commit(repo: GateRepo, data: bytes) -> None:
+    """Replace cuda's evidence on validate/pr-42 with ``data``, as a forged push would."""
+    git(repo.root, "checkout", "-q", "validate/pr-42")
+    (repo.root / "evidence/cuda.dsse.json").write_bytes(data)
+    commit_all(repo.root, "forged evidence")
+    git(repo.root, "checkout", "-q", "pr-42")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            (ENVELOPE + ', "n": ' + "1" * 5000 + "}").encode(),
+            "a number of 5000 digits is larger than any evidence field; re-create the file",
+        ),
+        (
+            b"[" * 100_000 + b"]" * 100_000,
+            f"objects and arrays nested 100000 deep, over the limit of {strictjson.MAX_DEPTH}; "
+            "evidence nests a few levels, re-create the file",
+        ),
+        (
+            (ENVELOPE + ', "x": 1.' + "5" * 400 + "}").encode(),
+            "a number of 402 characters is longer than any evidence field; re-create the file",
+        ),
+        (b'{"a": "\xff"}', "byte 7 is not UTF-8; evidence is UTF-8 JSON, re-create the file"),
+        (
+            b" " * (strictjson.MAX_BYTES + 1),
+            f"over the {strictjson.MAX_BYTES}-byte limit of what is read here; "
+            "is this the right file?",
+        ),
+    ],
+    ids=["5000-digit-int", "nested-100000", "long-float", "not-utf8", "oversize"],
+)
+def test_a_hostile_envelope_is_one_line_and_exit_2(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str], data: bytes, message: str
+) -> None:
+    _evidence_commit(repo, data)
+    code, out, err = run_gate(capsys, repo.tested)
+    where = f"{EVIDENCE_REF}:evidence/cuda.dsse.json"
+    assert (code, out) == (2, [])
+    assert err == [f"twinbuild: {where}: {message}"]
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b"[" * 50_000 + b"]" * 50_000, "objects and arrays nested 50000 deep"),
+        (
+            b'{"n": ' + b"9" * 5000 + b"}",
+            "a number of 5000 digits is larger than any evidence field",
+        ),
+    ],
+    ids=["nested", "5000-digit-int"],
+)
+def test_a_hostile_payload_signed_with_the_key_is_one_line(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str], payload: bytes, message: str
+) -> None:
+    envelope = dsse.sign(payload, repo.signer.key)
+    _evidence_commit(repo, strictjson.dumps(envelope.to_dict()).encode())
+    code, _, err = run_gate(capsys, repo.tested)
+    assert (code, len(err)) == (2, 1)
+    assert err[0].startswith(
+        f"twinbuild: {EVIDENCE_REF}:evidence/cuda.dsse.json: payload: {message}"
+    )
+
+
+def test_a_symlinked_evidence_file_is_refused(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    git(repo.root, "checkout", "-q", "validate/pr-42")
+    target = repo.root / "evidence/cuda.dsse.json"
+    target.unlink()
+    target.symlink_to("/etc/passwd")
+    commit_all(repo.root, "symlinked evidence")
+    git(repo.root, "checkout", "-q", "pr-42")
+    code, _, err = run_gate(capsys, repo.tested)
+    assert (code, err) == (
+        2,
+        [
+            f"twinbuild: {EVIDENCE_REF}:evidence/cuda.dsse.json: a symlink (mode 120000); "
+            "evidence is a regular file, re-run the validation"
+        ],
+    )
+
+
+def _head_manifest(repo: GateRepo, data: bytes) -> str:
+    (repo.root / "pins/manifest.toml").write_bytes(data)
+    return commit_all(repo.root, "hostile manifest")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            b'schema = 1\nx = "\xff"\n',
+            "pins/manifest.toml:2: not UTF-8 (byte 0xff); save the manifest as UTF-8",
+        ),
+        (
+            b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n",
+            f"pins/manifest.toml: tables or arrays nested more than {MAX_DEPTH} deep; a manifest "
+            "nests a few levels (pins.NAME.cuda.KEY), fix the file",
+        ),
+        (
+            b"x = " + b"[" * 100 + b"]" * 100 + b"\n",
+            f"pins/manifest.toml: tables or arrays nested more than {MAX_DEPTH} deep; a manifest "
+            "nests a few levels (pins.NAME.cuda.KEY), fix the file",
+        ),
+        (
+            b"x = " + b"1" * 5000 + b"\n",
+            "pins/manifest.toml: invalid TOML: Exceeds the limit (4300 digits) for integer string "
+            "conversion: value has 5000 digits; use sys.set_int_max_str_digits() to increase the "
+            "limit; write numbers of a few digits",
+        ),
+        (
+            b"# big\n" * 800_000,
+            "pins/manifest.toml: over the 4194304-byte limit of what is read here; "
+            "is this the right file?",
+        ),
+    ],
+    ids=["not-utf8", "nested-5000", "nested-100", "5000-digit-int", "oversize"],
+)
+def test_a_hostile_head_manifest_is_one_line_and_exit_2(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str], data: bytes, message: str
+) -> None:
+    head = _head_manifest(repo, data)
+    code, out, err = run_gate(capsys, head)
+    assert (code, out) == (2, [])
+    assert err == [f"twinbuild: {head}:{message}"]
+
+
+@pytest.mark.parametrize("days", ["1e308", "nan", "-1", "inf"])
+def test_max_age_is_bounded_before_timedelta_sees_it(days: str) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["evidence", "gate", "--head", "HEAD", "--max-age-days", days])
+    assert info.value.code == 2

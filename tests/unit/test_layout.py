@@ -1,0 +1,113 @@
+"""The tree is what docs/layout.md says it is, and the engine boundary holds.
+
+The layout table must name every module of ``twinbuild/`` (a row per package, its modules in
+backticks) and nothing that is not there; only ``twinbuild/engine/`` may import ``docker``.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "twinbuild"
+LAYOUT = ROOT / "docs" / "layout.md"
+_ROW = re.compile(r"^\| `(twinbuild/[^`]*)` \|(.*)\|$")
+
+
+def documented() -> set[str]:
+    """Module paths the layout table names: a package row's ``x.py`` entries, or a module row."""
+    found: set[str] = set()
+    for line in LAYOUT.read_text(encoding="utf-8").splitlines():
+        row = _ROW.match(line)
+        if row is None:
+            continue
+        path, what = row.groups()
+        if path.endswith(".py"):
+            found.add(path)
+            continue
+        found |= {path + name for name in re.findall(r"`([\w/]+\.py)`", what)}
+    return found
+
+
+def existing() -> set[str]:
+    """Every module of the package except ``__init__.py`` (a package is its row)."""
+    return {
+        p.relative_to(ROOT).as_posix()
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "__init__.py" and "__pycache__" not in p.parts
+    }
+
+
+def test_the_layout_table_names_every_module_and_nothing_else() -> None:
+    named, there = documented(), existing()
+    assert sorted(there - named) == [], "modules missing from docs/layout.md"
+    assert sorted(named - there) == [], "docs/layout.md names modules that do not exist"
+
+
+def test_every_package_has_a_row() -> None:
+    rows = {m.group(1) for line in LAYOUT.read_text().splitlines() if (m := _ROW.match(line))}
+    packages = {
+        p.parent.relative_to(ROOT).as_posix() + "/"
+        for p in PACKAGE.rglob("__init__.py")
+        if p.parent != PACKAGE
+    }
+    assert sorted(packages - rows) == []
+
+
+def _imports_docker(path: Path) -> list[int]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    lines: list[int] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+        else:
+            continue
+        if any(name == "docker" or name.startswith("docker.") for name in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_engine_package_imports_docker() -> None:
+    engine = PACKAGE / "engine"
+    offenders = [
+        f"{p.relative_to(ROOT)}:{line}"
+        for p in sorted(PACKAGE.rglob("*.py"))
+        if engine not in p.parents
+        for line in _imports_docker(p)
+    ]
+    assert offenders == []
+    assert _imports_docker(engine / "client.py")  # the walk sees the boundary's own import
+
+
+def test_the_docker_check_sees_every_spelling(tmp_path: Path) -> None:
+    sample = tmp_path / "m.py"
+    sample.write_text(
+        "import docker\nimport os, docker.errors\nfrom docker import APIClient\n"
+        "from docker.errors import NotFound\nimport dockerfile_parse\n"
+        "def f():\n    import docker.types\n"
+    )
+    assert _imports_docker(sample) == [1, 2, 3, 4, 7]
+
+
+def test_lint_loads_neither_docker_nor_cryptography(tmp_path: Path) -> None:
+    """Command modules import library code inside handlers, so a lint stays light."""
+    import subprocess
+    import sys
+
+    from tests.helpers import mini_project
+
+    root = mini_project(tmp_path)
+    code = (
+        "import sys\nfrom twinbuild.cli.main import main\n"
+        f"main(['lint', '--root', {str(root)!r}, '--manifest', {str(root / 'pins/manifest.toml')!r}])\n"
+        "print(sorted(m for m in ('docker', 'cryptography') if m in sys.modules))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "[]"

@@ -1,0 +1,169 @@
+"""A repository's files at one state: the working tree (what a build copies) or a commit (what the
+evidence gate judges).
+
+Both answer the same three questions, so the inputs hash is one function over either: which
+entries lie under a path, what kind each is, and what bytes a file holds. A commit is read as git
+objects (``ls-tree``, ``cat-file --batch``), never through ``git archive`` or a checkout, whose
+``.gitattributes`` (``export-subst``, ``eol``, filters) would rewrite the bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol
+
+from twinbuild.errors import ConfigError
+from twinbuild.util.git import TreeEntry, read_blobs, tree_entries
+
+Kind = Literal["file", "executable", "symlink", "gitlink", "special"]
+#: What a refusal calls each kind that is not a plain file.
+KIND_NAMES = {
+    "symlink": "a symlink (mode 120000)",
+    "gitlink": "a gitlink, i.e. a submodule (mode 160000)",
+    "special": "not a regular file",
+}
+#: Most bytes one hash reads from a commit: image inputs and builder code are a few MiB.
+MAX_READ_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Entry:
+    path: str  # repository-relative, '/'-separated
+    kind: Kind
+
+
+class Tree(Protocol):
+    """The files of a repository at one state."""
+
+    @property
+    def name(self) -> str:
+        """How messages name this state: the folder, or the commit."""
+        ...
+
+    def entries(self, top: str) -> list[Entry]:
+        """``top`` itself when it is not a folder, else every entry below it; [] when absent.
+
+        ``top`` is '/'-separated and relative; ``""`` is the whole tree.
+        """
+        ...
+
+    def read(self, paths: Sequence[str], *, max_bytes: int = MAX_READ_BYTES) -> dict[str, bytes]:
+        """The bytes of each file in ``paths``; more than ``max_bytes`` in all is refused."""
+        ...
+
+
+def _under(path: str, top: str) -> bool:
+    return not top or path == top or path.startswith(top + "/")
+
+
+class WorkTree:
+    """The working tree at ``root``: what ``twinbuild build`` copies into the context."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @property
+    def name(self) -> str:
+        return str(self.root)
+
+    def entries(self, top: str) -> list[Entry]:
+        start = self.root / top if top else self.root
+        try:
+            info = start.lstat()
+        except FileNotFoundError:
+            return []
+        if not stat.S_ISDIR(info.st_mode):
+            return [Entry(path=top, kind=_kind(info.st_mode))]
+        return sorted(self._walk(start), key=lambda e: e.path)
+
+    def _walk(self, start: Path) -> Iterator[Entry]:
+        for folder, dirs, files in os.walk(start, followlinks=False):
+            here = Path(folder)
+            if here == self.root:  # git's own data (a folder, or a worktree's file), never an input
+                dirs[:] = [d for d in dirs if d != ".git"]
+            for name in [*dirs, *files]:
+                if here == self.root and name == ".git":
+                    continue
+                path = here / name
+                info = path.lstat()
+                if stat.S_ISDIR(info.st_mode):
+                    continue
+                yield Entry(path=path.relative_to(self.root).as_posix(), kind=_kind(info.st_mode))
+            dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
+
+    def read(self, paths: Sequence[str], *, max_bytes: int = MAX_READ_BYTES) -> dict[str, bytes]:
+        out, total = {}, 0
+        for rel in paths:
+            try:
+                with (self.root / rel).open("rb") as handle:
+                    out[rel] = handle.read(max_bytes - total + 1)
+            except OSError as exc:
+                raise ConfigError(f"{self.root / rel}: cannot read: {exc.strerror}") from None
+            total += len(out[rel])
+            if total > max_bytes:
+                raise ConfigError(_too_large(self.name, rel, max_bytes))
+        return out
+
+
+def _kind(mode: int) -> Kind:
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if not stat.S_ISREG(mode):
+        return "special"
+    # git records one bit (100755 or 100644); the build normalises modes to match it.
+    return "executable" if mode & stat.S_IXUSR else "file"
+
+
+_GIT_KINDS: dict[str, Kind] = {
+    "100644": "file",
+    "100755": "executable",
+    "120000": "symlink",
+    "160000": "gitlink",
+}
+
+
+class CommitTree:
+    """A commit's files as git objects in ``repo``: the exact committed bytes."""
+
+    def __init__(self, repo: Path, commit: str) -> None:
+        self.repo = repo
+        self.commit = commit
+        self._entries: dict[str, TreeEntry] = {e.path: e for e in tree_entries(repo, commit)}
+
+    @property
+    def name(self) -> str:
+        return self.commit
+
+    def entries(self, top: str) -> list[Entry]:
+        return [
+            Entry(path=e.path, kind=_GIT_KINDS.get(e.mode, "special"))
+            for e in self._entries.values()
+            if _under(e.path, top)
+        ]
+
+    def read(self, paths: Sequence[str], *, max_bytes: int = MAX_READ_BYTES) -> dict[str, bytes]:
+        found = [self._blob(p) for p in paths]
+        total = 0
+        for entry in found:
+            total += entry.size or 0
+            if total > max_bytes:  # sizes come from ls-tree: nothing is read before this check
+                raise ConfigError(_too_large(self.commit, entry.path, max_bytes))
+        blobs = read_blobs(self.repo, [e.oid for e in found])
+        return {e.path: blobs[e.oid] for e in found}
+
+    def _blob(self, path: str) -> TreeEntry:
+        entry = self._entries.get(path)
+        if entry is None or _GIT_KINDS.get(entry.mode) not in ("file", "executable"):
+            raise ConfigError(f"{self.commit}:{path}: not a regular file at that commit")
+        return entry
+
+
+def _too_large(where: str, path: str, max_bytes: int) -> str:
+    return (
+        f"{where}:{path}: over the {max_bytes}-byte limit of what is read here; "
+        "is this the right file?"
+    )

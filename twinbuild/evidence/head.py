@@ -1,0 +1,99 @@
+"""What the evidence gate computes at a commit, from git objects only.
+
+The PR head is never checked out or run: its tree is listed with ``git ls-tree`` and its files are
+read with ``git cat-file --batch`` (:class:`~twinbuild.build.tree.CommitTree`), then hashed by the
+same :func:`~twinbuild.build.inputs.inputs_hash` that ``twinbuild build`` uses for its up-to-date
+check. ``twinbuild evidence inputs --head SHA`` prints the result, so a maintainer can see why
+evidence does or does not count.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from twinbuild.build.image import builder_settings
+from twinbuild.build.inputs import inputs_hash
+from twinbuild.build.tree import KIND_NAMES, CommitTree
+from twinbuild.errors import ConfigError
+from twinbuild.evidence import strictjson
+from twinbuild.evidence.options import InputsOptions
+from twinbuild.evidence.signing import Blob
+from twinbuild.manifest.model import DEFAULT_PATH, MAX_BYTES, PLATFORMS, Platform, load_bytes
+from twinbuild.manifest.render import render
+from twinbuild.util.git import run_git
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommitInputs:
+    """The production inputs hash per platform and the manifest digest at one commit."""
+
+    commit: str
+    inputs: dict[Platform, str]
+    manifest_digest: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"inputs": dict(self.inputs), "manifest_digest": self.manifest_digest}
+
+    def json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def text(self) -> str:
+        lines = [f"inputs at {self.commit} (production profile):"]
+        lines += [f"  {p}: {self.inputs[p]}" for p in PLATFORMS]
+        lines.append(f"  manifest: {self.manifest_digest}")
+        return "\n".join(lines) + "\n"
+
+
+def commit_inputs(
+    commit: str, *, repo: Path = Path(), manifest: Path = DEFAULT_PATH
+) -> CommitInputs:
+    """Hash the production images' inputs at ``commit`` in ``repo``, reading only git objects."""
+    tree = CommitTree(repo, commit)
+    rel = manifest.as_posix()
+    found = [e for e in tree.entries(rel) if e.path == rel]
+    if not found:
+        raise ConfigError(f"{commit}: no {rel} at that commit; is it the right commit?")
+    if found[0].kind not in ("file", "executable"):
+        raise ConfigError(
+            f"{commit}:{rel}: {KIND_NAMES[found[0].kind]}; the manifest must be a regular file"
+        )
+    parsed = load_bytes(tree.read([rel], max_bytes=MAX_BYTES)[rel], Path(f"{commit}:{rel}"))
+    hashes: dict[Platform, str] = {}
+    for platform in PLATFORMS:
+        rendered = render(parsed, platform, "production")
+        hashes[platform] = inputs_hash(
+            tree, rendered, base_id=parsed.platforms[platform].base.digest,
+            builder=builder_settings(rendered),
+        )  # fmt: skip
+    return CommitInputs(commit=commit, inputs=hashes, manifest_digest=parsed.digest())
+
+
+def inputs_report(options: InputsOptions) -> str:
+    """What ``evidence inputs`` prints: the text lines, or the JSON the issue fixes."""
+    found = commit_inputs(options.head, repo=options.repo, manifest=options.manifest)
+    return found.json() if options.format == "json" else found.text()
+
+
+def evidence_blobs(ref: str, *, repo: Path = Path()) -> list[Blob]:
+    """``evidence/<platform>.dsse.json`` at ``ref`` as git objects; [] when ``ref`` is absent."""
+    if ref.startswith("-"):
+        raise ConfigError(f"--evidence-ref {ref!r}: not a ref; pass e.g. refs/twinbuild/evidence")
+    if run_git(repo, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}").returncode != 0:
+        return []  # no validate/pr-N branch: the gate judges without evidence
+    tree = CommitTree(repo, ref)
+    blobs: list[Blob] = []
+    for platform in PLATFORMS:
+        name = f"evidence/{platform}.dsse.json"
+        found = [e for e in tree.entries(name) if e.path == name]
+        if not found:
+            continue
+        if found[0].kind not in ("file", "executable"):
+            raise ConfigError(
+                f"{ref}:{name}: {KIND_NAMES[found[0].kind]}; evidence is a regular file, "
+                "re-run the validation"
+            )
+        data = tree.read([name], max_bytes=strictjson.MAX_BYTES)[name]
+        blobs.append(Blob(name=f"{ref}:{name}", data=data))
+    return blobs

@@ -1,0 +1,64 @@
+"""What each ``twinbuild evidence`` command was asked for, typed where the arguments are parsed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from twinbuild.manifest.model import DEFAULT_PATH, Platform
+
+KEYS = Path("evidence/keys")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordOptions:
+    platform: Platform
+    report_dir: Path  # holds the smoke report smoke-<platform>-<profile>.json
+    out: Path  # folder for <platform>.statement.json
+    pr: int | None = None  # the pull request this validates
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SignOptions:
+    statements: Path  # folder searched for *.statement.json
+    out: Path  # folder for <platform>.dsse.json
+    key: Path | None = None  # private key file outside the work tree; None: the env secret
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyOptions:
+    paths: tuple[Path, ...]  # envelopes, or folders of *.dsse.json
+    keys: Path = KEYS  # trusted public keys
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GateOptions:
+    head: str  # the PR head commit (40 hex)
+    base: str | None = None  # the PR base commit: a head with its image inputs needs no evidence
+    repo: Path = Path()  # the git repository holding head, base and the evidence ref
+    evidence_ref: str | None = None  # git ref carrying evidence/<platform>.dsse.json
+    evidence: tuple[Path, ...] = ()  # evidence files
+    keys: Path = KEYS
+    manifest: Path = DEFAULT_PATH
+    max_age_days: float = 14.0
+    same_commit: bool = False  # accept evidence of the head commit only
+    default_branch: str = "main"  # when the event payload does not say
+    pr: int | None = None  # when the event payload does not say
+    summary: Path | None = None  # step summary file to append the verdict to
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputsOptions:
+    """``twinbuild evidence inputs``: what the gate computes at one commit."""
+
+    head: str
+    format: Literal["text", "json"] = "text"
+    manifest: Path = DEFAULT_PATH
+    repo: Path = Path()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeygenOptions:
+    private: Path
+    public: Path
