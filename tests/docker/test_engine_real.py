@@ -9,6 +9,7 @@ time on a machine.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,8 +28,9 @@ from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import EnginePaths, EngineState
 from twinbuild.manifest.model import load
 
-# one xdist worker runs this module: its module fixtures (images, an engine) are made once
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-engine-real")]
+# one xdist worker runs every Docker test, one after another: module fixtures are made once, and
+# no test sees another module's images come and go (prune, tags) while the unit tests run beside
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker")]
 
 LOCAL = load(MINI / "pins/manifest.toml").local
 SUITE, MIRROR, PACKAGES = LOCAL.suite, LOCAL.mirror, list(LOCAL.packages)
@@ -170,6 +172,41 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
     private.state = dockerd.up(private.paths)  # a fresh daemon on the same data root
     with engine.connect(private.state.docker_host) as eng:
         assert (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id") == before
+
+
+def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: Path) -> None:
+    """In this module's own engine: prune removes every untagged twinbuild image, which in the
+    session's engine would include other tests' images."""
+    root = mini_project(tmp_path)
+    env = {**os.environ, "DOCKER_HOST": private.state.docker_host,
+           "TWINBUILD_CACHE": str(private.user_cache)}  # fmt: skip
+    recipe = root / "images/local/Dockerfile"
+    ids = []
+    for marker in (uuid.uuid4().hex, uuid.uuid4().hex):  # a layer only this build has
+        edit(recipe, "FROM common AS rocm\n", f"FROM common AS rocm\nRUN echo {marker} > /x\n")
+        built = subprocess.run(
+            [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(root)],
+            env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert built.returncode == 0, built.stderr
+        with engine.connect(private.state.docker_host) as eng:
+            ids.append(str((eng.inspect_image("twinbuild/rocm:local") or {})["Id"]))
+        edit(recipe, f"RUN echo {marker} > /x\n", "")
+    pruned = subprocess.run(
+        [sys.executable, "-m", "twinbuild", "prune", "--keep", "0"],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert pruned.returncode == 0, pruned.stderr
+    match = re.fullmatch(
+        r"prune: removed (\d+) untagged twinbuild images, kept 0; reclaimed (\d+\.\d) MiB\n",
+        pruned.stdout,
+    )
+    assert match, pruned.stdout
+    assert int(match[1]) >= 1
+    with engine.connect(private.state.docker_host) as eng:
+        assert eng.inspect_image(ids[0]) is None  # the first build, untagged by the second: gone
+        assert eng.inspect_image("twinbuild/rocm:local") is not None  # tagged: never pruned
+        assert eng.inspect_image(ids[1]) is not None
 
 
 def test_down_stops_it(private: Private) -> None:

@@ -24,8 +24,9 @@ from twinbuild.errors import FindingsError
 from twinbuild.manifest.model import Manifest, load, loads
 from twinbuild.smoke import runner
 
-# one xdist worker runs this module: its module fixtures (images, an engine) are made once
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker-smoke")]
+# one xdist worker runs every Docker test, one after another: module fixtures are made once, and
+# no test sees another module's images come and go (prune, tags) while the unit tests run beside
+pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker")]
 
 IMAGE_DIR = Path(__file__).parent / "smoke_image"
 GIT = "a" * 40
@@ -192,7 +193,12 @@ def _smoke(manifest: Manifest, project: Path, tmp_path: Path, **kwargs: Any) -> 
 
 
 def _summary(report_dir: Path, profile: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((report_dir / f"smoke-cuda-{profile}.json").read_text())
+    """The one report of the run: ``smoke-cuda-<profile>.json`` for the recorded build, keyed by
+    the image id for any other image (``--image``)."""
+    (path,) = report_dir.glob(f"smoke-cuda-{profile}*.json")
+    data: dict[str, Any] = json.loads(path.read_text())
+    if path.name != f"smoke-cuda-{profile}.json":
+        assert path.name == f"smoke-cuda-{profile}-{data['image']['id'][7:19]}.json"
     return data
 
 

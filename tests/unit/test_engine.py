@@ -389,7 +389,13 @@ def _run_fenced(tmp_path: Path, *args: str, env: Mapping[str, str] | None = None
         text=True,
         check=False,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), **(env or {})},
+        # the engine the outer session uses: this inner run checks the fence, not a new engine
+        env={
+            **os.environ,
+            "PYTHONPATH": str(Path(__file__).parents[2]),
+            "TWINBUILD_TEST_ENGINE": "given",
+            **(env or {}),
+        },
     )
     return proc.stdout
 
