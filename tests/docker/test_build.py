@@ -22,9 +22,9 @@ from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
 from twinbuild.manifest.model import PLATFORMS, Platform, load
 
-# one xdist worker runs every Docker test, one after another: module fixtures are made once, and
-# no test sees another module's images come and go (prune, tags) while the unit tests run beside
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker")]
+# nox -s tests runs with --dist loadfile: this module's tests run on one worker, one after
+# another (they share tags and module fixtures), beside other modules and the unit tests
+pytestmark = pytest.mark.docker
 
 CUDA_ONLY = """
 [pins.click]

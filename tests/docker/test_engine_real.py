@@ -28,9 +28,9 @@ from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import EnginePaths, EngineState
 from twinbuild.manifest.model import load
 
-# one xdist worker runs every Docker test, one after another: module fixtures are made once, and
-# no test sees another module's images come and go (prune, tags) while the unit tests run beside
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker")]
+# nox -s tests runs with --dist loadfile: this module's tests run on one worker, one after
+# another (they share tags and module fixtures), beside other modules and the unit tests
+pytestmark = pytest.mark.docker
 
 LOCAL = load(MINI / "pins/manifest.toml").local
 SUITE, MIRROR, PACKAGES = LOCAL.suite, LOCAL.mirror, list(LOCAL.packages)

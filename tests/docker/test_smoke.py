@@ -24,9 +24,9 @@ from twinbuild.errors import FindingsError
 from twinbuild.manifest.model import Manifest, load, loads
 from twinbuild.smoke import runner
 
-# one xdist worker runs every Docker test, one after another: module fixtures are made once, and
-# no test sees another module's images come and go (prune, tags) while the unit tests run beside
-pytestmark = [pytest.mark.docker, pytest.mark.xdist_group("docker")]
+# nox -s tests runs with --dist loadfile: this module's tests run on one worker, one after
+# another (they share tags and module fixtures), beside other modules and the unit tests
+pytestmark = pytest.mark.docker
 
 IMAGE_DIR = Path(__file__).parent / "smoke_image"
 GIT = "a" * 40
@@ -257,7 +257,8 @@ def test_smoke_production_by_image_id_passes(
     assert summary["holds"]["checkout"] == CHECKOUT
     assert summary["holds"]["artifact"] == ARTIFACT_SHA
     # The report is what `evidence record` reads: here, with no GPU, it records a failed run.
-    (report,) = tmp_path.glob("smoke-cuda-production.json")
+    # --image: the report is keyed by the image id; `evidence record` finds it by its glob
+    (report,) = tmp_path.glob("smoke-cuda-production-*.json")
     statement = evidence.record(report, env=github_env(), now=datetime.now(UTC))
     assert statement.predicate.results.verdict == "failed"
     assert statement.predicate.build.inputs_hash == INPUTS
