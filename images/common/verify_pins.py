@@ -2,9 +2,13 @@
 
 Usage: python3 verify_pins.py REQUIREMENTS [--deps-of DIST ...]
 
-Every ``name==version`` line of REQUIREMENTS must match ``importlib.metadata``; lines without an
-exact version are skipped. ``--deps-of DIST`` also requires every dependency DIST declares to be
-installed (a --no-deps install drops them silently and the image fails only at import time).
+Every ``name==version`` line of REQUIREMENTS must be satisfied by the installed version under
+PEP 440's exact-match rule (``==V`` without a local label accepts ``V+anything``, e.g. flashinfer's
+``0.6.15.post1+cu130``; a pin naming a local label requires it); lines without an exact version are
+skipped. The rule is twinbuild/util/exact_pin.py, which the recipes mount beside this script, the
+same module the smoke conformance uses. ``--deps-of DIST`` also requires every dependency DIST
+declares to be installed (a --no-deps install drops them silently and the image fails only at
+import time).
 """
 
 from __future__ import annotations
@@ -14,6 +18,12 @@ import importlib.metadata as md
 import re
 import sys
 from pathlib import Path
+
+try:  # the recipes mount exact_pin.py beside this script
+    from exact_pin import matches
+except ImportError:  # run from a checkout of the repository (tests, a bare host)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from twinbuild.util.exact_pin import matches
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -45,7 +55,7 @@ def main(argv: list[str]) -> int:
             got = md.version(name)
         except md.PackageNotFoundError:
             got = "(not installed)"
-        if got != version:
+        if not matches(version, got):
             wrong[name] = f"{got}, pinned {version}"
     missing: list[str] = []
     for dist in args.deps_of:

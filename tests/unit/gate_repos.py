@@ -49,6 +49,7 @@ def copy_builder_code(root: Path) -> None:
             rel = prefix.removeprefix("twinbuild/").rstrip("/")
             shutil.copytree(package / rel, root / prefix, ignore=ignore)
         else:
+            (root / prefix).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(package.parent / prefix, root / prefix)
 
 

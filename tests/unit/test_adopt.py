@@ -117,13 +117,16 @@ def test_run_writes_and_reports(tmp_path: Path) -> None:
 def test_run_never_overwrites_without_force(tmp_path: Path) -> None:
     out = tmp_path / "manifest.toml"
     out.write_text("mine\n")
+    stream = io.StringIO()
     with pytest.raises(ConfigError) as err:
-        adopt.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=io.StringIO())
-    assert (
-        str(err.value)
-        == f"{out}: already exists; pass --force to overwrite it, or --out another path"
+        adopt.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
+    assert str(err.value) == (
+        f"{out}: already exists, so the draft was not written; pass --force to overwrite it, "
+        "or --out another path"
     )
     assert out.read_text() == "mine\n"
+    # The drift report is printed before the refusal: the run was not wasted.
+    assert stream.getvalue() == (EXPECTED / "drift.txt").read_text()
     adopt.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, force=True,
               stream=io.StringIO())  # fmt: skip
     assert out.read_text() == (EXPECTED / "draft.toml").read_text()
@@ -154,9 +157,10 @@ def test_unrecognised_pins_are_listed_and_exit_1_after_writing(tmp_path: Path) -
         "unrecognised: odd.Dockerfile:18: npm ... pyright@1.1.400",
         'unrecognised: odd.Dockerfile:19: pip install "torch>>2"',
     ]
-    assert "fla                fla-org/flash-linear-attention@main (branch) (odd.Dockerfile:8)" in (
-        stream.getvalue()
-    )  # matched to ROCm's flash-linear-attention through the repository name
+    assert (
+        "flash-linear-attention  fla-org/flash-linear-attention@main (branch) (odd.Dockerfile:8)"
+        in (stream.getvalue())
+    )  # named after the repository, matched to ROCm's flash-linear-attention through it
     out.unlink()
     assert adopt.run(Path("odd.Dockerfile"), Path("rocm.Dockerfile"), out=out,
                      allow_unrecognised=True, stream=io.StringIO()) == 0  # fmt: skip
@@ -174,7 +178,7 @@ def test_bad_input(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError) as err:
         adopt.adopt(good, tmp_path / "missing")
-    assert str(err.value) == f"{tmp_path}/missing: cannot read recipe: No such file or directory"
+    assert str(err.value) == f"{tmp_path}/missing: recipe not found; pass a Dockerfile's path"
     broken = tmp_path / "broken"
     broken.write_text("FROM a\nRUN echo 'x\n")
     with pytest.raises(ConfigError) as err:

@@ -116,3 +116,14 @@ def test_cleanup_restores_tags_and_removes_only_what_the_run_made(tmp_path: Path
     assert engine.images["twinbuild/cuda:local"]["Id"] == "sha256:old"
     assert set(engine.images) == {"sha256:old", "twinbuild/cuda:local"}
     assert said == []
+
+
+def test_grow_repeats_a_real_recipe_to_exactly_n_lines() -> None:
+    from twinbuild.bench.recipes import PAIR, grow
+
+    source = (Path(__file__).parents[2] / PAIR / "Dockerfile").read_text()
+    grown = grow(source, 1000)
+    assert grown.count("\n") == 1000
+    assert grown.startswith(source)
+    with pytest.raises(ValueError, match="empty source recipe"):
+        grow("", 10)

@@ -503,7 +503,10 @@ def test_a_local_profile_build_is_refused(tmp_path: Path, signer: Signer) -> Non
         (lambda b: b.replace(b"{", b'{"payloadType": "x", ', 1), "duplicate key 'payloadType'"),
         (lambda b: b.replace(b'"signatures"', b'"n": NaN, "signatures"'), "NaN is not JSON"),
         (lambda b: b.replace(b'"signatures"', b'"\xff": 1, "signatures"'), "is not UTF-8"),
-        (lambda b: b + b" " * (4 * 1024 * 1024), "larger than 4194304 bytes"),
+        (
+            lambda b: b + b" " * (4 * 1024 * 1024),
+            "over the 4194304-byte limit for the evidence file",
+        ),
     ],
 )
 def test_malformed_files_are_config_errors(

@@ -33,7 +33,7 @@ def test_replaces_the_file_with_the_given_mode(tmp_path: Path) -> None:
         (
             OSError(errno.EIO, "Input/output error"),
             ConfigError,
-            "cannot write: Input/output error; the previous file is unchanged",
+            "cannot write: Input/output error; the previous file is unchanged; check that the folder exists and is writable, then re-run",
         ),
     ],
 )

@@ -65,7 +65,7 @@ def test_oversized_file_is_refused_before_parsing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         strictjson.load(path, max_bytes=64)
     assert str(info.value) == (
-        f"{path}: larger than 64 bytes; too large for evidence, is this the right file?"
+        f"{path}: 109 bytes, over the 64-byte limit for the evidence file; is this the right file?"
     )
 
 
@@ -73,7 +73,7 @@ def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         strictjson.load(tmp_path / "nope.json")
     path = tmp_path / "nope.json"
-    assert str(info.value) == f"{path}: no such file; pass the path of an existing file"
+    assert str(info.value) == f"{path}: no such file; pass the path of an existing evidence file"
 
 
 def test_canonical_is_compact_and_sorted() -> None:

@@ -90,6 +90,45 @@ def test_literal_pip_pin_in_a_recipe(tmp_path: Path) -> None:
     ]
 
 
+def test_literal_pins_the_scanner_used_to_miss(tmp_path: Path) -> None:
+    """An image in COPY --from, `pip -v install`, an option value that is no pin, an ONBUILD."""
+    root = mini_project(tmp_path)
+    edit(
+        root / "images/rocm/Dockerfile",
+        "RUN pip install --no-deps -r /tmp/late.txt\n",
+        "RUN pip install --no-deps -r /tmp/late.txt\n"
+        "COPY --from=ghcr.io/astral-sh/uv:0.5.31 /uv /bin/\n"
+        "RUN pip -v install y==2.0 && pip3 install --resume-retries 999 -r /tmp/late.txt\n"
+        "ONBUILD RUN pip install z==3.0\n",
+    )
+    assert _findings(root) == [
+        "images/rocm/Dockerfile:10: TB101 literal pin 'ghcr.io/astral-sh/uv:0.5.31' (image); move "
+        "it into pins/ and read it from a build arg or .twinbuild/pip/<layer>.txt",
+        "images/rocm/Dockerfile:11: TB101 literal pin 'y==2.0' (pip); move it into pins/ and read "
+        "it from a build arg or .twinbuild/pip/<layer>.txt",
+        "images/rocm/Dockerfile:12: TB105 cannot classify 'ONBUILD RUN pip install z==3.0' (an "
+        "ONBUILD trigger runs in whatever is built FROM this stage); write the step as a plain "
+        "instruction where it runs",
+    ]
+
+
+def test_arg_inherited_from_the_parent_stage_needs_no_build_arg(tmp_path: Path) -> None:
+    """BuildKit passes a stage's ARGs to the stages built on it: re-declared, it has a value."""
+    root = mini_project(tmp_path)
+    recipe = root / "images/rocm/Dockerfile"
+    edit(recipe, "FROM ${BASE_IMAGE}\n", "FROM ${BASE_IMAGE} AS base\n")
+    edit(
+        recipe,
+        "RUN pip install --no-deps -r /tmp/late.txt\n",
+        "RUN pip install --no-deps -r /tmp/late.txt\nARG JOBS=8\nFROM base AS child\nARG JOBS\n"
+        "ARG NOT_GIVEN\n",
+    )
+    assert _findings(root) == [
+        "images/rocm/Dockerfile:13: TB103 ARG NOT_GIVEN has no default and the manifest gives no "
+        "such build arg for rocm; add the pin to pins/ or remove the ARG",
+    ]
+
+
 def test_pin_that_no_recipe_uses(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     path = root / MANIFEST

@@ -220,7 +220,8 @@ def test_load_json_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as missing:
         rerun.load_json(tmp_path / "absent.json")
     assert (
-        str(missing.value) == f"{tmp_path / 'absent.json'}: cannot read: No such file or directory"
+        str(missing.value)
+        == f"{tmp_path / 'absent.json'}: no such file; save the GitHub API answer there first (gh api ... > FILE)"
     )
 
 

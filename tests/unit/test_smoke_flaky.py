@@ -27,6 +27,12 @@ def test_broken_gpu():
     _attempt("broken")
     assert False, "always fails"
 
+@pytest.mark.gpu
+def test_hung_gpu(request):
+    _attempt("hung")
+    request.node.user_properties.append(("no_rerun", "timed out"))
+    pytest.fail("all_reduce_perf did not finish within its timeout (exit 124): a hang", pytrace=False)
+
 def test_pin_mismatch():
     _attempt("pin")
     pytest.fail("pin x: expected 1, found 2", pytrace=False)
@@ -68,6 +74,9 @@ def test_rerun_once_records_flaky_and_failures(pytester: pytest.Pytester) -> Non
         "failed", 1, "pin x: expected 1, found 2",
     )  # fmt: skip
     assert (pytester.path / "pin").read_text() == "1"  # not a GPU test: no rerun
+    hung = records["test_hung_gpu"]
+    assert (hung["outcome"], hung["attempts"], hung["flaky"]) == ("failed", 1, False)
+    assert (pytester.path / "hung").read_text() == "1"  # a hang is a failure, never flaky
     assert records["test_skipped"]["message"] == "not in local profile: x (why)"
 
 

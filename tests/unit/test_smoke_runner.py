@@ -165,3 +165,42 @@ def test_each_run_is_headed_by_its_platform_and_image() -> None:
     assert heading(loose) == "== smoke cuda (production): image abababababab =="
     host = Target(platform="cuda", profile="production", image_id=None, python="python3")
     assert heading(host) == "== smoke cuda (production): this machine =="
+
+
+def test_bare_gpu_host_runs_only_the_gpu_checks_and_they_fail_without_a_stack(
+    tmp_path: Path,
+) -> None:
+    """--host --gpu on a machine that claims a GPU but has no torch: pins and imports skip as not
+    this mode's business; every GPU check runs and fails (never passes vacuously)."""
+    from twinbuild.smoke import gpu
+
+    root = mini_project(tmp_path)
+    manifest = load(root / "pins/manifest.toml")
+    target = runner.Target(
+        platform="cuda", profile="production", image_id=None, python="/nonexistent/python",
+        gpu_only=True,
+    )  # fmt: skip
+    info = gpu.GpuInfo(
+        vendor="nvidia", model="NVIDIA H200", driver="580.65.06", runtime="13.0", count=1
+    )
+    outcome = runner.smoke_target(
+        manifest, root, target, eng=None, gpu=True, report_dir=tmp_path / "r", echo=False,
+        detect=lambda _platform: info,
+    )  # fmt: skip
+    tests = {t["id"].split("::")[1]: t for t in outcome.summary["tests"]}
+    pins = [t for k, t in tests.items() if k.startswith("test_pin[")]
+    assert pins
+    assert all(t["outcome"] == "skipped" for t in pins)
+    assert pins[0]["message"] == runner.BARE_HOST.format(what="pins")
+    gpu_tests = {k: t for k, t in tests.items() if "gpu" in t["markers"]}
+    assert set(gpu_tests) >= {
+        "test_memory_saver_pause_free_resume", "test_all_reduce_every_gpu",
+        "test_driver_and_toolkit", "test_visible_devices", "test_gpu_arch_is_built_for",
+    }  # fmt: skip
+    assert all(t["outcome"] == "failed" for t in gpu_tests.values()), gpu_tests
+
+
+def test_python_needs_host(tmp_path: Path) -> None:
+    manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
+    with pytest.raises(ConfigError, match="--python names this machine's interpreter"):
+        runner.smoke(manifest, root=tmp_path, python="/opt/venv/bin/python")

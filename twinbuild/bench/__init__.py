@@ -2,7 +2,8 @@
 
 ``run(root, out_dir)`` measures, on a throwaway copy of the mini project (tests/fixtures/mini):
 no-op decision, one-pin bump, cold builds (sequential vs concurrent, base excluded and included),
-smoke metadata collection at 10/100/1000 pins and lint at 10..10,000 generated pins. Every measured
+smoke metadata collection at 10/100/1000 pins, lint at 10..10,000 generated pins, and import and
+lint of real recipes grown to 12,500..100,000 lines. Every measured
 variant runs in its own child process, so its peak RSS is that child's ``ru_maxrss`` (from
 ``os.wait4``); compared variants are interleaved (A B A B ...) so that noise hits both. Numbers are
 reported, never asserted. Every image made here is removed at the end, and the
@@ -10,7 +11,8 @@ reported, never asserted. Every image made here is removed at the end, and the
 
 Modules: ``stats`` (rows, statistics, the table), ``generate`` (made-up manifests and recipes),
 ``child`` (the measuring child processes), ``session`` (what a run carries, how a variant is
-measured), ``builds``, ``smoke`` and ``lint`` (the benchmarks), ``runner`` (the run, the cleanup).
+measured), ``builds``, ``smoke``, ``lint`` and ``recipes`` (the benchmarks), ``runner`` (the run,
+the cleanup).
 """
 
 from twinbuild.bench.runner import BenchOptions, bench, run

@@ -4,7 +4,6 @@ the plain docker CLI where it has a counterpart."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import tempfile
@@ -15,6 +14,7 @@ from pathlib import Path
 from twinbuild.bench.child import Sample, spawn
 from twinbuild.bench.session import Session, interleave, measured, peak_rss
 from twinbuild.bench.stats import Row, median, ratio
+from twinbuild.engine.daemon import cache_root
 
 BUMP_PIN = """
 [pins.click]
@@ -187,7 +187,7 @@ def _prefetch(s: Session, versions: Sequence[str]) -> None:
     from twinbuild.manifest.model import load
     from twinbuild.manifest.render import render
 
-    cache = Path(os.environ.get("TWINBUILD_CACHE", Path.home() / ".cache/twinbuild"))
+    cache = cache_root()
     for v in versions:
         _set_click(s, v)
         rendered = render(load(s.root / "pins/manifest.toml"), "cuda", "local")

@@ -9,14 +9,16 @@ Those are the image's only inputs besides the manifest, which is what ``twinbuil
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from twinbuild.errors import ConfigError
+from twinbuild.errors import ConfigError, DiskFull, TwinbuildError
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile, load
 from twinbuild.manifest.render import GENERATED, RECIPES, render
 from twinbuild.util.atomic import write_atomic
@@ -101,15 +103,69 @@ def definition(
 
 def stage(manifest: Manifest, root: Path, platform: Platform) -> Path:
     """Make ``.twinbuild/bake/<platform>/``: a copy of images/ plus the generated pip files."""
-    context = root / STAGE / platform
-    if context.exists():
-        shutil.rmtree(context)
-    shutil.copytree(root / "images", context / "images", symlinks=True)
-    for name, body in render(manifest, platform, PROFILE).files.items():
-        path = context / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(body, encoding="utf-8")
-    return context
+    return _stage_all(manifest, root, (platform,))[platform]
+
+
+def _stage_all(
+    manifest: Manifest, root: Path, platforms: tuple[Platform, ...]
+) -> dict[Platform, Path]:
+    """Stage every context in a fresh folder beside it, then swap them all in.
+
+    A read-only tree or a full disk fails before any context is replaced: the half-made folders
+    are removed and the previous contexts (if any) stay as they were.
+    """
+    parent = root / STAGE
+    made: dict[Platform, Path] = {}
+    failures: list[OSError] = []
+
+    def copy(src: str, dst: str) -> object:
+        # copytree folds every failure into one shutil.Error of strings; keep the first errno
+        try:
+            return shutil.copy2(src, dst)
+        except OSError as exc:
+            failures.append(exc)
+            raise
+
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        for platform in platforms:
+            made[platform] = Path(tempfile.mkdtemp(prefix=f".{platform}.", dir=parent))
+            made[platform].chmod(0o755)  # mkdtemp's 0700 would leak into the context's mode
+            shutil.copytree(
+                root / "images", made[platform] / "images", symlinks=True, copy_function=copy
+            )
+            for name, body in render(manifest, platform, PROFILE).files.items():
+                # within=: a generated name never writes outside its context
+                write_atomic(made[platform] / name, body, within=made[platform])
+    except (OSError, TwinbuildError) as exc:
+        for folder in made.values():
+            shutil.rmtree(folder, ignore_errors=True)
+        if isinstance(exc, TwinbuildError):
+            raise
+        if isinstance(exc, shutil.Error) and failures:
+            exc = failures[0]
+        raise _stage_error(parent, exc) from None
+    contexts: dict[Platform, Path] = {}
+    for platform, folder in made.items():
+        context = parent / platform
+        if context.exists():
+            shutil.rmtree(context)
+        folder.rename(context)
+        contexts[platform] = context
+    return contexts
+
+
+def _stage_error(parent: Path, exc: OSError) -> TwinbuildError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(
+            f"{parent}: disk full while staging the bake contexts; nothing was kept, "
+            "free space, re-run"
+        )
+    where = exc.filename or parent
+    return ConfigError(
+        f"{where}: cannot stage the bake contexts: {exc.strerror or exc}; nothing was kept; "
+        "run bake where the repository is writable"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,8 +200,7 @@ def bake(
     for platform in PLATFORMS:
         if not (root / RECIPES[PROFILE][platform]).is_file():
             raise ConfigError(f"{RECIPES[PROFILE][platform]}: recipe not found under {root}")
-    contexts = {p: stage(manifest, root, p) for p in PLATFORMS}
+    contexts = _stage_all(manifest, root, PLATFORMS)
     target = out if out.is_absolute() else root / out
-    target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, json.dumps(data, indent=2) + "\n")
     return BakeResult(out=target, definition=data, contexts=contexts)

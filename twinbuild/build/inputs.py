@@ -42,6 +42,7 @@ BUILDER_CODE: tuple[str, ...] = (
     "twinbuild/manifest/",
     "twinbuild/build/",
     "twinbuild/engine/",
+    "twinbuild/util/exact_pin.py",  # the recipes mount it beside images/common/verify_pins.py
     "pyproject.toml",
 )
 _GLOB = frozenset("*?[")

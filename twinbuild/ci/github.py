@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from twinbuild.errors import ConfigError
+from twinbuild.util.append import append_text
 
 Level = Literal["error", "warning", "notice"]
 EVENT_MAX_BYTES = 25 * 1024 * 1024  # GitHub caps webhook payloads at 25 MB
@@ -85,8 +86,8 @@ def write_outputs(
         )
     path = Path(name)
     text = format_outputs(values)  # formatted first: a refused value writes nothing
-    with path.open("a", encoding="utf-8") as out:
-        out.write(text)
+    # a folder, a missing folder or a FIFO is refused with one line, never a traceback or a hang
+    append_text(path, text, what="step outputs ($GITHUB_OUTPUT)")
     return path
 
 
@@ -100,8 +101,8 @@ def append_summary(path: Path | None, markdown: str) -> None:
     """Append ``markdown`` (ending in a newline) to a step summary file; nothing when None."""
     if path is None:
         return
-    with path.open("a", encoding="utf-8") as out:
-        out.write(markdown if markdown.endswith("\n") else markdown + "\n")
+    text = markdown if markdown.endswith("\n") else markdown + "\n"
+    append_text(path, text, what="step summary")
 
 
 def event(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:

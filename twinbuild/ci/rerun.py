@@ -21,6 +21,7 @@ from typing import Literal
 
 from twinbuild.ci import github
 from twinbuild.errors import ConfigError, FindingsError
+from twinbuild.util import bounded
 
 Outcome = Literal["success", "failure", "cancelled", "skipped"]
 Verdict = Literal["passed", "rerun", "flaky", "failed", "refuse"]
@@ -212,8 +213,13 @@ def report(options: ReportOptions) -> Decision:
 def check_guard(options: GuardOptions) -> Decision:
     """:func:`guard` over the runs API answer the options name."""
     run = load_json(options.run)
-    if not isinstance(run, dict):
-        raise ConfigError(f"{options.run}: expected a GitHub workflow run object")
+    missing = [k for k in ("id", "path", "status") if not isinstance(run, dict) or k not in run]
+    if missing or not isinstance(run, dict):
+        keys = ", ".join(map(repr, missing))
+        raise ConfigError(
+            f"{options.run}: not a GitHub workflow run object (no {keys}); "
+            "save the runs API answer: gh api repos/OWNER/REPO/actions/runs/RUN_ID > FILE"
+        )
     decision = guard(run, workflow=options.workflow)
     decision.publish(options.summary)
     return decision
@@ -243,14 +249,24 @@ def outcomes(doc: object, *, source: str) -> dict[str, Outcome]:
     return result
 
 
+MAX_BYTES = 16 * 1024 * 1024
+"""Largest API answer read: a jobs list of a few hundred jobs is well under 1 MiB."""
+
+
 def load_json(path: Path) -> object:
     """A JSON file the workflow saved from the GitHub API; ConfigError names the file."""
+    text = bounded.read_text(
+        path,
+        limit=MAX_BYTES,
+        what="GitHub API answer",
+        missing="no such file; save the GitHub API answer there first (gh api ... > FILE)",
+    )
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+        doc = bounded.parse(lambda: json.loads(text), source=str(path), what="GitHub API answer")
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
+        raise ConfigError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+    bounded.check_shape(doc, source=str(path), what="GitHub API answer")
+    return doc
 
 
 def _with(outcomes_: Mapping[str, Outcome], outcome: Outcome) -> tuple[str, ...]:

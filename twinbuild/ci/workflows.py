@@ -29,6 +29,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.lint.findings import Finding
+from twinbuild.util import bounded
 
 # Events whose payload (and, for pull_request, whose code) a fork or any GitHub user controls.
 UNTRUSTED_TRIGGERS = frozenset(
@@ -206,15 +207,17 @@ def _workflow_files(paths: Sequence[Path]) -> Iterator[Path]:
 # --- one file ---------------------------------------------------------------------------------
 
 
+MAX_BYTES = 1024 * 1024
+"""Largest workflow read: GitHub's own limit is far below; more is the wrong file."""
+
+
 def _check_file(path: Path) -> list[Finding]:
+    # Unreadable input (a FIFO, /dev/zero, a binary file) is refused with ConfigError, exit 2.
+    text = bounded.read_text(path, limit=MAX_BYTES, what="workflow", bom=True)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        return [
-            Finding(path=str(path), line=1, code="TB-W000", message=f"cannot read: {exc.strerror}")
-        ]
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        root = bounded.parse(
+            lambda: yaml.compose(text, Loader=yaml.SafeLoader), source=str(path), what="workflow"
+        )
     except yaml.MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark is not None else 1
         return [
@@ -222,6 +225,9 @@ def _check_file(path: Path) -> list[Finding]:
                 path=str(path), line=line, code="TB-W000", message=f"not valid YAML: {exc.problem}"
             )
         ]
+    except yaml.YAMLError as exc:
+        return [Finding(path=str(path), line=1, code="TB-W000", message=f"not valid YAML: {exc}")]
+    bounded.check_shape(root, source=str(path), what="workflow", children=_node_children)
     if not isinstance(root, MappingNode):
         return [
             Finding(
@@ -232,6 +238,14 @@ def _check_file(path: Path) -> list[Finding]:
             )
         ]
     return _Workflow(path, text, root).findings()
+
+
+def _node_children(node: object) -> list[tuple[str, object]]:
+    if isinstance(node, MappingNode):
+        return [(str(getattr(k, "value", "?")), v) for k, v in node.value]
+    if isinstance(node, SequenceNode):
+        return [(f"[{i}]", v) for i, v in enumerate(node.value)]
+    return []
 
 
 def _line(node: Node) -> int:

@@ -15,7 +15,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     options = SmokeOptions(
         manifest=manifest_path(args), root=root(args), platform=args.platform,
         profile=args.profile, image=args.image, host=args.host, gpu=args.gpu,
-        rerun_failed_once=args.rerun_failed_once, verbose=args.verbose,
+        python=args.python, rerun_failed_once=args.rerun_failed_once, verbose=args.verbose,
         report_dir=Path(args.report_dir) if args.report_dir else root(args) / "build/smoke",
     )  # fmt: skip
     for o in smoke_images(options):
@@ -36,7 +36,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--platform", choices=PLATFORMS, help="default: both")
     p.add_argument("--profile", choices=PROFILES, help="default: local for built images")
     p.add_argument("--image", metavar="REF", help="check any image (resolved to its id first)")
-    p.add_argument("--host", action="store_true", help="check this machine (testinfra local)")
+    p.add_argument(
+        "--host", action="store_true",
+        help="check this machine (testinfra local); with --gpu: a bare GPU host, GPU checks only",
+    )  # fmt: skip
+    p.add_argument(
+        "--python", metavar="PATH",
+        help="with --host: the interpreter holding torch and torch_memory_saver (default python3)",
+    )  # fmt: skip
     g = p.add_mutually_exclusive_group()
     g.add_argument("--gpu", dest="gpu", action="store_true", default=None, help="require a GPU")
     g.add_argument("--no-gpu", dest="gpu", action="store_false", help="skip the GPU checks")

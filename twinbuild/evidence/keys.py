@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import bounded
 from twinbuild.util.atomic import write_atomic
 
 KEY_ENV = "TWINBUILD_EVIDENCE_KEY"
@@ -129,8 +131,14 @@ def keygen(private_path: Path, public_path: Path) -> KeyPair:
             f"{private_path}: refusing to write a private key inside the git work tree {tree}; "
             "write it outside the repository and store it as the workflow secret"
         )
-    if private_path.exists():
+    if private_path.exists() or private_path.is_symlink():
         raise ConfigError(f"{private_path}: exists; keygen never overwrites a key")
+    if os.path.realpath(private_path) == os.path.realpath(public_path):
+        raise ConfigError(
+            f"--private and --public are the same file ({public_path}); the public key would "
+            "overwrite the private one: pass two different paths"
+        )
+    _check_public_target(public_path)
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
         serialization.Encoding.PEM,
@@ -147,13 +155,20 @@ def keygen(private_path: Path, public_path: Path) -> KeyPair:
     )
 
 
-def _read_small(path: Path) -> bytes:
+def _check_public_target(path: Path) -> None:
+    """An existing public file may only be one of our public keys (a rotation), never a README."""
+    if not (path.exists() or path.is_symlink()):
+        return
     try:
-        size = path.stat().st_size
-        if size > _MAX_KEY_BYTES:
-            raise ConfigError(f"{path}: {size} bytes is too large for an ed25519 key")
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such key file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
+        parse_public_key(_read_small(path), source=str(path))
+    except ConfigError:
+        raise ConfigError(
+            f"{path}: exists and is not an ed25519 public key; keygen replaces only a public "
+            "key it wrote: pass a new path, e.g. evidence/keys/NAME.pub"
+        ) from None
+
+
+def _read_small(path: Path) -> bytes:
+    return bounded.read_bytes(
+        path, limit=_MAX_KEY_BYTES, what="key file", missing="no such key file"
+    )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import bounded
 
 MAX_BYTES = 4 * 1024 * 1024
 """Largest evidence file we read: a smoke run of thousands of tests is a few hundred KiB."""
@@ -30,17 +31,8 @@ _TOO_LARGE = "too large for evidence, is this the right file?"
 
 
 def read_bytes(path: Path, *, max_bytes: int = MAX_BYTES) -> bytes:
-    """The file's bytes, refusing a missing, empty or oversized file before parsing it."""
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file; pass the path of an existing file") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-    if len(data) > max_bytes:
-        raise ConfigError(f"{path}: larger than {max_bytes} bytes; {_TOO_LARGE}")
-    return data
+    """The file's bytes, refusing a missing, special or oversized file before reading it."""
+    return bounded.read_bytes(path, limit=max_bytes, what="evidence file")
 
 
 def load(path: Path, *, max_bytes: int = MAX_BYTES) -> Any:

@@ -8,6 +8,7 @@ writes them.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Mapping
@@ -81,6 +82,7 @@ class Base:
     where: str
     toolkit: str
     gpu_archs: tuple[str, ...]
+    python: str = ""  # from a PYTHON_VERSION ARG or ENV; "" when the recipe does not say
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,21 +92,49 @@ class Adoption:
     deps: list[Dependency]
     notes: list[str]
     unrecognised: list[Unrecognised]
+    adopted: bool = False  # both recipes already take every pin from a manifest
 
 
 # ---------------------------------------------------------------- reading one recipe
 
 
 @dataclass(slots=True)
+class _Entry:
+    """A dependency while one recipe is read: grows in place, so n installs cost O(n)."""
+
+    name: str
+    values: dict[str, str]
+    floating: bool
+    where: list[str]
+    aliases: set[str]
+    notes: list[str]
+
+    def side(self) -> Side:
+        return Side(values=self.values, where=tuple(self.where), floating=self.floating,
+                    aliases=frozenset(self.aliases), notes=tuple(self.notes))  # fmt: skip
+
+
+@dataclass(slots=True)
 class _Collect:
     platform: Platform
     rel: str
-    sides: list[tuple[str, Side]] = field(default_factory=list)  # (preferred name, side)
+    entries: list[_Entry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     unrecognised: list[Unrecognised] = field(default_factory=list)
+    by_alias: dict[str, int] = field(default_factory=dict)  # alias -> index in entries
+    final_chain: frozenset[str] = frozenset()  # the last stage and the stages it is built on
+
+    @property
+    def sides(self) -> list[tuple[str, Side]]:
+        """(preferred name, side) per dependency, in the order first installed."""
+        return [(e.name, e.side()) for e in self.entries]
 
     def at(self, pin: RecipePin) -> str:
         return f"{self.rel}:{pin.line}"
+
+    def unfaithful(self, pin: RecipePin, why: str) -> None:
+        self.unrecognised.append(Unrecognised(path=pin.path, line=pin.line,
+                                              text=f"{pin.text} ({why})"))  # fmt: skip
 
     def add(
         self,
@@ -115,18 +145,43 @@ class _Collect:
         floating: bool,
         aliases: set[str],
         notes: tuple[str, ...] = (),
+        stage: str | None = None,
     ) -> None:
         where = pin_or_where if isinstance(pin_or_where, str) else self.at(pin_or_where)
-        side = Side(values=values, where=(where,), floating=floating,
-                    aliases=frozenset(aliases), notes=notes)  # fmt: skip
-        for k, (old_name, old) in enumerate(self.sides):
-            if old.aliases & side.aliases:  # installed twice: the later install wins
-                merged = Side(values=side.values, where=(*old.where, where),
-                              floating=side.floating, aliases=old.aliases | side.aliases,
-                              notes=old.notes + notes)  # fmt: skip
-                self.sides[k] = (old_name, merged)
-                return
-        self.sides.append((name, side))
+        if not isinstance(pin_or_where, str):
+            stage = pin_or_where.stage
+        if stage is not None and self.final_chain and stage not in self.final_chain:
+            notes += (f"{where} is in stage {stage}, which the final image is not built FROM: "
+                      "what it installs reaches the image only if copied, so a check of it in "
+                      "the image may fail; keep it as a build input or drop it",)  # fmt: skip
+        # One dict look-up per alias keeps a recipe of n installs at O(n), not O(n^2).
+        k = next((self.by_alias[a] for a in aliases if a in self.by_alias), None)
+        if k is not None:  # installed twice: the later install wins
+            entry = self.entries[k]
+            if entry.values != values:
+                before = _summary(entry.values)
+                notes += (f"{where} installs it again ({_summary(values)}) after {entry.where[-1]}"
+                          f" ({before}); the draft keeps the later one: if they are alternatives "
+                          "(if/else), choose by hand",)  # fmt: skip
+            entry.values, entry.floating = values, floating
+            entry.where.append(where)
+            entry.aliases |= aliases
+            entry.notes.extend(notes)
+        else:
+            k = len(self.entries)
+            entry = _Entry(name=name, values=values, floating=floating, where=[where],
+                           aliases=set(aliases), notes=list(notes))  # fmt: skip
+            self.entries.append(entry)
+        for a in aliases:
+            self.by_alias.setdefault(a, k)
+
+
+def _summary(values: Mapping[str, str]) -> str:
+    """A value as a person reads it: the version, range, commit, ref or URL."""
+    for key in ("version", "commit", "ref", "url", "range"):
+        if values.get(key):
+            return f"{key} {values[key]}"
+    return "unpinned"
 
 
 def _loose(name: str) -> str:
@@ -137,26 +192,41 @@ def _repo_base(repo: str) -> str:
     return posixpath.basename(repo.rstrip("/"))
 
 
+def _repo_name(repo: str) -> str:
+    """A pin named after its repository: ``https://github.com/iseekyan/mbridge`` -> ``mbridge``."""
+    return canonicalize_name(_repo_base(repo)) or "repo"
+
+
 def _git_values(ref: str) -> tuple[dict[str, str], bool]:
     if _HEX.fullmatch(ref):
         return {"commit": ref}, False
     return {"ref": ref or "HEAD"}, True
 
 
-def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base]:
+def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base, recipe.Recipe]:
     parsed = recipe.parse(path)
     if not parsed.pins:
         raise ConfigError(
             f"{path}: no pins found (no FROM image, pip/git/curl/apt install or pinned ARG); "
             "is this the production recipe?"
         )
-    c = _Collect(platform=platform, rel=str(path))
+    chain = frozenset(parsed.stage_chain(parsed.stages[-1])) if parsed.stages else frozenset()
+    c = _Collect(platform=platform, rel=str(path), final_chain=chain)
     consumed = {v for p in parsed.pins if p.source not in ("arg", "env") for v in p.vars}
-    froms = [p for p in parsed.pins if p.source == "from"]
-    base = _base(platform, c, froms, parsed)
-    for extra in froms[1:]:
-        c.notes.append(f"{c.at(extra)}: FROM {extra.resolved} is another external image; "
-                       "pin it by hand")  # fmt: skip
+    consumed.add("PYTHON_VERSION")  # the platform's python, below
+    final = parsed.final_base
+    base = _base(platform, c, final, parsed)
+    for extra in parsed.pins:
+        if extra.source in ("from", "image") and extra is not final:
+            how = f"COPY --from={extra.text}" if extra.source == "image" else f"FROM {extra.text}"
+            c.unrecognised.append(Unrecognised(
+                path=extra.path, line=extra.line,
+                text=f"{how} (an image other than the final stage's base; the manifest pins "
+                "one base per platform: pin this one by digest in the recipe by hand)",
+            ))  # fmt: skip
+    for note in parsed.notes:
+        c.notes.append(f"{c.rel}:{note.line}: {note.text} runs only in images and stages built "
+                       "FROM this stage, not here; its pins are not drafted")  # fmt: skip
     pip_dirs = {p.dest: p for p in parsed.pins if p.source == "pip" and p.name.startswith("path:")}
     clone_dirs = {p.dest for p in parsed.pins if p.source == "git-clone"}
     git: dict[str, list[RecipePin]] = {}
@@ -168,20 +238,25 @@ def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base]:
                     text=f"{p.source.upper()} {p.text} (no install twinbuild understands uses it)",
                 ))  # fmt: skip
         elif p.source in ("git-clone", "git-checkout", "git-fetch"):
-            if p.repo is None:
+            if p.source != "git-clone" and p.value and p.resolved == "":
+                c.notes.append(f"{c.at(p)}: git {p.source[4:]} {p.text} moves nothing by "
+                               "default (the build arg's default is empty)")  # fmt: skip
+            elif "$" in p.resolved or (p.repo is not None and "$" in p.repo):
+                c.unfaithful(p, _depends(p.resolved if "$" in p.resolved else p.repo or ""))
+            elif p.repo is None:
                 c.unrecognised.append(Unrecognised(
-                    path=p.path, line=p.line, text=f"git checkout {p.text} in {p.dest} "
-                    "(no git clone of that directory)"))  # fmt: skip
+                    path=p.path, line=p.line, text=f"git {p.source[4:]} {p.text} in {p.dest} "
+                    "(no git clone of that directory: the repository is unknown)"))  # fmt: skip
             else:
                 git.setdefault(p.repo, []).append(p)
         elif p.source == "pip":
             _pip(c, p, clone_dirs)
         elif p.source == "curl":
-            name = _url_key(p.resolved)
-            values = {"kind": "url", "url": p.resolved, "sha256": TODO, "install": "file",
-                      "path": p.dest or TODO}  # fmt: skip
-            c.add(name, p, values, floating=p.floating, aliases={p.name})
+            _url(c, p)
         elif p.source == "apt":
+            if "$" in p.resolved:
+                c.unfaithful(p, _depends(p.resolved))
+                continue
             key = re.sub(r"[^a-z0-9_-]", "-", p.name.lower())
             values = {"kind": "apt", "package": p.name, "version": p.resolved}
             c.add(key, p, values, floating=p.floating, aliases={f"apt:{p.name}"})
@@ -189,7 +264,29 @@ def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base]:
         _git(c, repo, pins, pip_dirs)
     for u in parsed.unrecognised:
         c.unrecognised.append(u)
-    return c, base
+    c.unrecognised.sort(key=lambda u: u.line)
+    return c, base, parsed
+
+
+def _depends(value: str) -> str:
+    names = ", ".join(dict.fromkeys("$" + n for n in re.findall(r"\$\{?(\w+|@|\*)", value)))
+    return (f"its value depends on {names or value}, which only the build knows (a build arg "
+            "without default, or a variable the shell computes); add the pin by hand")  # fmt: skip
+
+
+def _url(c: _Collect, p: RecipePin) -> None:
+    if p.stdout:
+        c.unfaithful(p, "downloaded to stdout and piped on, so no file of it is in the image; "
+                        "pin what it installs by hand")  # fmt: skip
+        return
+    if "$" in p.resolved or (p.dest and "$" in p.dest):
+        c.unfaithful(p, _depends(p.resolved if "$" in p.resolved else p.dest or ""))
+        return
+    name = _url_key(p.resolved)
+    # A url pin is exact by its sha256; it never floats (the lint refuses floating on it).
+    values = {"kind": "url", "url": p.resolved, "sha256": p.sha256 or TODO, "install": "file",
+              "path": p.dest or TODO}  # fmt: skip
+    c.add(name, p, values, floating=False, aliases={p.name})
 
 
 def _pip(c: _Collect, p: RecipePin, clone_dirs: set[str | None]) -> None:
@@ -205,18 +302,23 @@ def _pip(c: _Collect, p: RecipePin, clone_dirs: set[str | None]) -> None:
         if p.dest not in clone_dirs:  # a clone's install is noted on its git pin
             c.notes.append(f"{c.at(p)}: pip install {p.text} installs a local path, not a pin")
         return
-    dist = p.dist or p.name
+    if "$" in p.resolved or (p.repo is not None and "$" in p.repo):
+        c.unfaithful(p, _depends(p.resolved if "$" in p.resolved else p.repo or ""))
+        return
     if p.repo is not None:
+        name = _repo_name(p.repo)
         values, floating = _git_values(p.resolved)
-        values = {"kind": "git", "dist": dist, "repo": p.repo, **values}
+        values = {"kind": "git", **({"dist": p.dist} if p.dist else {}), "repo": p.repo,
+                  **values}  # fmt: skip
         if p.subdirectory:
             values["subdirectory"] = p.subdirectory
-        aliases = {p.repo, _loose(dist), _loose(_repo_base(p.repo))}
-        c.add(dist, p, values, floating=floating, aliases=aliases)
+        aliases = {p.repo, _loose(_repo_base(p.repo)), *([_loose(p.dist)] if p.dist else [])}
+        c.add(name, p, values, floating=floating, aliases=aliases)
         return
+    dist = p.dist or p.name
     if "://" in p.resolved:
-        values = {"kind": "url", "dist": dist, "url": p.resolved, "sha256": TODO}
-        c.add(dist, p, values, floating=p.floating, aliases={_loose(dist)})
+        values = {"kind": "url", "dist": dist, "url": p.resolved, "sha256": p.sha256 or TODO}
+        c.add(dist, p, values, floating=False, aliases={_loose(dist)})
         return
     if p.floating:
         values = {"kind": "pypi", "range": p.resolved}
@@ -228,15 +330,18 @@ def _pip(c: _Collect, p: RecipePin, clone_dirs: set[str | None]) -> None:
 def _git(
     c: _Collect, repo: str, pins: list[RecipePin], pip_dirs: Mapping[str | None, RecipePin]
 ) -> None:
-    pinned = [p for p in pins if p.source != "git-clone"] or pins
+    pinned = [p for p in pins if p.source != "git-clone" and p.resolved] or pins
     last = pinned[-1]
     values, floating = _git_values(last.resolved)
     dest = next((p.dest for p in pins if p.source == "git-clone" and p.dest), last.dest)
-    name = canonicalize_name(_repo_base(repo))
+    name = _repo_name(repo)
     notes: tuple[str, ...] = ()
+    if "commit" in values and not _HEX40.fullmatch(values["commit"]):
+        notes += (f"TODO: commit {values['commit']} is short; the manifest needs all 40 hex: "
+                  f"git rev-parse {values['commit']}",)  # fmt: skip
     pip = pip_dirs.get(dest)
     if pip is not None:
-        notes = (f"installed with pip from {dest} at {c.at(pip)}",)
+        notes += (f"installed with pip from {dest} at {c.at(pip)}",)
     all_values = {"kind": "git", "dist": "", "repo": repo, **values, "install": "checkout",
                   "path": dest or TODO}  # fmt: skip
     where = ", ".join(dict.fromkeys(c.at(p) for p in pins))
@@ -247,6 +352,7 @@ def _git(
         floating=floating,
         aliases={repo, _loose(_repo_base(repo))},
         notes=notes,
+        stage=pins[0].stage,
     )
 
 
@@ -260,14 +366,18 @@ def _url_key(url: str) -> str:
     return key
 
 
-def _base(platform: Platform, c: _Collect, froms: list[RecipePin], parsed: recipe.Recipe) -> Base:
+def _base(platform: Platform, c: _Collect, f: RecipePin | None, parsed: recipe.Recipe) -> Base:
     envs = {k: v for stage in parsed.envs.values() for k, v, _ in stage}
     archs_env = "TORCH_CUDA_ARCH_LIST" if platform == "cuda" else "PYTORCH_ROCM_ARCH"
-    archs = tuple(a.removesuffix("+PTX") for a in re.split(r"[;\s]+", envs.get(archs_env, "")) if a)
-    if not froms:
+    archs = tuple(a.removesuffix("+PTX") for a in re.split(r"[;,\s]+", envs.get(archs_env, ""))
+                  if a and "$" not in a)  # fmt: skip
+    declared = {a.name: a.default or "" for a in parsed.args}
+    py = envs.get("PYTHON_VERSION") or declared.get("PYTHON_VERSION", "")
+    m = re.fullmatch(r"(\d+\.\d+)(\.\d+)?", py)
+    python = m.group(1) if m else ""
+    if f is None:
         return Base(repository=TODO, tag=TODO, digest="", where=c.rel, toolkit=TODO,
-                    gpu_archs=archs)  # fmt: skip
-    f = froms[0]
+                    gpu_archs=archs, python=python)  # fmt: skip
     resolved = "$" not in f.resolved
     tag = (f.tag or "latest") if resolved else TODO
     return Base(
@@ -275,20 +385,32 @@ def _base(platform: Platform, c: _Collect, froms: list[RecipePin], parsed: recip
         tag=tag,
         digest=f.digest or "",
         where=c.at(f),
-        toolkit=_toolkit(platform, tag, envs),
+        toolkit=_toolkit(platform, f.name, tag, envs),
         gpu_archs=archs,
+        python=python,
     )
 
 
-def _toolkit(platform: Platform, tag: str, envs: Mapping[str, str]) -> str:
+def _toolkit(platform: Platform, repository: str, tag: str, envs: Mapping[str, str]) -> str:
     env = envs.get("CUDA_VERSION" if platform == "cuda" else "ROCM_VERSION")
-    if env:
+    if env and "$" not in env:
         return ".".join(env.split(".")[:2])
     if platform == "cuda":
         m = re.search(r"cu(\d{2})(\d)", tag) or re.search(r"cuda(\d+)\.(\d+)", tag)
     else:
         m = re.search(r"rocm(\d)(\d)\d?", tag) or re.search(r"rocm(\d+)\.(\d+)", tag)
+    if m is None and posixpath.basename(repository) in (
+        "cuda",
+        "dev-ubuntu-22.04",
+        "dev-ubuntu-24.04",
+    ):
+        m = re.match(r"(\d+)\.(\d+)", tag)  # nvidia/cuda:12.4.1-..., rocm/dev-ubuntu-22.04:6.3.1
     return f"{m.group(1)}.{m.group(2)}" if m else TODO
+
+
+def adopted(parsed: recipe.Recipe) -> bool:
+    """The recipe already takes every pin from a manifest: nothing literal to import."""
+    return bool(parsed.pins) and not any(p.literal for p in parsed.pins) and not parsed.unrecognised
 
 
 # ---------------------------------------------------------------- both recipes
@@ -298,15 +420,25 @@ def adopt(cuda: Path, rocm: Path) -> Adoption:
     """Scan both recipes and match their dependencies."""
     collected: dict[Platform, _Collect] = {}
     bases: dict[Platform, Base] = {}
+    parsed: dict[Platform, recipe.Recipe] = {}
     for platform, path in zip(PLATFORMS, (cuda, rocm), strict=True):
-        collected[platform], bases[platform] = _scan(platform, path)
-    cuda_sides, rocm_sides = collected["cuda"].sides, list(collected["rocm"].sides)
+        collected[platform], bases[platform], parsed[platform] = _scan(platform, path)
+    cuda_sides, rocm_sides = collected["cuda"].sides, collected["rocm"].sides
+    rocm_index: dict[str, int] = {}
+    for k, (_, r) in enumerate(rocm_sides):
+        for a in r.aliases:
+            rocm_index.setdefault(a, k)
+    taken: set[int] = set()
     deps: list[tuple[str, Side | None, Side | None]] = []
     for name, side in cuda_sides:
-        match = next((k for k, (_, r) in enumerate(rocm_sides) if r.aliases & side.aliases), None)
-        other = rocm_sides.pop(match)[1] if match is not None else None
+        match = next((rocm_index[a] for a in sorted(side.aliases)
+                      if a in rocm_index and rocm_index[a] not in taken), None)  # fmt: skip
+        other = None
+        if match is not None:
+            taken.add(match)
+            other = rocm_sides[match][1]
         deps.append((name, side, other))
-    deps += [(name, None, side) for name, side in rocm_sides]
+    deps += [(name, None, side) for k, (name, side) in enumerate(rocm_sides) if k not in taken]
     used: set[str] = set()
     out: list[Dependency] = []
     for name, c_side, r_side in deps:
@@ -322,6 +454,7 @@ def adopt(cuda: Path, rocm: Path) -> Adoption:
         deps=out,
         notes=collected["cuda"].notes + collected["rocm"].notes,
         unrecognised=collected["cuda"].unrecognised + collected["rocm"].unrecognised,
+        adopted=all(adopted(parsed[p]) for p in PLATFORMS),
     )
 
 
@@ -347,8 +480,9 @@ def draft(adoption: Adoption) -> str:
         t.add("base", base)
         if not b.digest:
             t["base"].comment("TODO: pin by digest: docker buildx imagetools inspect IMAGE:TAG")
-        t.add("python", TODO)
-        t["python"].comment('the image\'s Python, e.g. "3.12"')
+        t.add("python", b.python or TODO)
+        if not b.python:
+            t["python"].comment('the image\'s Python, e.g. "3.12"')
         t.add("toolkit", b.toolkit)
         t.add("vendor", "nvidia" if platform == "cuda" else "amd")
         t.add("gpu_archs", list(b.gpu_archs))
@@ -442,13 +576,26 @@ def run(
     allow_unrecognised: bool = False,
     stream: TextIO,
 ) -> int:
-    """The whole `twinbuild import`: draft, write, report; exit 1 when a pin was not classified."""
-    if out.exists() and not force:  # refuse before any work, so nothing is half-done
-        raise ConfigError(f"{out}: already exists; pass --force to overwrite it, "
-                          "or --out another path")  # fmt: skip
+    """The whole `twinbuild import`: report, then draft; exit 1 when a pin was not classified.
+
+    The drift report comes first, so a refused write (``out`` exists) still shows the drift.
+    """
     adoption = adopt(cuda, rocm)
-    write_draft(draft(adoption), out, force=force)
+    if adoption.adopted:
+        message = (
+            f"{cuda} and {rocm} already take every pin from a manifest (no literal version, "
+            "commit, URL or base image in them): nothing to import; check them against the "
+            "manifest with `twinbuild lint`"
+        )
+        if fmt == "json":
+            message = json.dumps({"adopted": True, "message": message}, indent=2)
+        stream.write(message + "\n")
+        return 0
     stream.write(drift.report(adoption, fmt))
+    if out.exists() and not force:
+        raise ConfigError(f"{out}: already exists, so the draft was not written; pass --force "
+                          "to overwrite it, or --out another path")  # fmt: skip
+    write_draft(draft(adoption), out, force=force)
     if adoption.unrecognised and not allow_unrecognised:
         raise FindingsError(
             f"{len(adoption.unrecognised)} unrecognised pin(s) (listed above); the draft at {out} "

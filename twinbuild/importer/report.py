@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # adopt imports this module to print its report
@@ -10,6 +11,21 @@ if TYPE_CHECKING:  # adopt imports this module to print its report
 
 Format = Literal["text", "json", "markdown"]
 HEADER = ("dependency", "CUDA", "ROCm", "verdict")
+
+
+_TAG = re.compile(r"v?\d+(\.\d+)+([.+-]?[A-Za-z0-9]+)*")
+
+
+def ref_kind(ref: str) -> str:
+    """What a git ref most likely is, from its name alone (no network): a version-like name is a
+    tag, ``HEAD`` the default branch, a name without a version a branch; anything else a ref."""
+    if ref == "HEAD":
+        return "default branch"
+    if _TAG.fullmatch(ref):
+        return "tag"
+    if not re.search(r"\d+\.\d+", ref):
+        return "branch"
+    return "tag or branch"
 
 
 def value(side: Side | None) -> str:
@@ -20,7 +36,7 @@ def value(side: Side | None) -> str:
     kind = v.get("kind")
     if kind == "git":
         repo = v["repo"].split("://", 1)[-1].split("/", 1)[-1]
-        ref = v["commit"][:12] if "commit" in v else f"{v['ref']} (branch)"
+        ref = v["commit"][:12] if "commit" in v else f"{v['ref']} ({ref_kind(v['ref'])})"
         return f"{repo}@{ref}"
     if kind == "url":
         return v["url"]

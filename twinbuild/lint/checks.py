@@ -30,11 +30,17 @@ from twinbuild.manifest.model import (
 from twinbuild.manifest.render import GENERATED, RECIPES, pin_args, render
 from twinbuild.recipe import scan as recipes
 
-FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
-HEX_PREFIX = re.compile(r"^[0-9a-f]{4,39}$")
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
-PLACEHOLDER = re.compile(r"^\s*(todo|tbd|fixme|xxx|\?+)?\s*[.:!]?\s*$", re.IGNORECASE)
+FULL_SHA = re.compile(r"^[0-9a-f]{40}\Z")
+HEX_PREFIX = re.compile(r"^[0-9a-f]{4,39}\Z")
+DIGEST = re.compile(r"^sha256:[0-9a-f]{64}\Z")
+SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+ANY_HEX40 = re.compile(r"^[0-9a-fA-F]{40}\Z")
+#: Reasons that say nothing: empty, punctuation alone ("-", "..."), "n/a", "none", or a to-do
+#: marker with anything after it ("TODO later"). The pin's own name is caught in is_placeholder.
+PLACEHOLDER = re.compile(
+    r"^\s*(?:(?:todo|tbd|tba|fixme|xxx)\b.*|n/?a|none|null|nil|unknown|same|[-_.?!:*~/]*)\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
 
 #: Build args the engine or BuildKit provides; a recipe may declare them without the manifest.
 BUILTIN_ARGS = frozenset(
@@ -52,7 +58,7 @@ CODES: dict[str, str] = {
     "TB004": "git commit is not a full 40-hex SHA",
     "TB005": "floating ref (branch, tag, range, unpinned) not declared floating",
     "TB006": "version or range does not parse (PEP 440)",
-    "TB007": "reason is missing, empty or a placeholder (TODO)",
+    "TB007": "reason is missing, empty or a placeholder (TODO, n/a, none, -, the pin's name)",
     "TB008": "base image not pinned by sha256 digest",
     "TB009": "url pin's sha256 is not 64 hex",
     "TB010": "declared floating ref (fails only with --strict)",
@@ -76,8 +82,15 @@ class LintReport:
         )
 
 
-def is_placeholder(reason: str | None) -> bool:
-    return reason is None or bool(PLACEHOLDER.match(reason))
+def is_placeholder(reason: str | None, *, name: str | None = None) -> bool:
+    """A reason that explains nothing (``name``: the pin's own name is no reason either)."""
+    if reason is None or PLACEHOLDER.match(reason):
+        return True
+    return name is not None and _norm(reason.strip()) == _norm(name)
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[-_.\s]+", "-", name).lower()
 
 
 class _Collector:
@@ -126,7 +139,7 @@ def _lint_pin(
     strict: bool,
 ) -> None:
     key = ("pins", pin.name)
-    if is_placeholder(pin.why):
+    if is_placeholder(pin.why, name=pin.name):
         out.add("TB007", f"pins.{pin.name}.why: give the pin's provenance, not '{pin.why}'",
                 *key, "why")  # fmt: skip
     values = {r.value_key() for r in resolved.values()}
@@ -152,7 +165,7 @@ def _lint_pin(
         )  # fmt: skip
     for field_name in ("divergence", "asymmetry", "floating"):
         reason = getattr(pin, field_name)
-        if reason is not None and is_placeholder(reason):
+        if reason is not None and is_placeholder(reason, name=pin.name):
             out.add("TB007", f"pins.{pin.name}.{field_name}: '{reason}' is a placeholder; "
                     "write the real reason", *key, field_name)  # fmt: skip
     floats: list[str] = []
@@ -212,7 +225,14 @@ def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[
     floats: list[str] = []
     label = f"pins.{r.name}" + (f".{r.platform}" if key[-1] in PLATFORMS else "")
     if r.kind == "git":
-        if r.commit is not None and not FULL_SHA.match(r.commit):
+        if r.commit is not None and ANY_HEX40.match(r.commit) and not FULL_SHA.match(r.commit):
+            out.add(
+                "TB004",
+                f"{label}.commit: '{r.commit}' has upper-case hex; git names commits in lower "
+                f"case: write '{r.commit.lower()}'",
+                *key, "commit",
+            )  # fmt: skip
+        elif r.commit is not None and not FULL_SHA.match(r.commit):
             hint = (
                 "a short SHA is ambiguous and may not exist upstream"
                 if HEX_PREFIX.match(r.commit)
@@ -288,6 +308,14 @@ def _literal_pins(out: _Collector, parsed: recipes.Recipe, rel: Path) -> None:
             "TB105",
             f"cannot classify '{odd.text}'; rewrite it to take its pin from the manifest",
         )
+    for note in parsed.notes:  # ONBUILD: its triggers run in stages built FROM this one, unread
+        out.add_at(
+            rel,
+            note.line,
+            "TB105",
+            f"cannot classify '{note.text}' (an ONBUILD trigger runs in whatever is built "
+            "FROM this stage); write the step as a plain instruction where it runs",
+        )
 
 
 def _inputs(
@@ -302,7 +330,12 @@ def _inputs(
     rendered = render(manifest, platform, profile)
     given = set(rendered.args)
     for arg in parsed.args:
-        if arg.default is None and arg.name not in given and arg.name not in BUILTIN_ARGS:
+        if (
+            arg.default is None
+            and arg.inherited is None
+            and arg.name not in given
+            and arg.name not in BUILTIN_ARGS
+        ):
             if arg.name in production_args:  # the other platform's pin, in a shared recipe
                 continue
             out.add_at(rel, arg.line, "TB103",

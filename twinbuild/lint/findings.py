@@ -1,10 +1,25 @@
-"""One finding of a check, as every check prints it: ``path:line: CODE message``."""
+"""One finding of a check, as every check prints it: ``path:line: CODE message``.
+
+A finding quotes values from files (a version, a reason), so it may carry a newline. Printed raw,
+the rest of the value would start a line of its own, and under GitHub Actions a line starting with
+``::error`` is a workflow command: a manifest could forge annotations. So the text form shows
+control characters escaped (``\\n``), and the annotation escapes what the runner decodes.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from twinbuild.ci import github
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def one_line(text: str) -> str:
+    """``text`` with every control character written as an escape, so it prints as one line."""
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -15,10 +30,16 @@ class Finding:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.code} {self.message}"
+        # line 0 means "no line" (a missing table): the file alone, never a made-up ':0'
+        where = f"{self.path}:{self.line}" if self.line > 0 else self.path
+        return one_line(f"{where}: {self.code} {self.message}")
 
     def github(self) -> str:
         """The same finding as a GitHub Actions annotation."""
         return github.annotation(
-            "error", self.message, file=self.path, line=self.line, title=self.code
+            "error",
+            self.message,
+            file=self.path,
+            line=self.line if self.line > 0 else None,
+            title=self.code,
         )

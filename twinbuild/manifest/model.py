@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import tomllib
+import unicodedata
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any, Literal, cast, get_args
 
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.tomlpos import KeyLines
+from twinbuild.util import bounded
 
 Platform = Literal["cuda", "rocm"]
 PLATFORMS: tuple[Platform, ...] = get_args(Platform)
@@ -31,7 +33,12 @@ PROFILES: tuple[Profile, ...] = get_args(Profile)
 
 DEFAULT_PATH = Path("pins/manifest.toml")
 SCHEMA = 1
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+"""Pin and layer names (matched whole): they become file names and build-arg names."""
+TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+"""A Docker tag, as the engine accepts it: no spaces, no '|' (it is printed in tables and refs)."""
+REPOSITORY_RE = re.compile(r"[a-z0-9][a-z0-9._/:-]*")
+"""Loosely, an image repository: lower case, no spaces or markup (the engine checks the rest)."""
 MAX_BYTES = 4 * 1024 * 1024
 #: Deepest nesting of tables and arrays a manifest may use; it needs four.
 MAX_DEPTH = 16
@@ -316,14 +323,12 @@ def _resolve(pin: Pin, platform: Platform) -> ResolvedPin:
 
 def load(path: Path = DEFAULT_PATH) -> Manifest:
     """Read and check ``path``; raise :class:`ManifestError` with every problem found."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{path}: manifest not found; create it or pass --manifest PATH"
-        ) from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read manifest: {exc.strerror}") from None
+    data = bounded.read_bytes(
+        path,
+        limit=MAX_BYTES,
+        what="manifest",
+        missing="manifest not found; create it or pass --manifest PATH",
+    )
     return load_bytes(data, path)
 
 
@@ -331,29 +336,30 @@ def load_bytes(data: bytes, path: Path = DEFAULT_PATH) -> Manifest:
     """The manifest in ``data`` (a file's bytes, or a blob from a commit); ``path`` names it."""
     if len(data) > MAX_BYTES:
         raise ConfigError(f"{path}: manifest is {len(data)} bytes, over the {MAX_BYTES} limit")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise ConfigError(
-            f"{path}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x}); save the manifest as UTF-8"
-        ) from None
-    return loads(text, path)
+    return loads(bounded.decode(data, source=str(path), what="manifest"), path)
 
 
 def loads(text: str, path: Path = DEFAULT_PATH) -> Manifest:
+    """Check the manifest ``text`` (named ``path`` in messages), e.g. one read from git."""
+    if text.startswith("\ufeff"):
+        bounded.decode(b"\xef\xbb\xbf", source=str(path), what="manifest")  # raises, naming it
+    if len(text) > MAX_BYTES:
+        raise ConfigError(
+            f"{path}: over the {MAX_BYTES}-byte limit for a manifest; is this the right file?"
+        )
     if not text.strip():
         raise ConfigError(f"{path}: manifest is empty; it must declare [platforms] and [pins]")
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(_toml_error(path, str(exc))) from None
+        raise ConfigError(_toml_error(path, str(exc), text)) from None
     except RecursionError:
         raise ConfigError(_too_deep(path)) from None
     except ValueError as exc:  # tomllib lets int() refuse a number of thousands of digits
         raise ConfigError(f"{path}: invalid TOML: {exc}; write numbers of a few digits") from None
     if _depth(raw) > MAX_DEPTH:
         raise ConfigError(_too_deep(path))
+    bounded.check_shape(raw, source=str(path), what="manifest")  # integers within 64 bits
     return _Reader(path, text).read(raw)
 
 
@@ -377,12 +383,32 @@ def _depth(value: object) -> int:
     return deepest
 
 
-def _toml_error(path: Path, message: str) -> str:
+def _toml_error(path: Path, message: str, text: str) -> str:
     found = re.search(r"\(at line (\d+), column (\d+)\)", message)
     if found is None:
         return f"{path}: invalid TOML: {message}"
     detail = message[: found.start()].strip()
-    return f"{path}:{found.group(1)}:{found.group(2)}: invalid TOML: {detail}"
+    line, column = int(found.group(1)), int(found.group(2))
+    lines = text.splitlines()
+    source_line = lines[line - 1] if 0 < line <= len(lines) else ""
+    odd = _first_non_ascii(source_line[max(column - 2, 0) :])
+    # a look-alike letter (Cyrillic for Latin) is why a bare key seems to end early
+    if odd:
+        detail += f"; {odd} is not ASCII, bare keys are ASCII letters, digits, '-' and '_'"
+    return f"{path}:{line}:{column}: invalid TOML: {detail}"
+
+
+def _first_non_ascii(text: str) -> str:
+    """``'x' (U+0430 CYRILLIC SMALL LETTER A)`` for the first non-ASCII character, else ''."""
+    for char in text:
+        if not char.isascii():
+            return describe_char(char)
+    return ""
+
+
+def describe_char(char: str) -> str:
+    """A character with its code point and Unicode name, for messages about look-alikes."""
+    return f"'{char}' (U+{ord(char):04X} {unicodedata.name(char, 'unnamed character')})"
 
 
 class _Reader:
@@ -397,7 +423,12 @@ class _Reader:
 
     def error(self, key: tuple[str, ...], message: str) -> None:
         dotted = ".".join(key)
-        self.errors.append(f"{self.path}:{self.keylines.line_of(key)}: {dotted}: {message}")
+        line = self.keylines.line_of(key)
+        # A key missing from a table that is not in the file has no line: name the file alone.
+        where = f"{self.path}:{line}" if line else str(self.path)
+        text = f"{where}: {dotted}: {message}"
+        if text not in self.errors:  # one key missing on both platforms is one problem
+            self.errors.append(text)
 
     # typed getters, in the style of packaging's pylock ----------------------------------------
 
@@ -516,11 +547,26 @@ class _Reader:
         if table is None:
             if key[-1] not in spec:
                 self.error(key, "missing; set base = { repository = ..., tag = ..., digest = ... }")
-            table = {}
+            # one message for the missing (or mistyped) table, not one more per key inside it
+            return BaseImage(repository="", tag="", digest="", line=self.keylines.line_of(key))
         self.unknown_keys(table, key, ("repository", "tag", "digest"))
+        repository = self.need_str(table, (*key, "repository"), "name the base image repository")
+        tag = self.need_str(table, (*key, "tag"), "give the readable tag")
+        if repository and not REPOSITORY_RE.fullmatch(repository):
+            self.error(
+                (*key, "repository"),
+                f"{repository!r} is not an image repository (lower case, no spaces); "
+                "e.g. 'lmsysorg/sglang'",
+            )
+        if tag and not TAG_RE.fullmatch(tag):
+            self.error(
+                (*key, "tag"),
+                f"{tag!r} is not a Docker tag (letters, digits, '_', '.', '-'; no spaces or '|'); "
+                "e.g. 'v0.5.6-cu129'",
+            )
         return BaseImage(
-            repository=self.need_str(table, (*key, "repository"), "name the base image repository"),
-            tag=self.need_str(table, (*key, "tag"), "give the readable tag"),
+            repository=repository,
+            tag=tag,
             digest=self.need_str(table, (*key, "digest"), "pin the base by 'sha256:<64 hex>'"),
             line=self.keylines.line_of(key),
         )
@@ -551,8 +597,8 @@ class _Reader:
         normalised: dict[str, str] = {}
         for name, body in table.items():
             key = ("pins", name)
-            if not NAME_RE.match(name):
-                self.error(key, "pin names are lower-case letters, digits, '-' and '_'")
+            if not NAME_RE.fullmatch(name):
+                self.error(key, _bad_name(name))
             same = normalised.get(_norm(name))
             if same is not None:
                 self.error(
@@ -581,6 +627,15 @@ class _Reader:
                 (*key, "install"), f"unknown install '{install}'{_choices(install, INSTALLS)}"
             )
             install = None
+        layer = strings["layer"]
+        if layer is not None and not NAME_RE.fullmatch(layer):
+            # the layer names a generated file, .twinbuild/pip/<layer>.txt: never a path
+            self.error(
+                (*key, "layer"),
+                f"{layer!r} is not a layer name (lower-case letters, digits, '-' and '_'; "
+                "no '/' or '..'); e.g. layer = \"late\"",
+            )
+            strings["layer"] = None
         return Values(kind=kind, install=install, **strings)
 
     def read_pin(self, name: str, body: Mapping[str, Any]) -> Pin | None:
@@ -656,6 +711,16 @@ class _Reader:
             self.error(
                 (*key, "path"), f"missing; install = '{v.install}' needs a path in the image"
             )
+
+
+def _bad_name(name: str) -> str:
+    odd = _first_non_ascii(name)
+    if odd:
+        return (
+            f"{odd} is not ASCII (a look-alike letter?); pin names are lower-case ASCII letters, "
+            "digits, '-' and '_'"
+        )
+    return "pin names are lower-case letters, digits, '-' and '_'; rename the pin"
 
 
 def _norm(name: str) -> str:

@@ -179,6 +179,10 @@ def render(
             if pin.index and profile == "production":
                 layers[pin.layer].append(f"--extra-index-url {pin.index}")
             layers[pin.layer].append(requirement(pin, mirror=mirror))
+            if pin.kind == "pypi" and pin.version is not None:
+                # A recipe may repeat a pip pin's version as a marker (ENV FLASHINFER_VERSION):
+                # it takes it from this arg, never as a literal.
+                args[f"{pin.arg_prefix()}_VERSION"] = pin.version
         else:
             args.update(pin_args(pin))
     files = {

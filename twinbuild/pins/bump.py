@@ -40,7 +40,7 @@ Field = Literal["commit", "version"]
 _FITS: dict[Field, tuple[Kind, ...]] = {"commit": ("git",), "version": ("pypi", "url", "apt")}
 #: The floating counterpart a new exact value replaces in the same table.
 _REPLACES: dict[Field, str] = {"commit": "ref", "version": "range"}
-_ANY_HEX40 = re.compile(r"^[0-9a-fA-F]{40}$")
+_ANY_HEX40 = re.compile(r"^[0-9a-fA-F]{40}\Z")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -215,6 +215,12 @@ def _settings(old: Manifest, new: Manifest) -> list[SettingChange]:
 
 def text_at(rev: str, manifest: Path, *, repo: Path) -> str | None:
     """The file's text at ``rev`` (None when the revision has no such file)."""
+    if run_git(repo, "rev-parse", "--git-dir").returncode != 0:
+        # say so, rather than blame a revision name that cannot exist here
+        raise ConfigError(
+            f"pins diff: {repo} is not in a git repository; run it in a clone of the repository "
+            "or pass --root PATH to one"
+        )
     if run_git(repo, "rev-parse", "--verify", "-q", f"{rev}^{{commit}}").returncode != 0:
         raise ConfigError(
             f"pins diff: unknown revision '{rev}' in {repo}; fetch it or check the name"

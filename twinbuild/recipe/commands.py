@@ -21,10 +21,14 @@ from twinbuild.recipe.pin_rules import (
     variable_floating,
 )
 from twinbuild.recipe.pip import pip_install, pip_requirement
-from twinbuild.recipe.shell import Word, simple_commands, tokenize
+from twinbuild.recipe.shell import Text, Word, simple_commands, tokenize
 
 _LOOSE_REQ = re.compile(r"^[A-Za-z][\w.+-]*(\[[^\]]*\])?(===|==|~=|>=|<=)[\w.*+!-]+$")
 _AT_VERSION = re.compile(r"^@?[A-Za-z][\w./-]*@v?\d[\w.+-]*$")
+_KEYWORDS = frozenset(["then", "do", "else", "elif", "if", "while", "until", "!", "{", "("])
+_PIP = re.compile(r"pip[\d.]*")
+_PYTHON = re.compile(r"python[\d.]*")
+_ASSIGN = re.compile(r"[A-Za-z_]\w*=.*", re.DOTALL)
 _QUIET = frozenset(
     [
         "echo",
@@ -98,16 +102,14 @@ def variable_pin(scan: Scan, w: Word, source: Source, name: str, value: str, res
     )
 
 
-def data_heredoc(scan: Scan, words: list[Word], chars: list[tuple[str, int]]) -> None:
+def data_heredoc(scan: Scan, words: list[Word], body: Text) -> None:
     """A heredoc that is file content: requirement files are read as such, the rest is sniffed."""
     target = " ".join(w.text for w in words)
-    by_line: dict[int, str] = {}
-    for ch, n in chars:
-        by_line[n] = by_line.get(n, "") + ch
-    for n, text in by_line.items():
-        item = text.strip()
-        if not item or item.startswith("#"):
+    for k, raw in enumerate(body.s.split("\n")):
+        item = raw.strip()
+        if not item or item.startswith("#") or k >= len(body.lines):
             continue
+        n = body.lines[k]
         if "requirements" in target or "constraints" in target:
             pip_requirement(scan, Word(item, item, n))
         elif _LOOSE_REQ.match(item) or SHA40.search(item):
@@ -117,7 +119,7 @@ def data_heredoc(scan: Scan, words: list[Word], chars: list[tuple[str, int]]) ->
 def _strip_prefix(cmd: list[Word]) -> list[Word]:
     while cmd and (
         cmd[0].text in _WRAPPERS
-        or re.fullmatch(r"[A-Za-z_]\w*=.*", cmd[0].text)
+        or _ASSIGN.fullmatch(cmd[0].text)
         or (cmd[0].text.startswith("-") and cmd[0] is not cmd[-1])
     ):
         cmd = cmd[1:]
@@ -126,13 +128,20 @@ def _strip_prefix(cmd: list[Word]) -> list[Word]:
 
 def command(scan: Scan, cmd: list[Word]) -> None:
     """One simple command of a RUN: the pins it installs or fetches, and the shell state it sets."""
+    while cmd and cmd[0].text in _KEYWORDS:
+        cmd = cmd[1:]
+    if cmd and all(_ASSIGN.fullmatch(w.text) for w in cmd):
+        for w in cmd:  # `X=1 Y=2` alone: shell variables for the rest of this RUN
+            k, _, v = w.text.partition("=")
+            assign(scan, k, v)
+        return
     cmd = _strip_prefix(cmd)
     if not cmd:
         return
     prog = posixpath.basename(cmd[0].text)
     args = cmd[1:]
     if prog in ("bash", "sh") and len(args) >= 2 and args[0].text == "-c":
-        inner = [(ch, args[1].line) for ch in args[1].text]
+        inner = Text.one_line(args[1].text, args[1].line)
         for sub in simple_commands(tokenize(inner)):
             command(scan, sub)
         return
@@ -142,17 +151,15 @@ def command(scan: Scan, cmd: list[Word]) -> None:
         for w in args:
             k, eq, v = w.text.partition("=")
             if eq:
-                scan.scope[k] = scan.expand(v)
+                assign(scan, k, v)
                 if v and names_a_pin(k):
                     variable_pin(scan, w, "env", k, v, scan.expand(v))
-    elif re.fullmatch(r"pip[\d.]*", prog) and args and args[0].text == "install":
-        pip_install(scan, args[1:])
-    elif (
-        re.fullmatch(r"python[\d.]*", prog)
-        and len(args) >= 3
-        and [a.text for a in args[:3]] == ["-m", "pip", "install"]
-    ):
-        pip_install(scan, args[3:])
+    elif prog in ("for", "read", "set", "local", "declare"):
+        _shell_set(scan, prog, args)
+    elif _PIP.fullmatch(prog):
+        _pip(scan, args)
+    elif _PYTHON.fullmatch(prog) and _python_m_pip(args) is not None:
+        _pip(scan, _python_m_pip(args) or [])
     elif prog == "uv" and len(args) >= 2 and [a.text for a in args[:2]] == ["pip", "install"]:
         pip_install(scan, args[2:])
     elif prog == "git":
@@ -172,13 +179,109 @@ def command(scan: Scan, cmd: list[Word]) -> None:
                 scan.unrecognised(w.line, f"{cmd[0].text} ... {w.raw}")
 
 
+def assign(scan: Scan, name: str, value: str) -> None:
+    """A shell variable set in a RUN. Set again to something else (``case`` or ``if`` branches),
+    its value depends on the build machine, so it stays ``$NAME`` and pins using it are not
+    read as values."""
+    expanded = scan.expand(value)
+    if "$(" in expanded or "`" in expanded:
+        expanded = f"${{{name}}}"  # computed by a command at build time
+    before = scan.shell_vars.get(name)
+    if before is not None and before != expanded:
+        expanded = f"${{{name}}}"
+    _set(scan, name, expanded)
+
+
+def _shell_set(scan: Scan, prog: str, args: list[Word]) -> None:
+    """Variables a loop, ``read`` or ``set --`` fills at build time: unknown values."""
+    names: list[str] = []
+    if prog == "for" and args:
+        names = [args[0].text]
+    elif prog == "read":
+        names = [a.text for a in args if not a.text.startswith("-")]
+    elif prog == "set" and any(a.text == "--" for a in args):
+        names = ["@", "*", *(str(k) for k in range(1, 10))]
+    elif prog in ("local", "declare"):
+        for a in args:
+            k, eq, v = a.text.partition("=")
+            if eq:
+                assign(scan, k, v)
+    for name in names:
+        _set(scan, name, f"${{{name}}}")
+
+
+def _set(scan: Scan, name: str, value: str) -> None:
+    """Set a shell variable; the RUN's end puts back what the scope held before (the shell's
+    variables die with it), so no RUN copies the whole scope."""
+    if name not in scan.shell_vars:
+        scan.shell_undo.setdefault(name, scan.scope.get(name))
+    scan.shell_vars[name] = value
+    scan.scope[name] = value
+
+
+# pip's general options that take a value (they may come before the subcommand).
+_PIP_GENERAL_VALUE_OPTS = frozenset(
+    [
+        "--python", "--log", "--log-file", "--proxy", "--retries", "--timeout", "--exists-action",
+        "--trusted-host", "--cert", "--client-cert", "--cache-dir", "--use-feature",
+        "--use-deprecated", "--resume-retries", "--keyring-provider", "--progress-bar",
+    ]
+)  # fmt: skip
+
+
+def _pip(scan: Scan, args: list[Word]) -> None:
+    """``pip [general options] install ...``: skip the options, then read the install."""
+    i = 0
+    while i < len(args) and args[i].text.startswith("-"):
+        opt = args[i].text
+        i += 2 if opt in _PIP_GENERAL_VALUE_OPTS else 1
+    if i < len(args) and args[i].text == "install":
+        pip_install(scan, args[i + 1 :])
+
+
+def _python_m_pip(args: list[Word]) -> list[Word] | None:
+    """The words after ``python [-u -I ...] -m pip``, or None when it is not pip."""
+    i = 0
+    while i < len(args) and args[i].text.startswith("-") and args[i].text != "-m":
+        i += 1
+    if i + 1 < len(args) and args[i].text == "-m" and args[i + 1].text == "pip":
+        return args[i + 2 :]
+    return None
+
+
 def _download(scan: Scan, prog: str, args: list[Word]) -> None:
-    """curl/wget URLs; the output file (-o/-O) is where the download lands in the image."""
-    out_opts = ("-o", "--output") if prog == "curl" else ("-O", "--output-document")
-    dest = None
-    for k, w in enumerate(args):
-        if w.text in out_opts and k + 1 < len(args) and args[k + 1].text != "-":
-            dest = scan.resolve_dir(args[k + 1].text)
+    """curl/wget URLs; the output file (-o/-O) is where the download lands in the image.
+
+    A download written to stdout (curl without -o/-O, ``wget -O-``) is piped into another
+    command: nothing lands in the image under its name, so the pin says ``stdout``.
+    """
+    dest: str | None = None
+    stdout = prog == "curl"
+    k = 0
+    while k < len(args):
+        t = args[k].text
+        value = args[k + 1].text if k + 1 < len(args) else None
+        if prog == "curl":
+            if (t == "--output" or re.fullmatch(r"-[A-Za-z]*o", t)) and value is not None:
+                dest, stdout = (None, True) if value == "-" else (scan.resolve_dir(value), False)
+                k += 1
+            elif t.startswith("--output="):
+                dest, stdout = scan.resolve_dir(t.partition("=")[2]), False
+            elif t in ("--remote-name", "--remote-name-all") or re.fullmatch(
+                r"-[A-Za-z]*O[A-Za-z]*", t
+            ):
+                stdout = False
+        elif re.fullmatch(r"-[A-Za-z]*O-?", t) or t in ("--output-document",):
+            target = "-" if t.endswith("O-") else value
+            if not t.endswith("O-"):
+                k += 1
+            stdout = target == "-"
+            dest = None if stdout or target is None else scan.resolve_dir(target)
+        elif t.startswith("--output-document="):
+            target = t.partition("=")[2]
+            stdout = target == "-"
+            dest = None if stdout else scan.resolve_dir(target)
+        k += 1
     for w in args:
         if "://" in w.text:
             url = scan.expand(w.text)
@@ -189,7 +292,8 @@ def _download(scan: Scan, prog: str, args: list[Word]) -> None:
                 name=url_name(url),
                 value=w.text,
                 text=w.raw,
-                dest=target,
+                dest=None if stdout else target,
+                stdout=stdout,
             )
 
 
@@ -204,6 +308,9 @@ def _git(scan: Scan, args: list[Word]) -> None:
     sub, rest = args[0].text, args[1:]
     if sub == "clone":
         _git_clone(scan, rest, cwd)
+    elif sub == "remote" and len(rest) >= 3 and rest[0].text == "add":
+        # `git init && git remote add origin URL && git fetch origin SHA`: a clone by hand
+        scan.clones[cwd] = normalize_repo(scan.expand(rest[-1].text))
     elif sub in ("checkout", "switch", "reset", "fetch"):
         positional: list[Word] = []
         i = 0
@@ -221,7 +328,7 @@ def _git(scan: Scan, args: list[Word]) -> None:
         if sub == "fetch" and len(positional) < 2:
             target = None  # `git fetch origin` moves nothing by itself
         if target is None:
-            if sub != "fetch":
+            if sub not in ("fetch", "reset"):  # `git reset --hard` stays where it is
                 scan.unrecognised(args[0].line, "git " + " ".join(a.raw for a in args))
             return
         if target.text in ("FETCH_HEAD", "HEAD", "-", "."):

@@ -11,7 +11,7 @@ import re
 from typing import Literal, Protocol
 
 Source = Literal[
-    "from", "arg", "pip", "git-clone", "git-checkout", "git-fetch", "curl", "apt", "env"
+    "from", "arg", "pip", "git-clone", "git-checkout", "git-fetch", "curl", "apt", "env", "image"
 ]
 
 HEX = re.compile(r"[0-9a-f]{7,40}")
@@ -84,6 +84,8 @@ class Scan(Protocol):
     cwd: str  # the shell's working directory
     scope: dict[str, str]  # ARG/ENV/export values visible here
     clones: dict[str, str]  # directory -> normalised repo URL of what was cloned there
+    shell_vars: dict[str, str]  # variables this RUN's shell sets, and what they hold
+    shell_undo: dict[str, str | None]  # what the scope held before this RUN set them
 
     def expand(self, s: str) -> str: ...
 
@@ -98,6 +100,7 @@ class Scan(Protocol):
         value: str,
         text: str,
         floating: bool | None = None,
+        stdout: bool = False,
         **extra: str | None,
     ) -> None: ...
 

@@ -60,6 +60,23 @@ _PIP_VALUE_OPTS = frozenset(
         "--cert",
         "--client-cert",
         "--root-user-action",
+        "--resume-retries",
+        "--exists-action",
+        "--use-feature",
+        "--use-deprecated",
+        "--report",
+        "--log-file",
+        "--build-option",
+        "--keyring-provider",
+        "--index-strategy",
+        "--python-platform",
+        "--upgrade-package",
+        "-P",
+        "--reinstall-package",
+        "--no-binary-package",
+        "--no-build-package",
+        "--config-setting",
+        "--hash",
     ]
 )
 _PIP_INDEX_OPTS = frozenset(
@@ -112,8 +129,17 @@ def pip_install(scan: Scan, args: list[Word]) -> None:
                     dest=scan.resolve_dir(value_word.text),
                 )
             continue
-        if w.text in ("-e", "--editable"):
-            continue  # the next word is the requirement or path
+        if w.text in ("-e", "--editable") or w.text.startswith("--editable="):
+            target = w.text.partition("=")[2] if "=" in w.text else None
+            if target is None and i < len(args):
+                target_word = args[i]
+                i += 1
+            elif target is not None:
+                target_word = Word(target, target, w.line)
+            else:
+                continue
+            _editable(scan, target_word)
+            continue
         if w.text.startswith("-"):
             continue  # a flag: --no-deps, -U, --no-build-isolation ...
         if i < len(args) - 1 and args[i].text == "@":  # `name @ URL` written as three words
@@ -122,6 +148,18 @@ def pip_install(scan: Scan, args: list[Word]) -> None:
             i += 2
             continue
         pip_requirement(scan, w)
+
+
+def _editable(scan: Scan, w: Word) -> None:
+    """``-e TARGET``: a VCS URL, or a local project (``-e "python[all]"`` is the folder
+    ``python`` with extras, never the PyPI name ``python``)."""
+    if "git+" in w.text or "://" in w.text:
+        pip_requirement(scan, w)
+        return
+    folder = re.sub(r"\[[^\]]*\]$", "", w.text)
+    path = scan.resolve_dir(folder)
+    scan.pin(line=w.line, source="pip", name=f"path:{path}", value="", text=w.raw,
+             floating=False, dest=path)  # fmt: skip
 
 
 def pip_requirement(scan: Scan, w: Word) -> None:
@@ -140,7 +178,7 @@ def pip_requirement(scan: Scan, w: Word) -> None:
         _pip_file(scan, w, token)
         return
     m = _REQ.match(token)
-    if m is None:
+    if m is None or token.isdigit():  # a bare number is an unknown option's value, not a name
         scan.unrecognised(w.line, f"pip install {w.raw}")
         return
     name = canonicalize_name(m.group("name"))

@@ -29,10 +29,12 @@ from twinbuild.recipe.pin_rules import (
     normalize_repo,
     url_name,
 )
-from twinbuild.recipe.shell import Word, simple_commands, tokenize
+from twinbuild.recipe.shell import Text, Word, docker_words, simple_commands, tokenize
+from twinbuild.util import bounded
 
 __all__ = [
     "ArgDecl",
+    "Note",
     "Recipe",
     "RecipePin",
     "Source",
@@ -65,6 +67,8 @@ class RecipePin:
     tag: str | None = None  # FROM: image tag
     digest: str | None = None  # FROM: image digest
     dest: str | None = None  # git clone: directory in the image; pip path install: the path
+    sha256: str | None = None  # ADD --checksum=sha256:...: the download's declared hash
+    stdout: bool = False  # curl/wget writing to stdout (piped on), not to a file in the image
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,10 +78,22 @@ class ArgDecl:
     name: str
     default: str | None
     stage: str | None
+    # Without a default of its own: the value it still has, from the stage it is built on (an ARG
+    # or ENV there; BuildKit passes ARGs down) or a global ARG's default; None when it has none.
+    inherited: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Unrecognised:
+    path: Path
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Note:
+    """Something the scan saw but deliberately did not read as a pin of this image (ONBUILD)."""
+
     path: Path
     line: int
     text: str
@@ -93,6 +109,27 @@ class Recipe:
     stages: list[str]
     unrecognised: list[Unrecognised]
     envs: dict[str, list[tuple[str, str, int]]]
+    notes: list[Note] = field(default_factory=list)
+    parents: dict[str, str] = field(default_factory=dict)  # stage -> the stage it is built FROM
+
+    @property
+    def final_base(self) -> RecipePin | None:
+        """The external image the last stage is built on, followed through stage aliases."""
+        if not self.stages:
+            return None
+        stage = self.stages[-1]
+        seen: set[str] = set()
+        while stage in self.parents and stage not in seen:
+            seen.add(stage)
+            stage = self.parents[stage]
+        return next((p for p in self.pins if p.source == "from" and p.stage == stage), None)
+
+    def stage_chain(self, stage: str) -> list[str]:
+        """``stage`` and the stages it is built on, nearest first."""
+        chain = [stage]
+        while chain[-1] in self.parents and self.parents[chain[-1]] not in chain:
+            chain.append(self.parents[chain[-1]])
+        return chain
 
 
 _INSTRUCTIONS = frozenset(
@@ -119,6 +156,7 @@ _INSTRUCTIONS = frozenset(
     ]
 )
 _VAR = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|([A-Za-z_][A-Za-z0-9_]*))")
+_DEFAULT = re.compile(r"\$\{\w+(:?)-(.*)\}$")
 _HEREDOC = re.compile(r"<<(-?)\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\2")
 
 
@@ -151,16 +189,27 @@ class _Scan:
     workdir: str = "/"
     cwd: str = "/"
     clones: dict[str, str] = field(default_factory=dict)  # directory -> normalised repo URL
+    notes: list[Note] = field(default_factory=list)
+    parents: dict[str, str] = field(default_factory=dict)  # stage -> parent stage
+    stage_scope: dict[str, dict[str, str]] = field(default_factory=dict)  # scope at stage end
+    stage_workdir: dict[str, str] = field(default_factory=dict)  # WORKDIR at stage end
+    stage_names: set[str] = field(default_factory=set)  # the stages, for O(1) look-ups
+    shell_vars: dict[str, str] = field(default_factory=dict)  # set by this RUN's shell
+    shell_undo: dict[str, str | None] = field(default_factory=dict)  # scope before this RUN
 
     # --- helpers
     def expand(self, s: str) -> str:
+        if "$" not in s:
+            return s
+
         def sub(m: re.Match[str]) -> str:
             name = m.group(1) or m.group(2)
             whole = m.group(0)
-            if name in self.scope and self.scope[name] != "":
-                return self.scope[name]
-            dm = re.match(r"\$\{\w+:?-(.*)\}$", whole)
-            return dm.group(1) if dm else whole
+            value = self.scope.get(name)
+            dm = _DEFAULT.match(whole)
+            if dm and (value is None or (value == "" and dm.group(1))):
+                return dm.group(2)  # ${X:-d}: d when X is unset or empty; ${X-d}: when unset
+            return whole if value is None else value
 
         return _VAR.sub(sub, s)
 
@@ -173,6 +222,7 @@ class _Scan:
         value: str,
         text: str,
         floating: bool | None = None,
+        stdout: bool = False,
         **extra: str | None,
     ) -> None:
         refs = _var_refs(value or text)
@@ -193,6 +243,7 @@ class _Scan:
                 stage=self.stage,
                 resolved=resolved,
                 vars=refs,
+                stdout=stdout,
                 **extra,
             )
         )
@@ -204,17 +255,38 @@ class _Scan:
         return posixpath.normpath(posixpath.join(self.cwd, self.expand(d)))
 
 
+MAX_BYTES = 16 * 1024 * 1024
+"""Largest recipe read: real ones are a few KiB, the benchmark's 100,000-line ones about 5 MiB;
+more is the wrong file (or /dev/zero)."""
+_CONTINUED_AT_EOF = re.compile(r"\\[ \t]*(\r?\n[ \t]*)*\Z")
+
+
 def parse(path: Path, *, data: bytes | None = None) -> Recipe:
     """Read a recipe and return every pin, ARG, variable use, COPY source and stage it holds.
 
     ``data`` is the recipe's bytes when they do not come from the file (the gate reads a commit).
     """
-    try:
-        data = path.read_bytes() if data is None else data
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError(f"{path}: cannot read recipe: {reason}") from exc
+    if data is None:
+        data = bounded.read_bytes(
+            path,
+            limit=MAX_BYTES,
+            what="recipe",
+            missing="recipe not found; pass a Dockerfile's path",
+        )
+    elif len(data) > MAX_BYTES:
+        raise ConfigError(
+            f"{path}: over the {MAX_BYTES}-byte limit for a recipe; is it the right file?"
+        )
+    text = bounded.decode(data, source=str(path), what="recipe")
+    return parse_text(text, path)
+
+
+def parse_text(text: str, path: Path) -> Recipe:
+    """:func:`parse` on a recipe's text (``path`` names it in messages and findings)."""
+    # A continuation backslash on the last line: Docker ends the instruction at the end of the
+    # file, dockerfile-parse drops it, and a pin written there would go unseen by lint and import.
+    text = _CONTINUED_AT_EOF.sub("", text)
+    data = text.encode("utf-8")
     try:
         structure = DockerfileParser(fileobj=io.BytesIO(data)).structure
     except Exception as exc:  # dockerfile-parse raises bare exceptions on broken input
@@ -236,15 +308,15 @@ def parse(path: Path, *, data: bytes | None = None) -> Recipe:
             continue
         if ins not in {"ARG", "FROM"} and scan.stage is None and not scan.stages:
             raise ConfigError(f"{path}:{start + 1}: does not parse: {ins} before the first FROM")
-        body, skip_until = _body(path, lines, start, end)
+        head, heredoc, skip_until = _body(path, lines, start, end)
         try:
-            _instruction(scan, ins, body, start + 1)
+            _instruction(scan, ins, head, heredoc, start + 1)
         except ValueError as exc:
             raise ConfigError(f"{path}:{start + 1}: does not parse: {exc}") from exc
     if not scan.stages:
         raise ConfigError(f"{path}: does not parse: no FROM instruction; is this a Dockerfile?")
     for text_line in lines:
-        if not text_line.lstrip().startswith("#"):
+        if "$" in text_line and not text_line.lstrip().startswith("#"):
             scan.used.update(_var_refs(text_line))
     return Recipe(
         path=path,
@@ -255,31 +327,51 @@ def parse(path: Path, *, data: bytes | None = None) -> Recipe:
         stages=scan.stages,
         unrecognised=scan.unrec,
         envs=scan.envs,
+        notes=scan.notes,
+        parents=scan.parents,
     )
 
 
-def _body(path: Path, lines: list[str], start: int, end: int) -> tuple[list[tuple[str, int]], int]:
-    """The instruction's characters (comment lines dropped) and heredoc bodies, with lines."""
-    chars: list[tuple[str, int]] = []
+def _body(path: Path, lines: list[str], start: int, end: int) -> tuple[Text, Text | None, int]:
+    """The instruction (comment lines dropped), its heredoc bodies (RUN only), the last line."""
+    parts: list[str] = []
+    starts: list[int] = []
+    numbers: list[int] = []
+    offset = 0
     for n in range(start, end + 1):
         if n > start and lines[n].lstrip().startswith("#"):
             continue  # Docker drops comment lines inside a continued instruction
-        chars.extend((ch, n + 1) for ch in lines[n] + "\n")
+        starts.append(offset)
+        numbers.append(n + 1)
+        parts.append(lines[n])
+        offset += len(lines[n]) + 1
+    head = Text("\n".join(parts) + "\n", tuple(starts), tuple(numbers))
     last = end
-    head = lines[start].lstrip()
-    for m in _HEREDOC.finditer("\n".join(lines[start : end + 1])):
+    if "<<" not in head.s:
+        return head, None, last
+    body_parts: list[str] = []
+    body_starts: list[int] = []
+    body_numbers: list[int] = []
+    offset = 0
+    is_run = lines[start].lstrip().upper().startswith("RUN")
+    for m in _HEREDOC.finditer(head.s):
         word = m.group(3)
         k = last + 1
         while k < len(lines) and (lines[k].strip() if m.group(1) else lines[k]) != word:
             k += 1
         if k >= len(lines):
             raise ConfigError(f"{path}:{start + 1}: does not parse: heredoc {word} is never closed")
-        if head.upper().startswith("RUN"):
-            chars.append(("\x00", last + 1))  # marks the start of heredoc bodies
+        if is_run:
             for n in range(last + 1, k):
-                chars.extend((ch, n + 1) for ch in lines[n] + "\n")
+                body_starts.append(offset)
+                body_numbers.append(n + 1)
+                body_parts.append(lines[n])
+                offset += len(lines[n]) + 1
         last = k
-    return chars, last
+    if not body_parts:
+        return head, None, last
+    body = Text("\n".join(body_parts) + "\n", tuple(body_starts), tuple(body_numbers))
+    return head, body, last
 
 
 def _split_flags(words: list[Word]) -> tuple[list[Word], list[Word]]:
@@ -289,15 +381,26 @@ def _split_flags(words: list[Word]) -> tuple[list[Word], list[Word]]:
     return flags, words
 
 
-def _instruction(scan: _Scan, ins: str, chars: list[tuple[str, int]], line: int) -> None:
-    content = "".join(ch for ch, _ in chars)
-    keyword_end = len(content) - len(content.lstrip())
-    keyword_end += len(content.lstrip().split(None, 1)[0])
-    rest = chars[keyword_end:]
+def _after_keyword(text: Text) -> Text:
+    s = text.s
+    k = len(s) - len(s.lstrip())
+    keyword = s[k:].split(None, 1)
+    if not keyword:  # the parser saw a keyword that Python counts as blank (a control character)
+        raise ValueError("a control character around the instruction's keyword; retype the line")
+    k += len(keyword[0])
+    return Text(s[k:], tuple(max(o - k, 0) for o in text.starts), text.lines)
+
+
+def _instruction(scan: _Scan, ins: str, head: Text, heredoc: Text | None, line: int) -> None:
+    rest = _after_keyword(head)
     if ins == "RUN":
-        _run(scan, rest, line)
+        _run(scan, rest, heredoc, line)
         return
-    words = [w for w in tokenize([c for c in rest if c[0] != "\x00"]) if not w.op]
+    if ins == "ONBUILD":
+        trigger = " ".join(rest.s.replace("\\\n", " ").split())
+        scan.notes.append(Note(path=scan.path, line=line, text=f"ONBUILD {trigger}"))
+        return
+    words = docker_words(rest)
     if ins == "ARG":
         _arg(scan, words)
     elif ins == "FROM":
@@ -309,12 +412,19 @@ def _instruction(scan: _Scan, ins: str, chars: list[tuple[str, int]], line: int)
             posixpath.join(scan.workdir, scan.expand(words[0].text))
         )
     elif ins in ("COPY", "ADD"):
-        _copy(scan, ins, words, "".join(ch for ch, _ in rest).strip(), line)
+        _copy(scan, ins, words, rest.s.strip(), line)
 
 
 def _arg(scan: _Scan, words: list[Word]) -> None:
     for w in words:
         name, eq, default = w.text.partition("=")
+        if scan.stage is None and eq:
+            scan.globals_[name] = default
+        if eq:
+            scan.scope[name] = scan.expand(default)
+        elif scan.stage is not None and name not in scan.scope and name in scan.globals_:
+            scan.scope[name] = scan.globals_[name]  # re-declared global ARG keeps its default
+        inherited = scan.scope.get(name) if not eq and scan.stage is not None else None
         scan.args.append(
             ArgDecl(
                 path=scan.path,
@@ -322,14 +432,9 @@ def _arg(scan: _Scan, words: list[Word]) -> None:
                 name=name,
                 default=default if eq else None,
                 stage=scan.stage,
+                inherited=inherited,
             )
         )
-        if scan.stage is None and eq:
-            scan.globals_[name] = default
-        if eq:
-            scan.scope[name] = scan.expand(default)
-        elif scan.stage is not None and name in scan.globals_:
-            scan.scope[name] = scan.globals_[name]  # re-declared global ARG keeps its default
         if eq and default and is_pin_value(name, default):
             variable_pin(scan, w, "arg", name, default, scan.expand(default))
 
@@ -338,19 +443,25 @@ def _from(scan: _Scan, words: list[Word], line: int) -> None:
     _, words = _split_flags(words)
     if not words:
         raise ValueError("FROM without an image")
+    if scan.stage is not None:
+        scan.stage_scope[scan.stage] = scan.scope
+        scan.stage_workdir[scan.stage] = scan.workdir
     image = words[0]
     alias = words[2].text if len(words) >= 3 and words[1].text.upper() == "AS" else None
     name = alias or str(len(scan.stages))
     scan.scope = dict(scan.globals_)  # FROM sees the ARGs declared before the first FROM
     ref = scan.expand(image.text)
-    scan.scope = {}  # a stage starts without ARGs; ENV comes only from a parent stage
-    parent = ref if ref in scan.stages else None
+    parent = ref if ref in scan.stage_names else None
+    # A stage built on another inherits its ENV and (BuildKit) the ARGs it declared;
+    # one built on an image starts with neither.
+    scan.scope = dict(scan.stage_scope.get(parent, {})) if parent is not None else {}
     scan.stages.append(name)
+    scan.stage_names.add(name)
     scan.stage = name
-    scan.workdir = scan.cwd = "/"
+    scan.workdir = scan.cwd = scan.stage_workdir.get(parent, "/") if parent is not None else "/"
     scan.envs.setdefault(name, [])
     if parent is not None:
-        scan.scope.update({k: v for k, v, _ in scan.envs.get(parent, [])})
+        scan.parents[name] = parent
         return
     if ref == "scratch":
         return
@@ -403,32 +514,76 @@ def _env(scan: _Scan, words: list[Word], line: int) -> None:
 
 def _copy(scan: _Scan, ins: str, words: list[Word], text: str, line: int) -> None:
     flags, words = _split_flags(words)
-    if any(f.text.startswith("--from") for f in flags):
+    options = {f.text.partition("=")[0]: f.text.partition("=")[2] for f in flags}
+    source = options.get("--from")
+    if source is not None:
+        _copy_from(scan, source, flags, line)
         return
-    if text.startswith("["):
+    if text.startswith("[") or (flags and words and words[0].text.startswith("[")):
+        json_text = text[text.index("[") :]
         try:
-            items = [str(x) for x in json.loads(text[text.index("[") :])]
+            items = [str(x) for x in json.loads(json_text)]
         except json.JSONDecodeError as exc:
             raise ValueError(f"{ins} JSON form: {exc}") from exc
         sources = [(line, s) for s in items[:-1]]
+        dest = items[-1] if items else ""
     else:
         sources = [(w.line, w.text) for w in words[:-1] if not w.text.startswith("<<")]
+        dest = words[-1].text if words else ""
+    checksum = options.get("--checksum", "")
     for src_line, src in sources:
         if ins == "ADD" and "://" in src:
+            url = scan.expand(src)
+            target = scan.resolve_dir(dest)
+            if dest.endswith("/") or len(sources) > 1:
+                target = posixpath.join(target, posixpath.basename(url.split("?")[0]))
             scan.pin(
-                line=src_line, source="curl", name=url_name(scan.expand(src)), value=src, text=src
+                line=src_line,
+                source="curl",
+                name=url_name(url),
+                value=src,
+                text=src,
+                dest=target,
+                sha256=checksum.removeprefix("sha256:") if checksum.startswith("sha256:") else None,
+                floating=False if checksum else None,
             )
         else:
             scan.copies.append((src_line, src))
 
 
+def _copy_from(scan: _Scan, source: str, flags: list[Word], line: int) -> None:
+    """``COPY --from=X``: a stage of this recipe, or an image (a pin the recipe writes)."""
+    ref = scan.expand(source)
+    if ref in scan.stage_names or ref.isdigit():
+        return
+    word = next(f for f in flags if f.text.startswith("--from"))
+    repo, tag, digest = _split_image(ref)
+    scan.pins.append(
+        RecipePin(
+            path=scan.path,
+            line=word.line,
+            source="image",
+            name=repo,
+            value=(tag or "") + (f"@{digest}" if digest else ""),
+            text=source,
+            literal=bool(_VAR.sub("", source).strip(":@/")),
+            floating=not digest,
+            stage=scan.stage,
+            resolved=ref,
+            vars=_var_refs(source),
+            tag=tag,
+            digest=digest,
+        )
+    )
+
+
 # ---------------------------------------------------------------- RUN
 
 
-def _run(scan: _Scan, chars: list[tuple[str, int]], line: int) -> None:
+def _run(scan: _Scan, head: Text, heredoc: Text | None, line: int) -> None:
     scan.cwd = scan.workdir
-    cut = next((k for k, c in enumerate(chars) if c[0] == "\x00"), len(chars))
-    head, heredoc = chars[:cut], chars[cut + 1 :]
+    scan.shell_vars = {}
+    scan.shell_undo = {}
     words = tokenize(head)
     flags, words = _split_flags(words)
     for f in flags:
@@ -436,14 +591,20 @@ def _run(scan: _Scan, chars: list[tuple[str, int]], line: int) -> None:
             opts = dict(o.partition("=")[::2] for o in f.text[len("--mount=") :].split(","))
             if opts.get("type", "bind") == "bind" and "from" not in opts:
                 scan.copies.append((f.line, opts.get("source", opts.get("src", "."))))
-    head_cmds = list(simple_commands(words))
-    script_heredoc = not head_cmds or head_cmds[0][0].text in ("bash", "sh", "set")
-    if heredoc and script_heredoc:
-        words += [Word(";", ";", line, op=True), *tokenize(heredoc)]
-    elif heredoc:
-        data_heredoc(scan, words, heredoc)
+    if heredoc is not None:
+        head_cmds = list(simple_commands(words))
+        script_heredoc = not head_cmds or head_cmds[0][0].text in ("bash", "sh", "set")
+        if script_heredoc:
+            words += [Word(";", ";", line, op=True), *tokenize(heredoc)]
+        else:
+            data_heredoc(scan, words, heredoc)
     for cmd in simple_commands(words):
         command(scan, cmd)
+    for name, before in scan.shell_undo.items():  # what the shell set dies with the RUN
+        if before is None:
+            scan.scope.pop(name, None)
+        else:
+            scan.scope[name] = before
 
 
 def _settle_clones(pins: list[RecipePin]) -> list[RecipePin]:

@@ -3,17 +3,28 @@
 It knows what a Dockerfile RUN line needs and no more: quoting, backslash line continuations,
 comments, `$(...)`/`${...}`/backticks kept whole, the operators that end a command (`&&`, `||`,
 `;`, `|`, `&`, newline), redirections (their target is dropped) and `case ... esac` patterns.
+:func:`docker_words` splits the other instructions (ARG, ENV, FROM, COPY ...) the way Docker does:
+on blanks only, so ``ENV ARCHS=gfx90a;gfx942`` is one word.
+
+Both walk a :class:`Text` (the instruction as one string plus where each physical line starts)
+and jump over plain runs of characters with a regular expression, so a recipe is read in time
+linear in its length with a small constant.
 """
 
 from __future__ import annotations
 
+import re
+from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Word:
-    """One word or operator of a command, with the physical line it starts on."""
+class Word(NamedTuple):
+    """One word or operator of a command, with the physical line it starts on.
+
+    A named tuple, not a dataclass: a recipe makes one per word, and tuples are built fastest.
+    """
 
     text: str  # with quotes removed
     raw: str  # as written
@@ -21,116 +32,235 @@ class Word:
     op: bool = False
 
 
-_OPS = ("&&", "||", ";;", ">>", "&>", "<<", "|", "&", ";", "(", ")", ">", "<")
+@dataclass(frozen=True, slots=True)
+class Text:
+    """Characters of an instruction and the physical line each one came from."""
+
+    s: str
+    starts: tuple[int, ...]  # offset in ``s`` where each physical line begins, ascending
+    lines: tuple[int, ...]  # that physical line's number in the file
+
+    @classmethod
+    def one_line(cls, s: str, line: int) -> Text:
+        return cls(s, (0,), (line,))
+
+    def line_at(self, offset: int) -> int:
+        return self.lines[max(bisect_right(self.starts, offset) - 1, 0)]
 
 
-def tokenize(chars: list[tuple[str, int]]) -> list[Word]:
+_OPS2 = frozenset(["&&", "||", ";;", ">>", "&>", "<<"])
+_OPS1 = frozenset("|&;()<>")
+_PLAIN = re.compile(r"[^\s'\"\\$`&|;()<>]+")
+_BLANKS = re.compile(r"[ \t\r]+")
+_DIGITS_REDIRECT = re.compile(r"\d+(?=[<>])")
+_DQ_PLAIN = re.compile(r'[^"\\]+')
+_DOCKER_PLAIN = re.compile(r"[^\s'\"\\]+")
+
+
+# One token per match: blanks, a newline, a comment, an operator (with a redirection's fd
+# digits), or a word made of plain runs, complete quotes and escapes. What it cannot take whole
+# ($(...), ${...}, backticks, an unterminated quote) is read by hand in _shell_word.
+_TOKEN = re.compile(
+    r"""(?:[ \t\r]|\\\n)*
+    (?:(?P<nl>\n)
+    |(?P<comment>\#[^\n]*)
+    |(?P<op>\d*(?:>>|&>|<<|[<>])|&&|\|\||;;|[|&;()])
+    |(?P<word>(?:[^\s'"\\$`&|;()<>]+|'[^']*'|"(?:[^"\\]|\\.)*"|\\.|\$(?![({]))+)
+    )?""",
+    re.VERBOSE | re.DOTALL,
+)
+_HARD = frozenset("$`'\"\\")  # after a word: what only _shell_word reads ($(, `, a lone quote)
+
+
+def tokenize(text: Text) -> list[Word]:
     """Split a shell command into words and operators, remembering each word's physical line."""
+    s = text.s
+    n = len(s)
+    starts, numbers = text.starts, text.lines
+    last = len(starts) - 1
+    li = 0
     words: list[Word] = []
-    n, i = len(chars), 0
-
-    def at(k: int) -> str:
-        return chars[k][0] if k < n else ""
-
+    append = words.append
+    match = _TOKEN.match
+    i = 0
     while i < n:
-        c, line = chars[i]
-        if c == "\\" and at(i + 1) == "\n":
-            i += 2
+        m = match(s, i)
+        if m is None:  # never: every part of _TOKEN is optional, so it matches everywhere
+            break
+        kind = m.lastgroup
+        e = m.end()
+        at = m.start(kind) if kind else e
+        while li < last and starts[li + 1] <= at:  # offsets only grow: walk the line table
+            li += 1
+        if kind == "word" and (e >= n or s[e] not in _HARD):
+            raw = m.group(kind)
+            if "'" in raw or '"' in raw or "\\" in raw:
+                e, word_text, raw = _shell_word(s, at)
+                append(Word(word_text, raw, numbers[li]))
+            else:
+                append(Word(raw, raw, numbers[li]))
+            i = e
+        elif kind == "nl":
+            append(Word(";", ";", numbers[li], True))
+            i = e
+        elif kind == "op":
+            op = m.group(kind).lstrip("0123456789")
+            append(Word(op, op, numbers[li], True))
+            i = e
+        elif kind == "comment":
+            i = e
+        elif at >= n:
+            break
+        else:
+            end, word_text, raw = _shell_word(s, at)
+            if end == at:  # not a word after all: one character the shell ignores here
+                i = at + 1
+                continue
+            append(Word(word_text, raw, numbers[li]))
+            i = end
+    return words
+
+
+def _shell_word(s: str, i: int) -> tuple[int, str, str]:
+    """One word starting at ``i``: (end, text without quotes, text as written)."""
+    n = len(s)
+    out: list[str] = []
+    raw: list[str] = []
+    while i < n:
+        m = _PLAIN.match(s, i)
+        if m:
+            out.append(m.group())
+            raw.append(m.group())
+            i = m.end()
             continue
-        if c in " \t\r":
-            i += 1
-            continue
-        if c == "\n":
-            words.append(Word(";", ";", line, op=True))
-            i += 1
-            continue
-        if c == "#":
-            while i < n and chars[i][0] != "\n":
-                i += 1
-            continue
-        j = i
-        while j < n and chars[j][0].isdigit():
-            j += 1
-        if j > i and at(j) in "<>":
-            i = j  # "2>" redirection: the digits belong to the operator
-            c = chars[i][0]
-        op = next((o for o in _OPS if "".join(at(i + k) for k in range(len(o))) == o), None)
-        if op is not None:
-            words.append(Word(op, op, line, op=True))
-            i += len(op)
-            continue
-        text: list[str] = []
-        raw: list[str] = []
-        while i < n:
-            c = chars[i][0]
-            if c in " \t\r\n" or (c in "&|;()<>"):
-                break
-            if c == "\\":
-                if at(i + 1) == "\n":
-                    i += 2
-                    continue
-                text.append(at(i + 1))
-                raw.append(c + at(i + 1))
+        c = s[i]
+        if c in " \t\r\n&|;()<>":
+            break
+        if c == "\\":
+            if s.startswith("\n", i + 1):
                 i += 2
                 continue
-            if c == "'":
-                k = i + 1
-                while k < n and chars[k][0] != "'":
-                    k += 1
-                if k >= n:
-                    raise ValueError("unterminated single quote")
-                seg = "".join(ch for ch, _ in chars[i + 1 : k])
-                text.append(seg)
-                raw.append("'" + seg + "'")
-                i = k + 1
-                continue
-            if c == '"':
-                k = i + 1
-                seg_t: list[str] = []
-                while k < n and chars[k][0] != '"':
-                    if chars[k][0] == "\\" and at(k + 1) in '"\\$`\n':
-                        if at(k + 1) != "\n":
-                            seg_t.append(at(k + 1))
-                        k += 2
-                        continue
-                    seg_t.append(chars[k][0])
-                    k += 1
-                if k >= n:
-                    raise ValueError("unterminated double quote")
-                text.append("".join(seg_t))
-                raw.append("".join(ch for ch, _ in chars[i : k + 1]))
-                i = k + 1
-                continue
-            if c == "$" and at(i + 1) in "({":
-                close = ")" if at(i + 1) == "(" else "}"
-                depth, k = 0, i + 1
-                while k < n:
-                    ch = chars[k][0]
-                    if ch == at(i + 1):
-                        depth += 1
-                    elif ch == close:
-                        depth -= 1
-                        if depth == 0:
-                            break
-                    k += 1
-                seg = "".join(ch for ch, _ in chars[i : k + 1]).replace("\\\n", "")
-                text.append(seg)
-                raw.append(seg)
-                i = k + 1
-                continue
-            if c == "`":
-                k = i + 1
-                while k < n and chars[k][0] != "`":
-                    k += 1
-                seg = "".join(ch for ch, _ in chars[i : k + 1])
-                text.append(seg)
-                raw.append(seg)
-                i = k + 1
-                continue
-            text.append(c)
+            nxt = s[i + 1 : i + 2]
+            out.append(nxt)
+            raw.append(c + nxt)
+            i += 2
+        elif c == "'":
+            k = s.find("'", i + 1)
+            if k < 0:
+                raise ValueError("unterminated single quote")
+            out.append(s[i + 1 : k])
+            raw.append(s[i : k + 1])
+            i = k + 1
+        elif c == '"':
+            i = _double_quoted(s, i, out, raw)
+        elif c == "$" and s[i + 1 : i + 2] in ("(", "{"):
+            k = _closing(s, i + 1)
+            seg = s[i : k + 1].replace("\\\n", "")
+            out.append(seg)
+            raw.append(seg)
+            i = k + 1
+        elif c == "`":
+            k = s.find("`", i + 1)
+            k = n - 1 if k < 0 else k
+            out.append(s[i : k + 1])
+            raw.append(s[i : k + 1])
+            i = k + 1
+        else:  # a lone "$"
+            out.append(c)
             raw.append(c)
             i += 1
-        words.append(Word("".join(text), "".join(raw), line))
+    return i, "".join(out), "".join(raw)
+
+
+def _double_quoted(s: str, i: int, out: list[str], raw: list[str]) -> int:
+    n = len(s)
+    k = i + 1
+    seg: list[str] = []
+    while k < n and s[k] != '"':
+        m = _DQ_PLAIN.match(s, k)
+        if m:
+            seg.append(m.group())
+            k = m.end()
+            continue
+        if s[k] == "\\" and s[k + 1 : k + 2] in ('"', "\\", "$", "`", "\n"):
+            if s[k + 1] != "\n":
+                seg.append(s[k + 1])
+            k += 2
+            continue
+        seg.append(s[k])
+        k += 1
+    if k >= n:
+        raise ValueError("unterminated double quote")
+    out.append("".join(seg))
+    raw.append(s[i : k + 1])
+    return k + 1
+
+
+def _closing(s: str, k: int) -> int:
+    """Where the bracket opened at ``k`` closes (nesting counted); the last index if never."""
+    open_, close = s[k], ")" if s[k] == "(" else "}"
+    depth = 0
+    n = len(s)
+    while k < n:
+        ch = s[k]
+        if ch == open_:
+            depth += 1
+        elif ch == close:
+            depth -= 1
+            if depth == 0:
+                return k
+        k += 1
+    return n - 1
+
+
+def docker_words(text: Text) -> list[Word]:
+    """Words of a non-RUN instruction, split as Docker splits them: on blanks, quotes removed.
+
+    A `;` or `&` is part of a value here (``ENV ARCHS=gfx90a;gfx942``), unlike in a shell.
+    """
+    s = text.s
+    n = len(s)
+    words: list[Word] = []
+    i = 0
+    while i < n:
+        c = s[i]
+        if c in " \t\r\n":
+            i += 1
+            continue
+        if c == "\\" and s.startswith("\n", i + 1):
+            i += 2
+            continue
+        start = i
+        out: list[str] = []
+        raw: list[str] = []
+        while i < n:
+            m = _DOCKER_PLAIN.match(s, i)
+            if m:
+                out.append(m.group())
+                raw.append(m.group())
+                i = m.end()
+                continue
+            c = s[i]
+            if c in " \t\r\n":
+                break
+            if c == "\\":
+                if s.startswith("\n", i + 1):
+                    i += 2
+                    continue
+                nxt = s[i + 1 : i + 2]
+                out.append(nxt)
+                raw.append(c + nxt)
+                i += 2
+            elif c == "'":
+                k = s.find("'", i + 1)
+                if k < 0:
+                    raise ValueError("unterminated single quote")
+                out.append(s[i + 1 : k])
+                raw.append(s[i : k + 1])
+                i = k + 1
+            else:
+                i = _double_quoted(s, i, out, raw)
+        words.append(Word("".join(out), "".join(raw), text.line_at(start)))
     return words
 
 

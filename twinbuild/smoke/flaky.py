@@ -2,7 +2,9 @@
 
 ``--rerun-failed-once``: a failed test marked ``gpu`` runs once more. A pass on the rerun is
 recorded as flaky (reported, never hidden); two failures are a failure; there is never a third
-attempt. Tests without the marker never rerun: a pin mismatch is not flaky.
+attempt. Tests without the marker never rerun: a pin mismatch is not flaky. Nor does a GPU test
+that recorded ``NO_RERUN`` in its user properties (``remote.run_timed`` does when a command hit
+its timeout): a hang is a failure, never flaky.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from _pytest.runner import runtestprotocol
 
 Outcome = Literal["passed", "failed", "skipped"]
 RERUN_MARKER = "gpu"
+NO_RERUN = "no_rerun"  # a user property: why this failure must not be rerun
 MAX_ATTEMPTS = 2
 _IGNORED_MARKERS = {"parametrize", "usefixtures", "skip", "skipif", "xfail", "filterwarnings"}
 
@@ -48,6 +51,8 @@ def verdict(attempts: list[Outcome]) -> Verdict:
 
 
 def should_rerun(item: pytest.Item, first: Outcome, *, enabled: bool) -> bool:
+    if any(key == NO_RERUN for key, _ in item.user_properties):
+        return False
     return enabled and first == "failed" and item.get_closest_marker(RERUN_MARKER) is not None
 
 

@@ -45,6 +45,7 @@ PYTEST_TIMEOUT_S = 3600
 LOCAL_PYTHON = "/opt/venv/bin/python"
 PRODUCTION_PYTHON = "python3"
 NOT_PRODUCTION = "production contents: the local profile builds no {what}"
+BARE_HOST = "bare GPU host (--host --gpu): checks this machine's GPUs, not an image's {what}"
 LABEL = "org.twinbuild."
 
 
@@ -60,6 +61,7 @@ class Target:
     record: Mapping[str, Any] | None = (
         None  # build/<profile>/<platform>/image.json, if it is this image
     )
+    gpu_only: bool = False  # a bare GPU host (--host --gpu): its GPUs, not an image's contents
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -267,6 +269,8 @@ def gpu_case(
         vendor=gpu_mod.VENDOR[platform],
         perf_binary=perf,
         info=info.to_json() if info is not None else None,
+        toolkit=manifest.platforms[platform].toolkit,
+        archs=list(manifest.platforms[platform].gpu_archs),
     )
 
 
@@ -298,6 +302,13 @@ def build_spec(
     base_skip: str | None = "host mode: no image to compare with the base"
     if eng is not None and target.image_id is not None:
         base, base_skip = base_case(eng, manifest, target)
+    pins = pin_cases(manifest, target)
+    binaries_skip = None if production else NOT_PRODUCTION.format(what="diagnostic binaries")
+    imports = list(spec_platform.imports if production else manifest.local.imports)
+    if target.gpu_only:
+        pins = [PinCase(pin=c.pin, skip=BARE_HOST.format(what="pins")) for c in pins]
+        binaries_skip = BARE_HOST.format(what="binaries (the GPU checks run all_reduce_perf)")
+        imports = []
     return SuiteSpec(
         hostspec=hostspec,
         platform=target.platform,
@@ -305,12 +316,12 @@ def build_spec(
         python=target.python,
         manifest=str(manifest.path),
         results=str(results),
-        pins=pin_cases(manifest, target),
+        pins=pins,
         env=env,
         env_skip=env_skip,
         binaries=list(spec_platform.binaries),
-        binaries_skip=None if production else NOT_PRODUCTION.format(what="diagnostic binaries"),
-        imports=list(spec_platform.imports if production else manifest.local.imports),
+        binaries_skip=binaries_skip,
+        imports=imports,
         base=base,
         base_skip=base_skip,
         gpu=gpu,
@@ -473,7 +484,8 @@ class SmokeOptions:
     profile: Profile | None = None  # None: local for built images, production for --image/--host
     image: str | None = None  # any image, resolved to its id first
     host: bool = False  # this machine, through testinfra's local backend
-    gpu: bool | None = None  # None: GPU checks where a GPU is found
+    gpu: bool | None = None  # None: GPU checks where a GPU is found; with host: a bare GPU host
+    python: str | None = None  # with host: the interpreter holding torch and torch_memory_saver
     rerun_failed_once: bool = False
     report_dir: Path = Path("build/smoke")
     verbose: bool = False  # list every skip with its reason
@@ -484,8 +496,8 @@ def smoke_images(options: SmokeOptions) -> list[Outcome]:
     return smoke(
         load(options.manifest), root=options.root, platform=options.platform,
         profile=options.profile, image=options.image, host=options.host, gpu=options.gpu,
-        rerun_failed_once=options.rerun_failed_once, report_dir=options.report_dir,
-        verbose=options.verbose,
+        python=options.python, rerun_failed_once=options.rerun_failed_once,
+        report_dir=options.report_dir, verbose=options.verbose,
     )  # fmt: skip
 
 
@@ -498,6 +510,7 @@ def smoke(
     image: str | None = None,
     host: bool = False,
     gpu: bool | None = None,
+    python: str | None = None,
     rerun_failed_once: bool = False,
     report_dir: Path = Path("build/smoke"),
     echo: bool = True,
@@ -511,12 +524,20 @@ def smoke(
     """
     if image is not None and host:
         raise ConfigError("--image and --host exclude each other; pick one")
+    if python is not None and not host:
+        raise ConfigError("--python names this machine's interpreter; it needs --host")
     platforms = [platform] if platform is not None else list(PLATFORMS)
     outcomes: list[Outcome] = []
     if host:
         for plat in platforms:
             prof: Profile = profile or "production"
-            target = Target(platform=plat, profile=prof, image_id=None, python=_python(prof))
+            target = Target(
+                platform=plat,
+                profile=prof,
+                image_id=None,
+                python=python or _python(prof),
+                gpu_only=gpu is True,
+            )
             outcomes.append(
                 smoke_target(
                     manifest,

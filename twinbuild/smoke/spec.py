@@ -45,6 +45,8 @@ class GpuCase:
     vendor: str  # "nvidia" | "amd"
     perf_binary: str | None  # the all-reduce perf binary (PlatformSpec.binaries), if any
     info: Mapping[str, Any] | None = None
+    toolkit: str = ""  # platforms.<p>.toolkit: the CUDA or ROCm release the image is built on
+    archs: list[str] = field(default_factory=list)  # platforms.<p>.gpu_archs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -1,9 +1,15 @@
-"""Atomic writes: the new file appears whole or not at all.
+"""Atomic writes: the new file appears whole or not at all, and only ever as a regular file.
 
 Write a temporary file next to the target, flush it to disk, then ``os.replace`` it over the
 target (atomic on POSIX within one file system). A full disk, a crash or Ctrl-C before the rename
 leaves the previous file untouched and no temporary file behind. Every file twinbuild writes for
 others to read (the manifest after a bump, drafts, build records, evidence, keys) goes through here.
+
+A rename replaces whatever has the name, so the target is checked first: a symlink is followed to
+the file it names (that file is replaced, in its own folder, and the link is kept, so ``pins bump``
+through a linked manifest edits the real one); a device, FIFO, socket or directory is refused (a
+rename would swap ``/dev/null`` for a regular file). With ``within``, the file (after following
+links) must lie inside that folder: generated files never land outside the tree they belong to.
 """
 
 from __future__ import annotations
@@ -11,27 +17,34 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
 from twinbuild.errors import ConfigError, DiskFull
+from twinbuild.util.bounded import kind_of
 
 
-def write_atomic(path: Path, data: bytes | str, *, mode: int | None = None) -> None:
+def write_atomic(
+    path: Path, data: bytes | str, *, mode: int | None = None, within: Path | None = None
+) -> None:
     """Replace ``path`` with ``data`` atomically; ``mode`` is set before the file is visible.
 
-    Without ``mode`` an existing file keeps its mode, and a new one gets 0o644.
+    Without ``mode`` an existing file keeps its mode, and a new one gets 0o644. ``within``, when
+    given, is the folder the written file must stay inside.
     """
     if isinstance(data, str):
         data = data.encode("utf-8")
+    target = resolve_target(path, within=within)
+    existed = target.exists()
     if mode is None:
-        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    directory = path.parent
+        mode = target.stat().st_mode & 0o777 if existed else 0o644
+    directory = target.parent
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise _error(path, exc) from None
+        raise _error(path, exc, existed=existed) from None
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -39,14 +52,40 @@ def write_atomic(path: Path, data: bytes | str, *, mode: int | None = None) -> N
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        tmp.replace(path)
+        tmp.replace(target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
         if isinstance(exc, OSError):
-            raise _error(path, exc) from None
+            raise _error(path, exc, existed=existed) from None
         raise
     _sync_dir(directory)
+
+
+def resolve_target(path: Path, *, within: Path | None = None) -> Path:
+    """The regular file (existing or not) a write to ``path`` must replace, or a refusal."""
+    target = Path(os.path.realpath(path)) if path.is_symlink() else path
+    if within is not None:
+        root = Path(os.path.realpath(within))
+        real = Path(os.path.realpath(target))
+        if real != root and root not in real.parents:
+            raise ConfigError(
+                f"{path}: resolves to {real}, outside {within}; refusing to write there "
+                "(check the names that built this path)"
+            )
+    try:
+        info = target.stat()
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise _error(path, exc, existed=False) from None
+    if not stat.S_ISREG(info.st_mode):
+        through = f" (through the link to {target})" if target != path else ""
+        raise ConfigError(
+            f"{path}: is {kind_of(info.st_mode)}{through}, not a regular file; "
+            "twinbuild writes only regular files, pass a file path"
+        )
+    return target
 
 
 def _sync_dir(directory: Path) -> None:
@@ -59,11 +98,11 @@ def _sync_dir(directory: Path) -> None:
             os.close(fd)
 
 
-def _error(path: Path, exc: OSError) -> ConfigError | DiskFull:
+def _error(path: Path, exc: OSError, *, existed: bool) -> ConfigError | DiskFull:
+    kept = "the previous file is unchanged" if existed else "nothing was written"
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return DiskFull(
-            f"{path}: disk full while writing; the previous file is unchanged, free space, re-run"
-        )
+        return DiskFull(f"{path}: disk full while writing; {kept}, free space, re-run")
     return ConfigError(
-        f"{path}: cannot write: {exc.strerror or exc}; the previous file is unchanged"
+        f"{path}: cannot write: {exc.strerror or exc}; {kept}; "
+        "check that the folder exists and is writable, then re-run"
     )

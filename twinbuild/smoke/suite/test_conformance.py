@@ -9,10 +9,12 @@ from twinbuild.smoke.spec import PinCase, SuiteSpec
 
 
 def test_pin(
-    pin_case: PinCase, spec: SuiteSpec, collected: Collected, holds: dict[str, str]
+    pin_case: PinCase, spec: SuiteSpec, holds: dict[str, str], request: pytest.FixtureRequest
 ) -> None:
     if pin_case.skip is not None:
         pytest.skip(pin_case.skip)
+    # Asked for only here: a skipped pin (or a bare GPU host) never runs the collector.
+    collected: Collected = request.getfixturevalue("collected")
     result = check_pin(pin_case.pin, collected, where=spec.manifest)
     if result.holds is not None:
         holds[pin_case.pin.name] = result.holds

@@ -1,4 +1,8 @@
-"""GPU checks: only where a GPU of the image's platform is present and handed to the container."""
+"""GPU checks: only where a GPU of the image's platform is present and handed to the container.
+
+Each test measures in the image (``gpu_scripts``, ``all_reduce_perf``) and lets ``gpu_checks``
+decide; every command runs under a timeout, and one that hits it fails without a rerun.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from twinbuild.smoke import gpu_checks, gpu_scripts
 from twinbuild.smoke.spec import SuiteSpec
-from twinbuild.smoke.suite.remote import check, run_argv, run_script
+from twinbuild.smoke.suite.remote import check, run_script, run_timed
 
 pytestmark = pytest.mark.gpu
 
@@ -37,51 +42,6 @@ print(json.dumps({
 }))
 """
 
-# Pause must hand memory back to the device, resume must restore the tensors bit for bit (CPU
-# backup), and freeing a tensor while paused must not crash: the pinned merge commit fixes that.
-MEMORY_SAVER = """
-import gc, json, torch
-import torch_memory_saver as tms
-saver = getattr(tms, "torch_memory_saver", None) or getattr(tms, "memory_saver", None)
-if saver is None:
-    saver = tms.TorchMemorySaver()
-if hasattr(saver, "hook_mode"):
-    saver.hook_mode = "torch"
-n = 64 << 20
-torch.cuda.init()
-try:
-    region = saver.region(enable_cpu_backup=True)
-except TypeError:
-    region = saver.region()
-with region:
-    kept = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
-    dropped = torch.ones(n, dtype=torch.uint8, device="cuda")
-reference = kept.cpu().clone()
-torch.cuda.synchronize()
-free_before = torch.cuda.mem_get_info()[0]
-saver.pause()
-torch.cuda.synchronize()
-free_paused = torch.cuda.mem_get_info()[0]
-del dropped
-gc.collect()
-saver.resume()
-torch.cuda.synchronize()
-print(json.dumps({
-    "released": free_paused - free_before,
-    "size": n,
-    "bit_exact": bool(torch.equal(kept.cpu(), reference)),
-}))
-"""
-
-VISIBLE = """
-import json, os, torch
-print(json.dumps({
-    "hip": os.environ.get("HIP_VISIBLE_DEVICES"),
-    "cuda": os.environ.get("CUDA_VISIBLE_DEVICES"),
-    "count": torch.cuda.device_count(),
-}))
-"""
-
 
 @pytest.fixture(autouse=True)
 def _gpu_given(spec: SuiteSpec) -> None:
@@ -91,8 +51,18 @@ def _gpu_given(spec: SuiteSpec) -> None:
         pytest.skip(spec.gpu.skip)
 
 
-def test_torch_sees_gpu(spec: SuiteSpec, host: Any) -> None:
-    got = run_script(host, spec.python, BACKEND, "torch GPU backend")
+@pytest.fixture
+def devices(spec: SuiteSpec, host: Any, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """What the container got and what torch sees (one run of ``gpu_scripts.DEVICES``)."""
+    return run_script(host, spec.python, gpu_scripts.DEVICES, "GPU devices", item=request.node)
+
+
+def _fail_on(problems: list[str]) -> None:
+    check(not problems, "; ".join(problems))
+
+
+def test_torch_sees_gpu(spec: SuiteSpec, host: Any, request: pytest.FixtureRequest) -> None:
+    got = run_script(host, spec.python, BACKEND, "torch GPU backend", item=request.node)
     check(got["available"], f"torch.cuda.is_available() is False in the {spec.platform} image")
     check(got["count"] >= 1, f"torch sees {got['count']} GPUs")
     if spec.platform == "cuda":
@@ -101,41 +71,74 @@ def test_torch_sees_gpu(spec: SuiteSpec, host: Any) -> None:
         check(got["hip"], f"expected a ROCm (HIP) build of torch, found {got}")
 
 
-def test_matmul_matches_cpu(spec: SuiteSpec, host: Any) -> None:
-    got = run_script(host, spec.python, MATMUL, "GPU matmul")
+def test_matmul_matches_cpu(spec: SuiteSpec, host: Any, request: pytest.FixtureRequest) -> None:
+    got = run_script(host, spec.python, MATMUL, "GPU matmul", item=request.node)
     check(got["close"], f"GPU matmul differs from the CPU result by up to {got['max_abs_err']}")
 
 
-def test_memory_saver_pause_resume(spec: SuiteSpec, host: Any) -> None:
-    got = run_script(host, spec.python, MEMORY_SAVER, "torch_memory_saver pause/resume")
-    check(
-        got["released"] >= got["size"],
-        f"torch_memory_saver pause released {got['released']} bytes, expected >= {got['size']}",
-    )
-    check(got["bit_exact"], "torch_memory_saver resume did not restore the tensor bit-exactly")
+def test_memory_saver_pause_free_resume(
+    spec: SuiteSpec, host: Any, request: pytest.FixtureRequest
+) -> None:
+    where = run_script(
+        host, spec.python, gpu_scripts.PRELOAD_LIBRARY, "torch_memory_saver library",
+        item=request.node,
+    )  # fmt: skip
+    got = run_script(
+        host, spec.python, gpu_scripts.MEMORY_SAVER, "torch_memory_saver pause/free/resume",
+        item=request.node, env={"LD_PRELOAD": str(where["ld_preload"])},
+    )  # fmt: skip
+    _fail_on(gpu_checks.memory_saver(got))
 
 
-def test_all_reduce_perf_one_gpu(spec: SuiteSpec, host: Any) -> None:
+def test_all_reduce_every_gpu(
+    spec: SuiteSpec, host: Any, devices: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
     perf = spec.gpu.perf_binary if spec.gpu is not None else None
     if perf is None:
         pytest.skip("no all_reduce_perf among the platform's binaries")
-    argv = [perf, "-b", "8", "-e", "8M", "-f", "2", "-g", "1"]
-    result = run_argv(host, argv)
+    gpus = int(devices["count"])
+    check(gpus >= 1, "torch sees no GPU; all_reduce_perf has nothing to run on")
+    argv = gpu_checks.collective_argv(perf, gpus)
+    result = run_timed(host, argv, request.node, perf)
     out = result.stdout + result.stderr
-    check(result.rc == 0, f"{' '.join(argv)} exited {result.rc}: {out.strip()[-600:]}")
-    check("Avg bus bandwidth" in out, f"{perf} printed no bus bandwidth: {out.strip()[-300:]}")
+    run = gpu_checks.parse_collective(result.stdout)
+    tail = out.strip()[-600:]
+    _fail_on(gpu_checks.collective(run, rc=result.rc, gpus=gpus, tail=tail, perf=perf))
 
 
-def test_visible_devices_agree(spec: SuiteSpec, host: Any) -> None:
-    if spec.platform != "rocm":
-        pytest.skip("HIP_VISIBLE_DEVICES applies to the ROCm image only")
-    got = run_script(host, spec.python, VISIBLE, "visible devices")
-    if got["hip"] is not None and got["cuda"] is not None:
-        check(
-            got["hip"] == got["cuda"],
-            f"HIP_VISIBLE_DEVICES={got['hip']} but CUDA_VISIBLE_DEVICES={got['cuda']}",
+def test_driver_and_toolkit(spec: SuiteSpec, devices: dict[str, Any]) -> None:
+    assert spec.gpu is not None  # noqa: S101 -- the autouse fixture skipped otherwise
+    if spec.gpu.vendor == "nvidia":
+        driver = devices["driver"] or str((spec.gpu.info or {}).get("driver") or "")
+        _fail_on(
+            gpu_checks.nvidia_driver(
+                toolkit=spec.gpu.toolkit, driver=driver, torch_cuda=devices["torch_cuda"]
+            )
         )
-    listed = got["hip"] if got["hip"] is not None else got["cuda"]
-    if listed:
-        wanted = len([d for d in listed.split(",") if d.strip()])
-        check(got["count"] == wanted, f"{listed!r} lists {wanted} GPUs; torch sees {got['count']}")
+    else:
+        _fail_on(
+            gpu_checks.rocm_toolkit(
+                toolkit=spec.gpu.toolkit,
+                rocm_version=devices["rocm"],
+                torch_hip=devices["torch_hip"],
+            )
+        )
+
+
+def test_visible_devices(spec: SuiteSpec, devices: dict[str, Any]) -> None:
+    assert spec.gpu is not None  # noqa: S101 -- the autouse fixture skipped otherwise
+    _fail_on(
+        gpu_checks.visible_devices(
+            vendor=spec.gpu.vendor,
+            nodes=int(devices["nodes"]),
+            torch_count=int(devices["count"]),
+            env=devices["env"],
+        )
+    )
+
+
+def test_gpu_arch_is_built_for(spec: SuiteSpec, devices: dict[str, Any]) -> None:
+    assert spec.gpu is not None  # noqa: S101 -- the autouse fixture skipped otherwise
+    _fail_on(
+        gpu_checks.gpu_arch(vendor=spec.gpu.vendor, archs=spec.gpu.archs, found=devices["archs"])
+    )

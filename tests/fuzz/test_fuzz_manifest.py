@@ -1,0 +1,34 @@
+"""The manifest loader (and the lint and render over what it loads) on any bytes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hypothesis import given
+
+from tests.fuzz.conftest import outcome
+from tests.fuzz.strategies import as_bytes, hostile
+from tests.helpers import MINI
+from twinbuild.lint.checks import lint_manifest
+from twinbuild.manifest.model import Manifest, load
+from twinbuild.manifest.render import render
+from twinbuild.manifest.table import markdown
+
+REPO = Path(__file__).resolve().parents[2]
+SEEDS = [(REPO / "pins/manifest.toml").read_text(), (MINI / "pins/manifest.toml").read_text()]
+
+
+def _load_lint_render(path: Path) -> Manifest:
+    manifest = load(path)
+    lint_manifest(manifest)
+    markdown(manifest)
+    render(manifest, "rocm", "production")
+    return manifest
+
+
+@given(data=as_bytes(hostile(SEEDS, prefix="zz = ")))
+def test_any_manifest_bytes_end_in_a_manifest_or_our_error(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "manifest.toml"
+    path.write_bytes(data)
+    result = outcome(lambda: _load_lint_render(path), folder=tmp_path)
+    assert isinstance(result, Manifest) or str(result).startswith(str(path))
