@@ -92,9 +92,9 @@ def recipe_copies(recipe: Path, data: bytes, *, remember: bool = True) -> list[t
     readers), which took most of a no-op build's time. The answer depends only on the recipe's
     bytes and the scanner's code, so it is kept under ``<cache>/recipe-copies/`` keyed by both.
     """
-    from twinbuild.recipe import scan
-
     if not remember:
+        from twinbuild.recipe import scan
+
         return scan.parse(recipe, data=data).copies
     from twinbuild.engine.daemon import cache_root
 
@@ -104,6 +104,7 @@ def recipe_copies(recipe: Path, data: bytes, *, remember: bool = True) -> list[t
         return [(int(line), str(source)) for line, source in json.loads(memo.read_text())]
     except (OSError, ValueError, TypeError):
         pass  # not remembered yet (or unreadable): parse it
+    from twinbuild.recipe import scan
     from twinbuild.util.atomic import write_atomic
 
     copies = scan.parse(recipe, data=data).copies  # raises on a bad recipe: nothing remembered
