@@ -107,6 +107,18 @@ def main(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def ship(session: nox.Session) -> None:
+    """Build, push (private registry unless TWINBUILD_REGISTRY) and smoke; reports name digests."""
+    _install(session)
+    _engine_up(session)
+    if not os.environ.get("TWINBUILD_REGISTRY"):
+        session.run("twinbuild", "registry", "up")
+    session.run("twinbuild", "build", "--profile", "local", *session.posargs)
+    session.run("twinbuild", "push", "--profile", "local", *session.posargs)
+    session.run("twinbuild", "smoke", "--profile", "local", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks side by side with docker; writes build/bench/bench.md and bench.json."""
     _install(session)

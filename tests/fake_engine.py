@@ -8,6 +8,7 @@ labels, a tag needs an existing image, an imported image is untagged until tagge
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +21,10 @@ from twinbuild.engine.client import (
     GpuAccess,
     ImageSummary,
     Network,
+    Pushed,
     RunResult,
 )
-from twinbuild.errors import EngineError
+from twinbuild.errors import ConfigError, EngineError
 
 HOST = "unix:///fake.sock"
 
@@ -55,6 +57,8 @@ class FakeEngine:
     ran: list[tuple[str, list[str]]] = field(default_factory=list)
     execs: list[tuple[str, list[str]]] = field(default_factory=list)
     containers: dict[str, str] = field(default_factory=dict)  # running container -> image
+    registry: dict[str, str] = field(default_factory=dict)  # pushed repository@digest -> image id
+    pushed: list[str] = field(default_factory=list)
     closed: bool = False
 
     @property
@@ -83,12 +87,14 @@ class FakeEngine:
         target: str | None,
         network: Network,
         builder: Builder,
+        cache_from: Sequence[str] = (),
     ) -> Iterator[dict[str, Any]]:
         self.calls.append("build")
         self.builds.append(
             {
                 "context": context.read(), "dockerfile": dockerfile, "buildargs": dict(buildargs),
                 "labels": dict(labels), "target": target, "network": network, "builder": builder,
+                "cache_from": list(cache_from),
             }
         )  # fmt: skip
         context.seek(0)
@@ -166,6 +172,24 @@ class FakeEngine:
             return
         for name in [r for r, d in self.images.items() if d is doc]:
             del self.images[name]
+
+    def push(self, ref: str) -> Pushed:
+        """A registry in memory: the digest hashes the image id, a second push sends nothing."""
+        self.calls.append("push")
+        self.pushed.append(ref)
+        image_id = str(self.images[ref]["Id"])
+        digest = "sha256:" + hashlib.sha256(image_id.encode()).hexdigest()
+        name = f"{ref.rpartition(':')[0]}@{digest}"
+        sent = 0 if name in self.registry else 1
+        self.registry[name] = image_id
+        return Pushed(ref=name, digest=digest, layers_sent=sent, layers_present=1 - sent)
+
+    def pull(self, ref: str) -> str:
+        self.calls.append("pull")
+        if ref not in self.registry:
+            raise ConfigError(f"pull {ref}: the registry has no such image")
+        self.images[ref] = self.images.get(self.registry[ref]) or image_doc(self.registry[ref])
+        return self.registry[ref]
 
     def run_container(
         self,

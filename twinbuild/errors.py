@@ -65,3 +65,9 @@ class UpstreamRefused(TwinbuildError):
     """A pin bump points at a commit that is not on the upstream default branch."""
 
     exit_code = 8
+
+
+class CredentialsMissing(ConfigError):
+    """A registry wants credentials that are not stored for it (`docker login` fixes it)."""
+
+    exit_code = 2

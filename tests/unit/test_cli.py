@@ -13,7 +13,7 @@ from twinbuild.cli.main import build_parser, main
 
 COMMANDS = {
     "lint", "render", "engine", "base", "build", "smoke", "bench", "import", "workflows",
-    "rerun-decision", "evidence", "pins", "plan", "bake", "prune",
+    "rerun-decision", "evidence", "pins", "plan", "bake", "registry", "push", "release", "prune",
 }  # fmt: skip
 
 

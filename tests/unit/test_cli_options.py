@@ -43,6 +43,9 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("pins", "bump"): "twinbuild.pins.bump:bump_pin",
     ("pins", "diff"): "twinbuild.pins.diff:diff_pins",
     ("prune",): "twinbuild.engine.prune:prune_images",
+    ("registry",): "twinbuild.engine.registry:run",
+    ("push",): "twinbuild.ship.push:push_images",
+    ("release",): "twinbuild.ship.release:release_image",
 }
 
 # values an option must have to pass the handler's own parsing (PIN=PATH and the like)

@@ -100,7 +100,12 @@ def _job_build(job: dict[str, Any]) -> dict[str, Any]:
 
     root = Path(job["root"])
     manifest = load(root / "pins/manifest.toml")
-    options = BuildOptions(root=root, profile="local")
+    options = BuildOptions(
+        root=root,
+        profile="local",
+        registry=job.get("registry"),  # the registry build cache, where a bench gives one
+        cache=Path(job["cache"]) if job.get("cache") else None,
+    )
     out: dict[str, Any] = {"results": []}
     with connect() as engine:
         if job.get("base"):

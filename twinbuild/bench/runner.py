@@ -27,6 +27,7 @@ from twinbuild.bench.builds import (
 )
 from twinbuild.bench.lint import bench_lint
 from twinbuild.bench.recipes import bench_recipes
+from twinbuild.bench.registry_cache import bench_registry_cache
 from twinbuild.bench.session import Say, Session
 from twinbuild.bench.smoke import bench_smoke
 from twinbuild.bench.stats import Row, table
@@ -109,6 +110,7 @@ def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> 
                 ("one-pin bump", bench_bump),
                 ("cold build with base", bench_base),
                 ("smoke conformance", bench_smoke),
+                ("registry build cache", bench_registry_cache),
                 ("lint", bench_lint),
                 ("recipe size", bench_recipes),
                 ("test suite", bench_suite),

@@ -11,13 +11,14 @@ The order of work is what makes a build safe to interrupt:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import signal
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -31,7 +32,14 @@ from twinbuild.build.progress import BuildStream
 from twinbuild.build.wheelhouse import copy_mirrors, download_wheels
 from twinbuild.engine.client import Builder, BuilderUnavailable, EngineAPI
 from twinbuild.engine.daemon import cache_root
-from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted, LockBusy
+from twinbuild.errors import (
+    BuildFailed,
+    DiskFull,
+    EngineError,
+    Interrupted,
+    LockBusy,
+    TwinbuildError,
+)
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile, load
 from twinbuild.manifest.render import GENERATED, Rendered, render
 from twinbuild.util.atomic import write_atomic
@@ -53,6 +61,10 @@ class BuildOptions:
     cache: Path | None = None  # wheel cache; default: the engine cache folder
     lock_timeout: float = 1800.0
     builder: BuilderChoice = "auto"  # BuildKit where the engine has it, else the classic builder
+    # The registry build cache: the image `twinbuild push` last pushed for the platform (and the
+    # local base) are pulled or used as BuildKit inline cache, so a fresh engine rebuilds only what
+    # changed. None: no registry, everything builds here.
+    registry: str | None = None
     source: str | None = None  # default: from the run or the git remote (build/provenance.py)
     revision: str | None = None  # default: GITHUB_SHA in Actions, else the checkout's HEAD
 
@@ -65,6 +77,8 @@ class BuildRequest:
     platform: Platform | None = None  # None: every platform
     jobs: int = 1  # platforms built at once
     verbose: bool = False  # the summary lists each pin the profile leaves out, not just how many
+    registry: str | None = None  # --registry; None: TWINBUILD_REGISTRY, else the private one
+    no_registry_cache: bool = False
     options: BuildOptions
 
 
@@ -131,7 +145,7 @@ def plan_inputs(
         local = manifest.local
         base = ensure_base(
             engine, suite=local.suite, mirror=local.mirror, packages=local.packages,
-            cache=options.cache, say=say,
+            cache=options.cache, say=say, fetch=_base_fetcher(engine, options.registry, say),
         )  # fmt: skip
         if base.built:
             say(base.describe())
@@ -144,6 +158,39 @@ def plan_inputs(
     builder = builder_settings(rendered, options.builder)
     digest = inputs_hash(options.root, rendered, base_id=base_info["id"], builder=builder)
     return rendered, digest, base_info
+
+
+# Every BuildKit image carries its cache metadata, so once pushed it is the registry build cache.
+_INLINE_CACHE = {"BUILDKIT_INLINE_CACHE": "1"}
+
+
+def _cache_from(options: BuildOptions, platform: Platform) -> tuple[str, ...]:
+    if options.registry is None:
+        return ()
+    from twinbuild.ship.push import cache_ref
+
+    return (cache_ref(options.registry, platform, options.profile),)
+
+
+def _base_fetcher(
+    engine: EngineAPI, registry: str | None, say: Say
+) -> Callable[[str], bool] | None:
+    """Pull the local base from the registry `twinbuild push` put it in, if it is there."""
+    if registry is None:
+        return None
+
+    def fetch(tag: str) -> bool:
+        remote = f"{registry}/{tag}"
+        try:
+            engine.pull(remote)
+        except TwinbuildError as exc:  # not pushed yet, or the registry is away: debootstrap
+            say(f"base: not taken from the registry ({str(exc)[:160]}); making it here")
+            return False
+        engine.tag(remote, tag)
+        say(f"base: {tag} pulled from {remote}")
+        return True
+
+    return fetch
 
 
 def find_up_to_date(
@@ -213,7 +260,10 @@ def build_image(
         log_path = folder / "build.log"
         with _context(folder) as context, _signals():
             _assemble(options, rendered, context, say)
-            built = _run_build(engine, rendered, context, labels, log_path, say, options.builder)
+            built = _run_build(
+                engine, rendered, context, labels, log_path, say, options.builder,
+                cache_from=_cache_from(options, platform),
+            )  # fmt: skip
         inspected = engine.inspect_image(built)
         if inspected is None:
             raise EngineError(f"{engine.docker_host}: built image {built} vanished before tagging")
@@ -225,13 +275,16 @@ def build_image(
 def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
     """Build (or find up to date) every platform ``request`` names, ``request.jobs`` at a time."""
     from twinbuild.engine.client import connect
+    from twinbuild.engine.registry import cache_registry
 
     manifest = load(request.manifest)  # a bad manifest fails before the engine is asked
     wanted = [request.platform] if request.platform else list(PLATFORMS)
+    registry = None if request.no_registry_cache else cache_registry(request.registry)
+    options = dataclasses.replace(request.options, registry=registry)
     with connect() as engine:
 
         def one(platform: Platform) -> BuildResult:
-            return build_image(manifest, engine, platform, request.options, say)
+            return build_image(manifest, engine, platform, options, say)
 
         if request.jobs > 1 and len(wanted) > 1:
             from concurrent.futures import ThreadPoolExecutor  # not on the usual path: logging
@@ -374,6 +427,8 @@ def _run_build(
     log_path: Path,
     say: Say,
     choice: BuilderChoice = "auto",
+    *,
+    cache_from: Sequence[str] = (),
 ) -> str:
     stream = BuildStream(log_path, say, label=f"{rendered.platform}/{rendered.profile}")
     kinds: list[Builder] = ["buildkit", "classic"] if choice == "auto" else [choice]
@@ -382,9 +437,12 @@ def _run_build(
             for kind in kinds:
                 try:
                     chunks = engine.build(
-                        tar, dockerfile=rendered.recipe.as_posix(), buildargs=rendered.args,
+                        tar, dockerfile=rendered.recipe.as_posix(),
+                        buildargs={**rendered.args, **_INLINE_CACHE} if kind == "buildkit"
+                        else rendered.args,
                         labels=labels, target=rendered.target,
                         network="none" if rendered.profile == "local" else "host", builder=kind,
+                        cache_from=cache_from if kind == "buildkit" else (),
                     )  # fmt: skip
                     break
                 except BuilderUnavailable:

@@ -18,6 +18,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         platform=args.platform,
         jobs=args.jobs,
         verbose=args.verbose,
+        registry=args.registry,
+        no_registry_cache=args.no_registry_cache,
         options=BuildOptions(
             root=root(args),
             profile=args.profile,
@@ -80,6 +82,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=[],
         metavar="PIN=PATH",
         help="local git mirror for a git pin (local profile)",
+    )
+    p.add_argument(
+        "--registry",
+        help="take the build cache (and the local base) from this registry, where `twinbuild push` "
+        "put them (default: TWINBUILD_REGISTRY, else the private registry when it runs)",
+    )
+    p.add_argument(
+        "--no-registry-cache", action="store_true", help="build without the registry cache"
     )
     p.set_defaults(func=cmd_build)
 

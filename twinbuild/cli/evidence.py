@@ -34,7 +34,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import verify
     from twinbuild.evidence.options import VerifyOptions
 
-    return verify(VerifyOptions(paths=tuple(Path(p) for p in args.paths), keys=Path(args.keys)))
+    return verify(
+        VerifyOptions(
+            paths=tuple(Path(p) for p in args.paths), keys=Path(args.keys), image=args.image
+        )
+    )
 
 
 def cmd_gate(args: argparse.Namespace) -> int:
@@ -101,7 +105,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--key", help="private key file outside the work tree (default: env secret)")
     p.set_defaults(func=cmd_sign)
     p = ev.add_parser("verify", help="check signatures and structure")
-    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument(
+        "--image", metavar="REPO@sha256:DIGEST",
+        help="fetch and verify the evidence `release` stored next to this image in its registry",
+    )  # fmt: skip
     p.add_argument("--keys", default="evidence/keys", help="trusted public keys folder")
     p.set_defaults(func=cmd_verify)
     p = ev.add_parser("inputs", help="the inputs hashes the gate computes at a commit")

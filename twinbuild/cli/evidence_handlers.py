@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild import evidence
 from twinbuild.ci import github
@@ -64,6 +66,8 @@ def sign(options: SignOptions) -> int:
 
 def verify(options: VerifyOptions) -> int:
     trusted = evidence.load_trusted(options.keys)
+    if options.image is not None:
+        return _verify_image(options.image, trusted, options.paths)
     paths: list[Path] = []
     for path in options.paths:
         paths += sorted(path.glob("*.dsse.json")) if path.is_dir() else [path]
@@ -76,6 +80,25 @@ def verify(options: VerifyOptions) -> int:
         print(
             f"{checked.path}: {predicate.platform} signed by {checked.keyids[0][:16]}, "
             f"verdict {predicate.results.verdict}"
+        )
+    return 0
+
+
+def _verify_image(
+    image: str, trusted: Mapping[str, Ed25519PublicKey], paths: Sequence[Path]
+) -> int:
+    from twinbuild.ship.oci import ImageRef
+    from twinbuild.ship.release import verify_attached
+
+    if paths:
+        raise ConfigError("evidence verify: pass evidence files or --image, not both")
+    ref = ImageRef.parse(image)
+    for checked in verify_attached(ref, keys=trusted):
+        p = checked.statement.predicate
+        print(
+            f"{ref}: {p.platform} evidence signed by {checked.keyids[0][:16]}, verdict "
+            f"{p.results.verdict}, {p.results.counts.passed} passed on "
+            f"{p.gpu.model if p.gpu else 'no GPU'}, commit {p.source.commit[:12]} ({p.source.ref})"
         )
     return 0
 

@@ -12,12 +12,24 @@ import sys
 from collections.abc import Sequence
 
 from twinbuild import __version__
-from twinbuild.cli import bench, build, ci, engine, evidence, importer, lint, manifest, pins, smoke
+from twinbuild.cli import (
+    bench,
+    build,
+    ci,
+    engine,
+    evidence,
+    importer,
+    lint,
+    manifest,
+    pins,
+    ship,
+    smoke,
+)
 from twinbuild.cli.common import Handler, locate
 from twinbuild.errors import TwinbuildError
 
 #: Command groups in the order ``twinbuild --help`` lists them.
-GROUPS = (lint, manifest, engine, build, bench, smoke, importer, ci, evidence, pins)
+GROUPS = (lint, manifest, engine, build, bench, smoke, ship, importer, ci, evidence, pins)
 
 
 def build_parser() -> argparse.ArgumentParser:

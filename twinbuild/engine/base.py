@@ -319,10 +319,12 @@ def ensure_base(
     which: Which = _which,
     clock: Callable[[], float] = time.monotonic,
     say: Say = to_stderr,
+    fetch: Callable[[str], bool] | None = None,
 ) -> BaseResult:
     """Make sure ``twinbuild/base:<hash>`` exists for these inputs; build it if not.
 
-    Debootstrap runs only when no image with the same inputs hash is in the engine. The image is
+    Debootstrap runs only when no image with the same inputs hash is in the engine (or, with
+    ``fetch``, in the registry: ``fetch(tag)`` pulls it and says whether it could). The image is
     imported untagged and tagged only once complete, so a failure never leaves a tag behind, and the
     work dir under ``<cache>/base-tmp`` is removed whatever happens.
     """
@@ -346,6 +348,10 @@ def ensure_base(
             inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
         inputs_hash, tag = inputs.digest(), inputs.tag
         existing = _existing(engine, inputs_hash, tag)
+        # A fresh engine takes the same base from the registry rather than debootstrap a new one:
+        # the same image id keeps the inputs hash and the registry build cache of the layers above.
+        if existing is None and fetch is not None and fetch(tag):
+            existing = _existing(engine, inputs_hash, tag)
         if existing is not None:
             return _result(engine, tag, inputs_hash, built=False, total_s=clock() - start)
         saved = saved_rootfs(cache, inputs_hash)

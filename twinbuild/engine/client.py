@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 
 from twinbuild.engine import daemon as dockerd
 from twinbuild.engine import wire
-from twinbuild.errors import ConfigError, EngineError
+from twinbuild.errors import ConfigError, CredentialsMissing, EngineError, TwinbuildError
 
 if TYPE_CHECKING:
     import docker
@@ -77,6 +77,50 @@ class GpuAccess:
     group_add: Sequence[str] = ()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pushed:
+    """What one push did: the digest the registry holds and how many layers had to travel."""
+
+    ref: str  # repository@sha256:..., what `twinbuild push` prints
+    digest: str
+    layers_sent: int
+    layers_present: int  # already in the registry: nothing transferred for them
+
+
+_AUTH_WORDS = ("unauthorized", "authentication required", "no basic auth credentials", "denied")
+_MISSING_WORDS = ("manifest unknown", "not found", "does not exist")
+
+
+def registry_of(ref: str) -> str:
+    """The registry host of an image reference (``docker.io`` for a bare name)."""
+    first, sep, _ = ref.partition("/")
+    if sep and ("." in first or ":" in first or first == "localhost"):
+        return first
+    return "docker.io"
+
+
+def split_tag(ref: str) -> tuple[str, str]:
+    """``repository:tag`` -> (repository, tag); a port's colon is not a tag's."""
+    repository, sep, tag = ref.rpartition(":")
+    if not sep or not repository or "/" in tag:
+        raise ConfigError(
+            f"image reference {ref!r} needs a repository and a tag, e.g. twinbuild/base:1"
+        )
+    return repository, tag
+
+
+def _registry_failure(what: str, ref: str, message: str) -> TwinbuildError:
+    text = _one_line(message)
+    registry = registry_of(ref)
+    if any(word in text.lower() for word in _AUTH_WORDS):
+        return CredentialsMissing(
+            f"{what}: the registry {registry} wants credentials the engine was not given "
+            f"({text[:120]}); run `docker login {registry}` (they go to "
+            "$DOCKER_CONFIG/config.json) and retry"
+        )
+    return EngineError(f"{what}: the registry {registry} failed: {text[:200]}")
+
+
 class BuilderUnavailable(EngineError):
     """The engine cannot build with the builder asked for (no BuildKit)."""
 
@@ -98,6 +142,7 @@ class EngineAPI(Protocol):
         target: str | None,
         network: Network,
         builder: Builder,
+        cache_from: Sequence[str] = (),
     ) -> Iterator[dict[str, Any]]: ...
     def inspect_image(self, ref: str) -> Mapping[str, Any] | None: ...
     def image_exists(self, ref: str) -> bool: ...
@@ -114,6 +159,8 @@ class EngineAPI(Protocol):
     ) -> str: ...
     def tag(self, image: str, ref: str) -> None: ...
     def remove_image(self, ref: str, *, force: bool = False, prune: bool = True) -> None: ...
+    def push(self, ref: str) -> Pushed: ...
+    def pull(self, ref: str) -> str: ...
     def run_container(
         self,
         image: str,
@@ -282,6 +329,7 @@ class Engine:
         target: str | None,
         network: Network,
         builder: Builder,
+        cache_from: Sequence[str] = (),
     ) -> Iterator[dict[str, Any]]:
         """``POST /build`` with a tar context; the JSON messages of its stream.
 
@@ -300,11 +348,18 @@ class Engine:
         }
         if target:
             params["target"] = target
+        if cache_from:
+            # Images whose inline cache (BUILDKIT_INLINE_CACHE=1) BuildKit may reuse: it fetches
+            # their config from the registry and pulls only the layers that hit.
+            params["cachefrom"] = json.dumps(list(cache_from))
         api: Any = self.api  # the SDK's build() cannot ask for BuildKit; its own plumbing can
+        headers = {"Content-Type": "application/x-tar"}
+        if cache_from:
+            api._set_auth_headers(headers)  # X-Registry-Config: the cache's registry credentials
         with self._errors("build"):
             response = api._post(
                 api._url("/build"), data=context, params=params, stream=True, timeout=None,
-                headers={"Content-Type": "application/x-tar"},
+                headers=headers,
             )  # fmt: skip
             if builder == "buildkit" and response.status_code >= 400:
                 text = response.text
@@ -417,6 +472,58 @@ class Engine:
         with self._errors("disk usage"):
             usage = self.api.df()
         return int(usage.get("LayersSize") or 0)
+
+    def push(self, ref: str) -> Pushed:
+        """Push ``repository:tag`` (the engine's credentials for its registry); the digest.
+
+        Layers the registry already holds are not sent again (``Layer already exists``).
+        """
+        repository, tag = split_tag(ref)
+        what = f"push {ref}"
+        sent = present = 0
+        digest: str | None = None
+        with self._errors(what):
+            # types-docker does not know stream/decode give an iterator of dicts
+            stream: Any = self.api.push(repository, tag=tag, stream=True, decode=True)
+            for message in stream:
+                if "error" in message or "errorDetail" in message:
+                    detail = (message.get("errorDetail") or {}).get("message")
+                    raise _registry_failure(what, ref, str(detail or message.get("error")))
+                status = str(message.get("status", ""))
+                if status == "Pushed":
+                    sent += 1
+                elif status == "Layer already exists" or status.startswith("Mounted from"):
+                    present += 1  # in the registry already (another repository's blob mounted)
+                aux = message.get("aux") or {}
+                if isinstance(aux, dict) and str(aux.get("Digest", "")).startswith("sha256:"):
+                    digest = str(aux["Digest"])
+        if digest is None:
+            raise EngineError(f"{what}: the engine reported no digest; nothing was pushed")
+        return Pushed(
+            ref=f"{repository}@{digest}", digest=digest, layers_sent=sent, layers_present=present
+        )
+
+    def pull(self, ref: str) -> str:
+        """Pull ``ref`` (by digest: ``repository@sha256:...``); the image id it gave."""
+        what = f"pull {ref}"
+        try:
+            with self._errors(what):
+                stream: Any = self.api.pull(ref, stream=True, decode=True)
+                for message in stream:
+                    if "error" in message or "errorDetail" in message:
+                        detail = (message.get("errorDetail") or {}).get("message")
+                        raise _registry_failure(what, ref, str(detail or message.get("error")))
+        except EngineError as exc:
+            if type(exc) is EngineError and any(w in str(exc).lower() for w in _MISSING_WORDS):
+                raise ConfigError(
+                    f"{what}: the registry {registry_of(ref)} has no such image; pass a digest "
+                    "that `twinbuild push` printed"
+                ) from exc
+            raise
+        found = self.inspect_image(ref)
+        if found is None:
+            raise EngineError(f"{what}: the engine reported success but has no such image")
+        return str(found["Id"])
 
     def run_container(
         self,

@@ -365,3 +365,16 @@ def _check_platforms(verified: list[Verified], checks: _Checks) -> None:
                 f"{platform}: duplicate: {platform} evidence appears {len(mine)} times ({files}); "
                 "each platform counts once, keep one file per platform"
             )
+
+
+def check_one(verified: Verified, *, policy: Policy, now: datetime) -> Accepted:
+    """The gate's checks on one verified envelope (source, ref, age, image, GPU results).
+
+    For a release: ``policy.images`` names the digest being released and ``policy.head_commit``
+    the statement's own commit, since the digest, not a PR head, is what must match.
+    """
+    checks = _Checks()
+    accepted = _check(verified, policy, now, checks)
+    if accepted is None or checks.refusals:
+        raise GateRefused(checks.refusals)
+    return accepted

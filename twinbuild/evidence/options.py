@@ -30,6 +30,7 @@ class SignOptions:
 class VerifyOptions:
     paths: tuple[Path, ...]  # envelopes, or folders of *.dsse.json
     keys: Path = KEYS  # trusted public keys
+    image: str | None = None  # REPO@sha256:...: verify the evidence stored next to it instead
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

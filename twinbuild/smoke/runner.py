@@ -61,6 +61,7 @@ class Target:
     record: Mapping[str, Any] | None = (
         None  # build/<profile>/<platform>/image.json, if it is this image
     )
+    digest: str | None = None  # REPOSITORY@sha256:... this image was asked for (or pushed) as
     gpu_only: bool = False  # a bare GPU host (--host --gpu): its GPUs, not an image's contents
 
 
@@ -128,8 +129,15 @@ def image_target(
     platform: Platform | None,
     profile: Profile | None,
 ) -> Target:
-    """Any image, resolved to its id first: platform and profile from flags, else its labels."""
+    """Any image, resolved to its id first: platform and profile from flags, else its labels.
+
+    A ``REPOSITORY@sha256:...`` the engine lacks is pulled by that digest (the GPU job of CI gets
+    the image the build job pushed, never a rebuild), and the report names exactly that digest.
+    """
     inspect = eng.inspect_image(ref)
+    if inspect is None and "@sha256:" in ref:
+        eng.pull(ref)  # a digest the registry lacks: ConfigError (exit 2)
+        inspect = eng.inspect_image(ref)
     if inspect is None:
         raise ConfigError(f"--image {ref}: the engine at {eng.docker_host} has no such image")
     labels = _labels(inspect)
@@ -155,7 +163,26 @@ def image_target(
         python=python,
         inspect=inspect,
         record=record,
+        digest=ref if "@sha256:" in ref else None,
     )
+
+
+def repo_digest(target: Target, digests: list[str]) -> str | None:
+    """The registry digest the report names: the one asked for, else the one last pushed.
+
+    Only a digest the engine lists for this very image counts, so evidence subjects are always
+    registry digests that pull this image.
+    """
+    pushed = (target.record or {}).get("pushed") or {}
+    for wanted in (target.digest, pushed.get("ref") if isinstance(pushed, dict) else None):
+        if wanted and wanted in digests:
+            return str(wanted)
+    if target.digest:
+        raise ConfigError(
+            f"--image {target.digest}: the engine lists {digests or 'no registry digest'} for "
+            f"{target.image_id}; pull it by that digest again"
+        )
+    return digests[0] if digests else None
 
 
 def _python(profile: str) -> str:
@@ -453,13 +480,13 @@ def smoke_target(
             raise TwinbuildError(f"the smoke suite did not run (pytest exit {code}):\n{tail}")
         ran = json.loads(results.read_text(encoding="utf-8"))
     labels = _labels(target.inspect)
-    digests = target.inspect.get("RepoDigests") or []
+    digests = [str(d) for d in target.inspect.get("RepoDigests") or ()]
     data = report.summary(
         platform=target.platform,
         profile=target.profile,
         image=report.ImageRef(
             id=target.image_id,
-            digest=str(digests[0]) if digests else None,
+            digest=repo_digest(target, digests),
             inputs_hash=labels.get(LABEL + "inputs-hash"),
             base_digest=labels.get(LABEL + "base-digest"),
         ),
@@ -556,7 +583,7 @@ def smoke(
         try:
             if image is not None:
                 targets = [
-                    image_target(eng, root, image, platforms[0] if platforms else None, profile)
+                    image_target(eng, root, image, platform, profile)  # else its label says
                 ]
             else:
                 targets = [built_target(eng, root, p, profile or "local") for p in platforms]

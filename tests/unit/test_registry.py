@@ -1,0 +1,223 @@
+"""Private registry provisioning decisions, with a fake host: no process started, no port opened."""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from twinbuild.engine import registry
+from twinbuild.engine.registry import RegistryPaths
+from twinbuild.errors import ConfigError, EngineError
+
+
+@dataclass
+class FakeHost:
+    """A machine whose ports, processes and apt are scripted."""
+
+    answering: set[str] = field(default_factory=set)
+    busy: set[int] = field(default_factory=set)
+    root: bool = True
+    debian: bool = True
+    binaries: dict[str, str] = field(
+        default_factory=lambda: {"docker-registry": "/usr/bin/docker-registry"}
+    )
+    procs: dict[int, str] = field(default_factory=dict)
+    ran: list[list[str]] = field(default_factory=list)
+    run_results: dict[str, tuple[int, str]] = field(default_factory=dict)
+    spawned: list[list[str]] = field(default_factory=list)
+    signals: list[tuple[int, int]] = field(default_factory=list)
+    clock: float = 0.0
+    die_after_spawn: bool = False
+    next_pid: int = 5151
+
+    def ping(self, docker_host: str) -> bool:
+        raise AssertionError("the registry never pings an engine")
+
+    def ping_registry(self, address: str) -> bool:
+        return address in self.answering
+
+    def port_free(self, port: int) -> bool:
+        return port not in self.busy
+
+    def is_root(self) -> bool:
+        return self.root
+
+    def is_debian(self) -> bool:
+        return self.debian
+
+    def which(self, name: str) -> str | None:
+        return self.binaries.get(name)
+
+    def run(self, argv: Sequence[str]) -> tuple[int, str]:
+        self.ran.append(list(argv))
+        result = self.run_results.get(" ".join(argv), (0, ""))
+        if result[0] == 0 and argv[:2] == ["apt-get", "install"]:
+            self.binaries["docker-registry"] = "/usr/bin/docker-registry"
+        return result
+
+    def spawn(self, argv: Sequence[str], log: Path) -> int:
+        self.spawned.append(list(argv))
+        log.write_text('level=fatal msg="listen tcp 127.0.0.1:5000: bind: address in use"\n')
+        pid = self.next_pid
+        if not self.die_after_spawn:
+            self.procs[pid] = " ".join(argv)
+            addr = Path(argv[2]).read_text().split("addr: ", 1)[1].split()[0]
+            self.answering.add(addr)
+        return pid
+
+    def alive(self, pid: int) -> bool:
+        return pid in self.procs
+
+    def cmdline(self, pid: int) -> str:
+        return self.procs.get(pid, "")
+
+    def kill(self, pid: int, sig: int) -> None:
+        self.signals.append((pid, sig))
+        self.procs.pop(pid, None)
+
+    def sleep(self, seconds: float) -> None:
+        self.clock += seconds
+
+    def now(self) -> float:
+        return self.clock
+
+
+@pytest.fixture(autouse=True)
+def _no_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(registry.ENV_VAR, raising=False)
+    monkeypatch.delenv(registry.PORT_ENV_VAR, raising=False)
+
+
+def test_up_writes_its_own_config_and_listens_on_loopback_only(tmp_path: Path) -> None:
+    paths, host = RegistryPaths.under(tmp_path), FakeHost()
+    state = registry.up(paths, host, port=5123)
+    assert state.started
+    assert state.running
+    assert state.private
+    assert state.address == "127.0.0.1:5123"
+    assert host.spawned == [["/usr/bin/docker-registry", "serve", str(paths.config)]]
+    config = paths.config.read_text()
+    assert "addr: 127.0.0.1:5123\n" in config
+    assert f"rootdirectory: {paths.data}\n" in config
+    assert paths.pidfile.read_text() == "5151\n"
+    assert paths.env_file.read_text() == "TWINBUILD_REGISTRY=127.0.0.1:5123\n"
+    assert state.export_line() == "export TWINBUILD_REGISTRY=127.0.0.1:5123"
+    again = registry.up(paths, host)
+    assert not again.started
+    assert again.pid == 5151
+    assert again.address == "127.0.0.1:5123"
+    assert len(host.spawned) == 1
+
+
+def test_busy_port_is_refused_naming_the_flag_and_nothing_starts(tmp_path: Path) -> None:
+    paths, host = RegistryPaths.under(tmp_path), FakeHost(busy={5000})
+    with pytest.raises(ConfigError) as info:
+        registry.up(paths, host)
+    assert str(info.value) == (
+        "127.0.0.1:5000 is already in use by another program; pick a free port with "
+        "`twinbuild registry up --port N` (or TWINBUILD_REGISTRY_PORT=N)"
+    )
+    assert host.spawned == []
+    assert not paths.pidfile.exists()
+
+
+def test_port_from_env_and_a_bad_one_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(registry.PORT_ENV_VAR, "5301")
+    assert registry.up(RegistryPaths.under(tmp_path), FakeHost()).address == "127.0.0.1:5301"
+    monkeypatch.setenv(registry.PORT_ENV_VAR, "http")
+    with pytest.raises(ConfigError, match="TWINBUILD_REGISTRY_PORT='http': expected a TCP port"):
+        registry.up(RegistryPaths.under(tmp_path / "other"), FakeHost())
+
+
+def test_installs_with_apt_update_only_when_install_alone_fails(tmp_path: Path) -> None:
+    install = "apt-get install -y --no-install-recommends docker-registry"
+    host = FakeHost(binaries={})
+    registry.up(RegistryPaths.under(tmp_path), host)
+    assert host.ran == [install.split()]
+    host = FakeHost(binaries={}, run_results={install: (100, "E: Unable to locate package")})
+    with pytest.raises(EngineError, match="apt-get install -y --no-install-recommends"):
+        registry.up(RegistryPaths.under(tmp_path / "b"), host)
+    assert host.ran == [install.split(), ["apt-get", "update"], install.split()]
+
+
+def test_not_root_without_the_program_says_what_to_do(tmp_path: Path) -> None:
+    host = FakeHost(binaries={}, root=False)
+    with pytest.raises(EngineError, match="docker-registry is not installed"):
+        registry.up(RegistryPaths.under(tmp_path), host)
+    assert host.ran == []
+
+
+def test_a_registry_that_dies_at_start_shows_its_log(tmp_path: Path) -> None:
+    paths, host = RegistryPaths.under(tmp_path), FakeHost(die_after_spawn=True)
+    with pytest.raises(EngineError) as info:
+        registry.up(paths, host)
+    assert "exited before 127.0.0.1:5000 answered" in str(info.value)
+    assert "bind: address in use" in str(info.value)
+    assert not paths.pidfile.exists()
+
+
+def test_down_stops_only_our_pid_and_keeps_the_storage(tmp_path: Path) -> None:
+    paths, host = RegistryPaths.under(tmp_path), FakeHost()
+    registry.up(paths, host)
+    (paths.data / "docker").mkdir()
+    state = registry.down(paths, host)
+    assert state.stopped
+    assert host.signals == [(5151, signal.SIGTERM)]
+    assert (paths.data / "docker").is_dir()
+    assert not paths.pidfile.exists()
+    assert not paths.env_file.exists()
+    # A pidfile naming someone else's process (pid reused) is never signalled.
+    paths.pidfile.write_text("77\n")
+    host.procs[77] = "/usr/sbin/sshd -D"
+    assert not registry.down(paths, host).stopped
+    assert host.signals == [(5151, signal.SIGTERM)]
+
+
+def test_up_on_another_port_while_running_is_refused(tmp_path: Path) -> None:
+    paths, host = RegistryPaths.under(tmp_path), FakeHost()
+    registry.up(paths, host)
+    with pytest.raises(ConfigError, match=re.escape("already runs on 127.0.0.1:5000")):
+        registry.up(paths, host, port=5001)
+
+
+def test_resolve_prefers_the_flag_then_the_env_then_the_private_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    paths = RegistryPaths.under(tmp_path)
+    with pytest.raises(EngineError, match="run `twinbuild registry up`, or name a real one"):
+        registry.resolve(None, paths)
+    monkeypatch.setenv(registry.ENV_VAR, "ghcr.io")
+    assert registry.resolve(None, paths) == "ghcr.io"
+    assert registry.resolve("registry.example:5000", paths) == "registry.example:5000"
+    with pytest.raises(
+        ConfigError, match=re.escape("--registry='https://ghcr.io': expected a registry")
+    ):
+        registry.resolve("https://ghcr.io", paths)
+    monkeypatch.setenv(registry.ENV_VAR, "ghcr.io/acme")
+    assert registry.resolve(None, paths) == "ghcr.io/acme"
+    monkeypatch.setenv(registry.ENV_VAR, "ghcr.io/acme/images:latest")
+    with pytest.raises(
+        ConfigError, match=re.escape("TWINBUILD_REGISTRY='ghcr.io/acme/images:latest'")
+    ):
+        registry.resolve(None, paths)
+
+
+def test_status_of_a_real_registry_says_twinbuild_did_not_start_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(registry.ENV_VAR, "registry.example")
+    host = FakeHost(answering={"registry.example"})
+    state = registry.status(RegistryPaths.under(tmp_path), host)
+    assert not state.private
+    assert state.running
+    assert state.describe() == (
+        "using the registry registry.example (TWINBUILD_REGISTRY or --registry); "
+        "twinbuild did not start it"
+    )

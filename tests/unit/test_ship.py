@@ -1,0 +1,218 @@
+"""Release order and refusals with a scripted registry client; image references; push records.
+
+The real registry runs in tests/docker/test_ship.py; here the client is a fake that records the
+order of requests, so "no tag moves before its evidence is stored" is checked request by request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from tests.fake_engine import FakeEngine, image_doc
+from tests.unit.evidence_builders import NOW, REPO, REPO_ID, github_env, smoke_report, write_json
+from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
+from twinbuild.evidence import record, save, sign
+from twinbuild.evidence.keys import keyid
+from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
+from twinbuild.ship.push import PushOptions, push
+from twinbuild.ship.release import ReleaseOptions, Trust, release, verify_attached
+
+REF = "127.0.0.1:5000/twinbuild/cuda@sha256:" + "3" * 64
+
+
+class FakeClient:
+    """A registry holding manifests by (repository, reference); records every write in order."""
+
+    def __init__(self, manifests: dict[tuple[str, str], Manifest]) -> None:
+        self.manifests = manifests
+        self.writes: list[str] = []
+        self.fail_attach = False
+
+    def manifest(self, repository: str, reference: str) -> Manifest | None:
+        return self.manifests.get((repository, reference))
+
+    def put_manifest(self, repository: str, tag: str, manifest: Manifest) -> None:
+        self.writes.append(f"tag {tag}")
+        self.manifests[(repository, tag)] = manifest
+        self.manifests[(repository, manifest.digest)] = manifest
+
+    def attach(
+        self, image: ImageRef, subject: Manifest, envelope: bytes, annotations: Mapping[str, str]
+    ) -> str:
+        if self.fail_attach:
+            raise EngineError("store evidence: the registry does not answer; nothing was tagged")
+        self.writes.append(f"attach {image.attachment_tag}")
+        return "sha256:" + hashlib.sha256(envelope).hexdigest()
+
+
+def _image_manifest(seed: str) -> Manifest:
+    return Manifest(
+        media_type="application/vnd.docker.distribution.manifest.v2+json",
+        data=json.dumps({"schemaVersion": 2, "seed": seed}).encode(),
+    )
+
+
+@pytest.fixture
+def signed(tmp_path: Path) -> tuple[Path, Trust, ImageRef, Manifest]:
+    """Evidence for a cuda image whose registry digest is the manifest below."""
+    manifest = _image_manifest("a")
+    image = ImageRef.parse(f"127.0.0.1:5000/twinbuild/cuda@{manifest.digest}")
+    report = smoke_report("cuda")
+    report["image"]["digest"] = str(image)
+    statement = record(write_json(tmp_path / "r.json", report), env=github_env(), now=NOW)
+    save(statement, tmp_path / "cuda.statement.json")
+    key = Ed25519PrivateKey.generate()
+    sign(tmp_path / "cuda.statement.json", tmp_path / "cuda.dsse.json", key=key)
+    trust = Trust(
+        keys={keyid(key.public_key()): key.public_key()},
+        repository=REPO,
+        repository_id=REPO_ID,
+        max_age=timedelta(days=14),
+    )
+    return tmp_path / "cuda.dsse.json", trust, image, manifest
+
+
+def _options(
+    signed: tuple[Path, Trust, ImageRef, Manifest], image: ImageRef | None = None, **kw: Any
+) -> ReleaseOptions:
+    path, trust, default, _ = signed
+    return ReleaseOptions(
+        platform=kw.pop("platform", "cuda"), image=image or default, tag=kw.pop("tag", "v1"),
+        evidence=path, trust=trust, now=NOW, **kw,
+    )  # fmt: skip
+
+
+def _client(*manifests: tuple[str, str, Manifest]) -> FakeClient:
+    return FakeClient({(repo, ref): m for repo, ref, m in manifests})
+
+
+def test_evidence_is_stored_before_the_tag_moves(
+    signed: tuple[Path, Trust, ImageRef, Manifest],
+) -> None:
+    _, _, image, manifest = signed
+    client = _client((image.repository, image.digest, manifest))
+    done = release(_options(signed), cast(Client, client), say=lambda _: None)
+    assert client.writes == [f"attach {image.attachment_tag}", "tag v1"]
+    assert client.manifests[(image.repository, "v1")] is manifest
+    assert done.moved_from is None
+
+
+def test_evidence_store_failing_moves_no_tag(
+    signed: tuple[Path, Trust, ImageRef, Manifest],
+) -> None:
+    _, _, image, manifest = signed
+    old = _image_manifest("old")
+    client = _client((image.repository, image.digest, manifest), (image.repository, "v1", old))
+    client.fail_attach = True
+    with pytest.raises(EngineError, match="nothing was tagged"):
+        release(_options(signed, force=True), cast(Client, client), say=lambda _: None)
+    assert client.writes == []
+    assert client.manifests[(image.repository, "v1")] is old
+
+
+def test_refusals_write_nothing(signed: tuple[Path, Trust, ImageRef, Manifest]) -> None:
+    _, _trust, image, manifest = signed
+    other = _image_manifest("b")
+    other_ref = ImageRef.parse(f"{image.name}@{other.digest}")
+    client = _client(
+        (image.repository, image.digest, manifest),
+        (image.repository, other.digest, other),
+        (image.repository, "v1", other),
+    )
+    with pytest.raises(EvidenceRefused) as info:
+        release(_options(signed, image=other_ref, tag="v2"), cast(Client, client))
+    assert "evidence counts only for the image it tested" in str(info.value)
+    assert "\n" not in str(info.value)
+    with pytest.raises(EvidenceRefused, match=r"already points at .*pass --force to move it"):
+        release(_options(signed), cast(Client, client))
+    with pytest.raises(EvidenceRefused, match="the evidence is for cuda, not rocm"):
+        release(_options(signed, platform="rocm"), cast(Client, client))
+    missing = ImageRef.parse(f"{image.name}@sha256:{'0' * 64}")
+    with pytest.raises(ConfigError, match="has no such digest"):
+        release(_options(signed, image=missing), cast(Client, client))
+    assert client.writes == []
+
+
+def test_image_references_and_tags() -> None:
+    image = ImageRef.parse(REF)
+    assert (image.registry, image.repository) == ("127.0.0.1:5000", "twinbuild/cuda")
+    assert image.attachment_tag == "sha256-" + "3" * 64 + ".att"
+    assert str(image) == REF
+    for bad in ("twinbuild/cuda:local", "127.0.0.1:5000/twinbuild/cuda@sha256:abc", "cuda@sha256"):
+        with pytest.raises(ConfigError, match="expected REGISTRY/REPOSITORY@sha256:<64 hex>"):
+            ImageRef.parse(bad)
+    assert check_tag("v1.2-rc") == "v1.2-rc"
+    for bad_tag in ("-x", "a b", "sha256-" + "3" * 64 + ".att"):
+        with pytest.raises(ConfigError, match="--tag"):
+            check_tag(bad_tag)
+
+
+def test_push_records_the_digest_and_writes_github_output(tmp_path: Path) -> None:
+    image_id = "sha256:" + "1" * 64
+    record_file = tmp_path / "build/local/cuda/image.json"
+    record_file.parent.mkdir(parents=True)
+    record_file.write_text(json.dumps({"image_id": image_id, "inputs_hash": "x"}))
+    out = tmp_path / "github_output"
+    engine = FakeEngine(images={image_id: image_doc(image_id)})
+    options = PushOptions(root=tmp_path, platform="cuda", github_output=out)
+    said: list[str] = []
+    results = push(engine, options, "127.0.0.1:5000", say=said.append)
+    ref = "127.0.0.1:5000/twinbuild/cuda@sha256:" + hashlib.sha256(image_id.encode()).hexdigest()
+    assert [r.ref for r in results] == [ref]
+    assert engine.tagged == [(image_id, "127.0.0.1:5000/twinbuild/cuda:local")]
+    assert out.read_text() == f"cuda-image={ref}\n"
+    assert said == [f"cuda: {ref} (1 layers sent, 0 already there)"]
+    saved = json.loads(record_file.read_text())
+    assert saved["pushed"]["ref"] == ref
+    assert saved["inputs_hash"] == "x"
+    # Pushing the same digest again sends nothing, and says so.
+    push(engine, options, "127.0.0.1:5000", say=said.append)
+    assert said[-1] == f"cuda: {ref} (nothing transferred: the registry had every layer)"
+
+
+def test_push_without_a_build_record_says_build_first(tmp_path: Path) -> None:
+    options = PushOptions(root=tmp_path, platform="rocm")
+    with pytest.raises(ConfigError, match="no build record; run `twinbuild build` first"):
+        push(FakeEngine(), options, "r.example")
+
+
+class AttachedClient(FakeClient):
+    """A registry holding one image and whatever envelopes are stored next to it."""
+
+    def __init__(self, image: ImageRef, manifest: Manifest, envelopes: list[bytes]) -> None:
+        super().__init__({(image.repository, image.digest): manifest})
+        self.envelopes = envelopes
+
+    def attachments(self, image: ImageRef) -> list[bytes]:
+        return self.envelopes
+
+
+def test_verify_image_refuses_no_evidence_and_evidence_of_another_digest(
+    signed: tuple[Path, Trust, ImageRef, Manifest],
+) -> None:
+    path, trust, image, manifest = signed
+    with pytest.raises(EvidenceRefused, match=r"no evidence is stored next to it"):
+        verify_attached(
+            image, keys=trust.keys, client=cast(Client, AttachedClient(image, manifest, []))
+        )
+    other = _image_manifest("b")
+    other_ref = ImageRef.parse(f"{image.name}@{other.digest}")
+    swapped = AttachedClient(other_ref, other, [path.read_bytes()])
+    with pytest.raises(EvidenceRefused, match="evidence counts only for the image it tested"):
+        verify_attached(other_ref, keys=trust.keys, client=cast(Client, swapped))
+    found = verify_attached(
+        image,
+        keys=trust.keys,
+        client=cast(Client, AttachedClient(image, manifest, [path.read_bytes()])),
+    )
+    assert [v.statement.predicate.platform for v in found] == ["cuda"]
+    with pytest.raises(EvidenceRefused, match="no trusted evidence key"):
+        verify_attached(image, keys={}, client=cast(Client, AttachedClient(image, manifest, [])))

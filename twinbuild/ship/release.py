@@ -1,0 +1,277 @@
+"""`twinbuild release`: put a release tag on a digest, only with its signed GPU evidence beside it.
+
+The order is what makes a release safe to interrupt or to lose the registry in the middle of:
+
+1. the image digest must exist in the registry (else exit 2);
+2. the evidence must verify against the trusted keys and pass the gate's checks for exactly that
+   digest (source, branch, age, a GPU of the platform's vendor, GPU tests passed), else exit 7;
+3. the tag must not point at another digest, unless ``--force``;
+4. the DSSE envelope is stored next to the image (``sha256-<hex>.att``, see ``ship.oci``);
+5. only then is the tag written, as the image manifest's exact bytes, and read back.
+
+A failure or a signal before step 5 leaves the tag where it was; step 5 is one request, so no tag
+ever names a digest whose evidence is not stored.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
+from twinbuild.evidence import strictjson
+from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
+from twinbuild.evidence.signing import Blob, Verified, verify
+from twinbuild.manifest.model import Platform, Profile
+from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trust:
+    """What evidence must match besides the digest: whose runs count, how old, which profile."""
+
+    keys: Mapping[str, Ed25519PublicKey]
+    repository: str  # owner/name whose validate/ runs count
+    repository_id: int
+    default_branch: str = "main"
+    profile: Profile = "production"
+    max_age: timedelta = timedelta(days=14)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseOptions:
+    platform: Platform
+    image: ImageRef
+    tag: str
+    evidence: Path | Blob
+    trust: Trust
+    now: datetime
+    force: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReleaseRequest:
+    """What `twinbuild release` was asked for, as given; `release_image` checks and resolves it."""
+
+    platform: Platform
+    image: str  # REPO@sha256:...
+    tag: str
+    evidence: Path | None = None  # the envelope file, or
+    evidence_ref: str | None = None  # a git ref carrying evidence/<platform>.dsse.json
+    keys: Path = Path("evidence/keys")
+    repository: str | None = None  # None: $GITHUB_REPOSITORY
+    repository_id: str | None = None  # None: $GITHUB_REPOSITORY_ID
+    default_branch: str = "main"
+    profile: Profile = "production"
+    max_age_days: float = 14.0
+    force: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Released:
+    image: ImageRef
+    tag: str
+    attachment: str  # the evidence artifact's digest
+    moved_from: str | None  # the digest the tag named before, when --force moved it
+    accepted: Accepted
+
+    def describe(self) -> str:
+        moved = f" (moved from {self.moved_from})" if self.moved_from else ""
+        return (
+            f"released {self.image.tagged(self.tag)} = {self.image}{moved}; evidence "
+            f"{self.image.tagged(self.image.attachment_tag)} ({self.attachment}): "
+            f"{self.accepted.summary()}"
+        )
+
+
+def check_evidence(
+    verified: Verified, *, platform: Platform, image: ImageRef, trust: Trust, now: datetime
+) -> Accepted:
+    """The gate's checks for one platform's evidence bound to ``image``; one-line refusal."""
+    predicate = verified.statement.predicate
+    if predicate.platform != platform:
+        raise EvidenceRefused(
+            f"{verified.path}: platform: the evidence is for {predicate.platform}, not {platform}; "
+            f"pass the {platform} evidence"
+        )
+    policy = Policy(
+        base_repository=trust.repository,
+        base_repository_id=trust.repository_id,
+        head_commit=predicate.source.commit,  # the digest binds the release, not a PR head
+        default_branch=trust.default_branch,
+        images={platform: str(image)},
+        profile=trust.profile,
+        max_age=trust.max_age,
+    )
+    try:
+        return check_one(verified, policy=policy, now=now)
+    except GateRefused as refused:
+        more = f" (and {len(refused.refusals) - 1} more)" if len(refused.refusals) > 1 else ""
+        raise EvidenceRefused(refused.refusals[0] + more) from None
+
+
+def load_evidence(
+    source: Path | Blob, *, platform: Platform, image: ImageRef, trust: Trust, now: datetime
+) -> tuple[bytes, Accepted]:
+    """The envelope's bytes and what it proves, or EvidenceRefused with one line."""
+    # The same bounded reader `verify` uses: a FIFO or a huge file is refused, not read.
+    data = source.data if isinstance(source, Blob) else strictjson.read_bytes(source)
+    if not trust.keys:
+        raise EvidenceRefused(
+            "no trusted evidence key: commit the public key to evidence/keys/ on the default "
+            "branch (`twinbuild evidence keygen`) and pass that folder with --keys"
+        )
+    verified = verify(source, trusted=trust.keys)  # a bad signature: EvidenceRefused, one line
+    accepted = check_evidence(verified, platform=platform, image=image, trust=trust, now=now)
+    return data, accepted
+
+
+def release(options: ReleaseOptions, client: Client | None = None, say: Say = print) -> Released:
+    """Tag ``options.image`` as ``options.tag`` after storing its verified evidence beside it."""
+    image, tag = options.image, check_tag(options.tag)
+    client = client or Client(image.registry)
+    subject = client.manifest(image.repository, image.digest)
+    if subject is None:
+        raise ConfigError(
+            f"--image {image}: the registry {image.registry} has no such digest in "
+            f"{image.repository}; release a digest that `twinbuild push` printed"
+        )
+    envelope, accepted = load_evidence(
+        options.evidence, platform=options.platform, image=image, trust=options.trust,
+        now=options.now,
+    )  # fmt: skip
+    before = client.manifest(image.repository, tag)
+    moved_from = None
+    if before is not None and before.digest != image.digest:
+        if not options.force:
+            raise EvidenceRefused(
+                f"{image.tagged(tag)} already points at {before.digest}, not {image.digest}; "
+                "a release tag is not moved silently: pass --force to move it"
+            )
+        moved_from = before.digest
+    attachment = client.attach(
+        image,
+        subject,
+        envelope,
+        {
+            "org.twinbuild.platform": options.platform,
+            "org.twinbuild.evidence.keyid": accepted.keyids[0],
+            "org.opencontainers.image.created": options.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        },
+    )
+    say(f"evidence stored: {image.tagged(image.attachment_tag)} ({attachment})")
+    _move_tag(client, image, tag, subject)
+    return Released(
+        image=image, tag=tag, attachment=attachment, moved_from=moved_from, accepted=accepted
+    )
+
+
+def _move_tag(client: Client, image: ImageRef, tag: str, subject: Manifest) -> None:
+    client.put_manifest(image.repository, tag, subject)
+    after = client.manifest(image.repository, tag)
+    if after is None or after.digest != image.digest:
+        found = after.digest if after else "nothing"
+        raise EngineError(f"{image.tagged(tag)} names {found} after the release, not {image}")
+
+
+def fetch_evidence(image: ImageRef, client: Client | None = None) -> list[Blob]:
+    """The envelopes stored next to ``image`` (`evidence verify --image`); refused when none."""
+    client = client or Client(image.registry)
+    if client.manifest(image.repository, image.digest) is None:
+        raise ConfigError(
+            f"--image {image}: the registry {image.registry} has no such digest; check the "
+            "reference `twinbuild push` printed"
+        )
+    blobs = client.attachments(image)
+    if not blobs:
+        raise EvidenceRefused(
+            f"{image}: no evidence is stored next to it ({image.tagged(image.attachment_tag)} "
+            "is missing); only `twinbuild release` stores it, with verified evidence"
+        )
+    name = image.tagged(image.attachment_tag)
+    return [Blob(name=f"{name}[{i}]", data=data) for i, data in enumerate(blobs)]
+
+
+def verify_attached(
+    image: ImageRef, *, keys: Mapping[str, Ed25519PublicKey], client: Client | None = None
+) -> list[Verified]:
+    """Fetch the evidence stored next to ``image`` and check it names exactly that digest.
+
+    Every envelope must verify with a trusted key, name ``image``'s digest as its image subject and
+    carry a passed verdict (the verdict is computed at record time: GPU tests passed, none failed).
+    """
+    if not keys:
+        raise EvidenceRefused("no trusted evidence key; pass the folder of *.pub keys with --keys")
+    found: list[Verified] = []
+    for blob in fetch_evidence(image, client):
+        checked = verify(blob, trusted=keys)
+        st = checked.statement
+        if "sha256:" + st.image_subject().sha256 != image.digest:
+            raise EvidenceRefused(
+                f"{blob.name}: image: the evidence is for sha256:{st.image_subject().sha256}, "
+                f"not {image.digest}; evidence counts only for the image it tested"
+            )
+        if st.predicate.results.verdict != "passed":
+            raise EvidenceRefused(f"{blob.name}: results: the recorded verdict is failed")
+        found.append(checked)
+    return found
+
+
+def release_image(
+    request: ReleaseRequest, env: Mapping[str, str] | None = None, say: Say = print
+) -> Released:
+    """`twinbuild release`: read the evidence and trusted keys, then `release`."""
+    from twinbuild.evidence.keys import load_trusted
+
+    env = os.environ if env is None else env
+    repository = request.repository or env.get("GITHUB_REPOSITORY", "")
+    if not repository:
+        raise ConfigError(
+            "release: the repository whose runs count is unknown; pass --repository OWNER/NAME "
+            "(GitHub Actions sets GITHUB_REPOSITORY)"
+        )
+    repository_id = request.repository_id or env.get("GITHUB_REPOSITORY_ID", "")
+    if not repository_id.isdigit():
+        raise ConfigError(
+            "release: the repository id whose runs count is unknown; pass --repository-id "
+            "(GitHub Actions sets GITHUB_REPOSITORY_ID)"
+        )
+    options = ReleaseOptions(
+        platform=request.platform,
+        image=ImageRef.parse(request.image),
+        tag=request.tag,
+        evidence=_evidence(request),
+        trust=Trust(
+            keys=load_trusted(request.keys),
+            repository=repository,
+            repository_id=int(repository_id),
+            default_branch=request.default_branch,
+            profile=request.profile,
+            max_age=timedelta(days=request.max_age_days),
+        ),
+        now=datetime.now(UTC),
+        force=request.force,
+    )
+    return release(options, say=say)
+
+
+def _evidence(request: ReleaseRequest) -> Path | Blob:
+    if request.evidence is not None:
+        return request.evidence
+    if request.evidence_ref is None:
+        raise ConfigError("release: pass --evidence FILE or --evidence-ref REF")
+    from twinbuild.util.git import run_git
+
+    name = f"{request.evidence_ref}:evidence/{request.platform}.dsse.json"
+    shown = run_git(Path(), "show", name, binary=True)
+    if shown.returncode != 0:
+        detail = shown.stderr.decode(errors="replace").strip()
+        raise ConfigError(f"{name}: not in git ({detail}); fetch that ref first")
+    return Blob(name=name, data=shown.stdout)
