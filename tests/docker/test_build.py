@@ -70,7 +70,8 @@ def _build(root: Path, engine: Engine, platform: Platform, *, force: bool = Fals
     options = BuildOptions(root=root, profile="local", force=force)
     manifest = load(root / "pins/manifest.toml")
     result = build_image(manifest, engine, platform, options, say=lambda _: None)
-    BUILT.append(result.image_id)
+    if not result.up_to_date:  # one found up to date may be another module's: not ours to remove
+        BUILT.append(result.image_id)
     return result
 
 

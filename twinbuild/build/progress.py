@@ -90,6 +90,9 @@ class BuildStream:
                 self.say(f"[{self.label}] done in {elapsed:.1f}s")
             return image_id
         finally:
+            close = getattr(chunks, "close", None)
+            if callable(close):  # a generator over the engine's response: let it close that now
+                close()
             self.close()
 
     def _trace(self, aux: str) -> None:

@@ -366,8 +366,7 @@ class Engine:
                 if "buildkit" in text.lower() or "version" in text.lower():
                     raise BuilderUnavailable(f"{self._host}: no BuildKit: {_one_line(text)[:160]}")
             api._raise_for_status(response)
-        stream: Iterator[dict[str, Any]] = api._stream_helper(response, decode=True)
-        return stream
+        return _closing(api._stream_helper(response, decode=True), response)
 
     def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
         """The image's inspect document, or None when no image has that tag or id."""
@@ -622,6 +621,15 @@ class Engine:
             contextlib.suppress(docker.errors.NotFound),
         ):
             self.api.remove_container(container, force=True)
+
+
+def _closing(stream: Iterator[dict[str, Any]], response: Any) -> Iterator[dict[str, Any]]:
+    """The build's messages; the response (and its socket) closed when the reader stops, at the
+    end or early (a failed step), not whenever the garbage collector gets to it."""
+    try:
+        yield from stream
+    finally:
+        response.close()
 
 
 def _imported_id(output: str) -> str | None:
