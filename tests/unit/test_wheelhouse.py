@@ -91,3 +91,24 @@ def test_a_failing_batch_names_the_pin_at_fault(
 )
 def test_names_dist(filename: str, dist: str, ok: bool) -> None:
     assert wheelhouse._names_dist(filename, dist) is ok
+
+
+def test_both_platforms_in_one_round_each_requirement_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pip = FakePip()
+    monkeypatch.setattr(wheelhouse, "_pip", pip)
+    manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
+    renders = [render(manifest, p, "local", local_base="x") for p in ("cuda", "rocm")]
+    wanted = {
+        requirement(p)
+        for r in renders
+        for p in r.installed
+        if p.install == "pip" and p.kind != "git"
+    }
+    said: list[str] = []
+    assert wheelhouse.prefetch_wheels(renders, tmp_path / "cache", said.append) == len(wanted)
+    asked = [r for call in pip.calls for r in call]
+    assert sorted(asked) == sorted(wanted)  # a pin both platforms share is fetched once
+    assert len([line for line in said if line.endswith(": started")]) == 1  # one round
+    assert wheelhouse.prefetch_wheels(renders, tmp_path / "cache", said.append) == 0

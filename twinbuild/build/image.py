@@ -29,7 +29,7 @@ from typing import Any, Literal
 from twinbuild import __version__
 from twinbuild.build.inputs import input_files, inputs_hash
 from twinbuild.build.progress import BuildStream
-from twinbuild.build.wheelhouse import copy_mirrors, download_wheels
+from twinbuild.build.wheelhouse import copy_mirrors, download_wheels, prefetch_wheels
 from twinbuild.engine.client import Builder, BuilderUnavailable, EngineAPI
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import (
@@ -259,6 +259,11 @@ def build_image(
         labels = _labels(manifest, platform, options, digest, base_info)
         log_path = folder / "build.log"
         with _context(folder) as context, _signals():
+            if options.profile == "local":
+                # Every platform's missing wheels in one parallel round: the other platform's
+                # build (usually next) then finds them all cached instead of starting pip again.
+                renders = [render(manifest, p, "local", mirrors=options.mirrors) for p in PLATFORMS]
+                prefetch_wheels(renders, options.cache or cache_root(), say)
             _assemble(options, rendered, context, say)
             built = _run_build(
                 engine, rendered, context, labels, log_path, say, options.builder,

@@ -23,9 +23,29 @@ from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.git import run_git
 
 #: pip processes at once; each spends most of its time waiting on the index, not on the CPU.
-DOWNLOAD_JOBS = 6
+DOWNLOAD_JOBS = 8
 #: requirements per pip call: pip fetches one after another, so a long layer is split.
-PER_CALL = 6
+PER_CALL = 5
+
+
+def prefetch_wheels(renders: Sequence[Rendered], cache: Path, say: Say = to_stderr) -> int:
+    """Fetch into the cache, in one parallel round, what every rendering in ``renders`` misses.
+
+    A build of both platforms calls this first: otherwise the second platform's own few pins
+    cost a second round of pip starts after the first build. Returns how many were fetched.
+    """
+    missing: dict[str, tuple[ResolvedPin, str]] = {}
+    for rendered in renders:
+        for pin in rendered.installed:
+            if pin.install == "pip" and pin.kind != "git":
+                req = requirement(pin)
+                if req not in missing and not _cached(cache / "wheels" / _safe(req)):
+                    missing[req] = (pin, req)
+    if missing:
+        layers = len({pin.layer for pin, _ in missing.values()})
+        with step(f"wheelhouse: downloading {len(missing)} pins ({layers} layers)", say):
+            _download_missing(list(missing.values()), cache)
+    return len(missing)
 
 
 def download_wheels(
@@ -43,11 +63,7 @@ def download_wheels(
         for pin in rendered.installed
         if pin.install == "pip" and pin.kind != "git"
     ]
-    missing = [(pin, req) for pin, req in wanted if not _cached(cache / "wheels" / _safe(req))]
-    if missing:
-        layers = len({pin.layer for pin, _ in missing})
-        with step(f"wheelhouse: downloading {len(missing)} pins ({layers} layers)", say):
-            _download_missing(missing, cache)
+    prefetch_wheels([rendered], cache, say)
     counts: dict[str, int] = {}
     for pin, req in wanted:
         target = context / GENERATED / "wheels" / pin.layer
