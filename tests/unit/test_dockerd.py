@@ -10,78 +10,30 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit import fake_host
 from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import DEFAULT_HOST, EnginePaths, EngineState
 from twinbuild.errors import EngineError
 
 
 @dataclass
-class FakeHost:
-    """A machine whose sockets, processes and apt are scripted."""
+class FakeHost(fake_host.FakeHost):
+    """The machine as dockerd sees it: a spawn leaves a pidfile and, unless told not to, a socket."""
 
-    answering: set[str] = field(default_factory=set)
-    root: bool = True
-    debian: bool = True
-    binaries: dict[str, str] = field(default_factory=lambda: {"dockerd": "/usr/sbin/dockerd"})
-    procs: dict[int, str] = field(default_factory=dict)  # live pid -> cmdline
-    ran: list[list[str]] = field(default_factory=list)
-    run_results: dict[str, tuple[int, str]] = field(default_factory=dict)
-    spawned: list[list[str]] = field(default_factory=list)
-    signals: list[tuple[int, int]] = field(default_factory=list)
-    clock: float = 0.0
+    PROGRAM = ("dockerd", "/usr/sbin/dockerd")
+
+    binaries: dict[str, str] = field(default_factory=lambda: dict([FakeHost.PROGRAM]))
     answer_after_spawn: bool = True
-    die_after_spawn: bool = False
-    ignores_sigterm: bool = False
-    next_pid: int = 4242
-
-    def ping(self, docker_host: str) -> bool:
-        return docker_host in self.answering
-
-    def is_root(self) -> bool:
-        return self.root
-
-    def is_debian(self) -> bool:
-        return self.debian
-
-    def which(self, name: str) -> str | None:
-        return self.binaries.get(name)
-
-    def run(self, argv: Sequence[str]) -> tuple[int, str]:
-        self.ran.append(list(argv))
-        result = self.run_results.get(" ".join(argv), (0, ""))
-        if result[0] == 0 and argv[:2] == ["apt-get", "install"]:
-            self.binaries["dockerd"] = "/usr/sbin/dockerd"
-        return result
 
     def spawn(self, argv: Sequence[str], log: Path) -> int:
-        self.spawned.append(list(argv))
+        pid = super().spawn(argv, log)
         log.write_text('level=info msg=starting\nlevel=fatal msg="no space left on device"\n')
-        pid = self.next_pid
-        if not self.die_after_spawn:
-            self.procs[pid] = " ".join(argv)
         pidfile = next(a for a in argv if a.startswith("--pidfile=")).split("=", 1)[1]
         Path(pidfile).write_text(f"{pid}\n")
         if self.answer_after_spawn and not self.die_after_spawn:
             host = next(a for a in argv if a.startswith("--host=")).split("=", 1)[1]
             self.answering.add(host)
         return pid
-
-    def alive(self, pid: int) -> bool:
-        return pid in self.procs
-
-    def cmdline(self, pid: int) -> str:
-        return self.procs.get(pid, "")
-
-    def kill(self, pid: int, sig: int) -> None:
-        self.signals.append((pid, sig))
-        if sig == signal.SIGKILL or not self.ignores_sigterm:
-            self.procs.pop(pid, None)
-
-    def sleep(self, seconds: float) -> None:
-        self.clock += seconds
-
-    def now(self) -> float:
-        return self.clock
 
 
 @pytest.fixture
