@@ -357,13 +357,7 @@ def ensure_base(
         saved = saved_rootfs(cache, inputs_hash)
         if saved.is_file():  # a fresh engine (or a pruned one): the root filesystem is made
             t1 = clock()
-            with step(f"base: importing {tag} from the saved root filesystem", say):
-                image_id = engine.import_rootfs(
-                    saved,
-                    labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
-                    changes=CHANGES,
-                )
-            engine.tag(image_id, tag)
+            _import(engine, saved, tag, inputs_hash, suite, " from the saved root filesystem", say)
             return _result(
                 engine, tag, inputs_hash, built=True, import_s=clock() - t1,
                 total_s=clock() - start, saved=str(saved),
@@ -395,13 +389,7 @@ def ensure_base(
                 f"tar {rootfs}",
             )
             t1 = clock()
-            with step(f"base: importing {tag}", say):
-                image_id = engine.import_rootfs(
-                    tar,
-                    labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
-                    changes=CHANGES,
-                )
-            engine.tag(image_id, tag)
+            _import(engine, tar, tag, inputs_hash, suite, "", say)
             import_s = clock() - t1
             # Kept: the next engine with no such image (a test engine, a pruned or new data
             # root) imports it in seconds instead of a minute of debootstrap.
@@ -416,6 +404,20 @@ def ensure_base(
             import_s=import_s,
             total_s=clock() - start,
         )
+
+
+def _import(
+    engine: EngineAPI, tar: Path, tag: str, inputs_hash: str, suite: str, whence: str, say: Say
+) -> None:
+    """Import a root filesystem tar as the base image and tag it once the image is complete:
+    the same for a fresh debootstrap and a saved root filesystem (``whence`` says which)."""
+    with step(f"base: importing {tag}{whence}", say):
+        image_id = engine.import_rootfs(
+            tar,
+            labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
+            changes=CHANGES,
+        )
+    engine.tag(image_id, tag)
 
 
 def saved_rootfs(cache: Path, inputs_hash: str) -> Path:
