@@ -65,7 +65,7 @@ def tests(session: nox.Session) -> None:
     """Unit tests, plus Docker tests against an engine of their own, on parallel workers."""
     _install(session, "test")
     # Workers: the Docker tests wait on the engine most of the time, so even 2 cores gain.
-    args = ["pytest", "-n", "auto", "--dist", "loadfile", *session.posargs]
+    args = ["pytest", "-n", "auto", "--dist", "loadgroup", *session.posargs]
     if os.environ.get("TWINBUILD_NO_DOCKER") != "1":
         _engine_up(session)  # installs docker.io where it is missing, showing its progress
         args.append("--run-docker")  # the tests then start an engine (and data root) of their own

@@ -22,8 +22,8 @@ from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
 from twinbuild.manifest.model import PLATFORMS, Platform, load
 
-# nox -s tests runs with --dist loadfile: this module's tests run on one worker, one after
-# another (they share tags and module fixtures), beside other modules and the unit tests
+# nox -s tests runs with --dist loadgroup: every Docker test runs on one worker, one after
+# another (they share the session engine's global image tags), beside the unit tests.
 pytestmark = pytest.mark.docker
 
 CUDA_ONLY = """

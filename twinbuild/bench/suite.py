@@ -21,12 +21,12 @@ def bench_suite(s: Session) -> None:
     env = {k: v for k, v in s.env.items() if k != "DOCKER_HOST"}  # the suite starts its own
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto",
-            "--dist", "loadfile", "--run-docker", str(root / "tests")]  # fmt: skip
+            "--dist", "loadgroup", "--run-docker", str(root / "tests")]  # fmt: skip
     sample = spawn(argv, env=env, timeout=900)
     s.rows.append(
         measured(
             "6 test suite (nox -s tests)",
-            "pytest -n auto --dist loadfile --run-docker, whole process",
+            "pytest -n auto --dist loadgroup --run-docker, whole process",
             [sample],
             wall=True,
             target=f"<= {TARGET_S:.0f} s",
