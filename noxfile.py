@@ -6,6 +6,7 @@ CI runs ``lint`` and ``tests`` (pr.yml, .ci/run); its other jobs call ``twinbuil
 
 from __future__ import annotations
 
+import logging
 import os
 
 import nox
@@ -14,6 +15,17 @@ nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["lint", "tests"]
+
+
+class _NoUvProbeLine(logging.Filter):
+    """nox looks for uv even with the venv backend and logs "uv binary not found." in every
+    session; we choose venv on purpose (Debian's python3 has it), so that line only confuses."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "uv binary not found."
+
+
+logging.getLogger("nox").addFilter(_NoUvProbeLine())
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 PYTHON = "3.11"
@@ -26,10 +38,15 @@ def _install(session: nox.Session, *groups: str) -> None:
 
 
 def _engine_up(session: nox.Session) -> None:
-    """Start (or find) an engine and export its DOCKER_HOST to the rest of the session."""
-    host = session.run("twinbuild", "engine", "up", "--print-host", silent=True)
-    if isinstance(host, str) and host.strip():
-        session.env["DOCKER_HOST"] = host.strip().splitlines()[-1]
+    """Start (or find) an engine and export its DOCKER_HOST to the rest of the session.
+
+    Its progress (installing docker.io takes a minute) goes to stderr, shown as it happens;
+    stdout carries only the ``export DOCKER_HOST=...`` line, captured here.
+    """
+    out = session.run("twinbuild", "engine", "up", silent=True, stderr=None)
+    for line in out.splitlines() if isinstance(out, str) else ():
+        if line.startswith("export DOCKER_HOST="):
+            session.env["DOCKER_HOST"] = line.removeprefix("export DOCKER_HOST=")
 
 
 @nox.session(python=PYTHON, tags=["lint"])
@@ -45,12 +62,13 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tests, plus Docker tests against a private engine where one can be had."""
+    """Unit tests, plus Docker tests against an engine of their own, on parallel workers."""
     _install(session, "test")
-    args = ["pytest", *session.posargs]
+    # Workers: the Docker tests wait on the engine most of the time, so even 2 cores gain.
+    args = ["pytest", "-n", "auto", "--dist", "loadgroup", *session.posargs]
     if os.environ.get("TWINBUILD_NO_DOCKER") != "1":
-        _engine_up(session)
-        args.append("--run-docker")
+        _engine_up(session)  # installs docker.io where it is missing, showing its progress
+        args.append("--run-docker")  # the tests then start an engine (and data root) of their own
     session.run(*args)
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.session_engine import SessionEngine, start
+
 
 class DockerBlocked(RuntimeError):
     """The engine boundary in a test not marked ``docker`` (not an EngineError: never caught)."""
@@ -34,6 +36,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _docker_enabled(config: pytest.Config) -> bool:
     return bool(config.getoption("--run-docker")) or os.environ.get("TWINBUILD_RUN_DOCKER") == "1"
+
+
+_ENGINE = pytest.StashKey[SessionEngine]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """With --run-docker, start the session's own engine (in the controlling process only)."""
+    if not _docker_enabled(config) or hasattr(config, "workerinput"):
+        return
+    config.stash[_ENGINE] = start()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    engine = config.stash.get(_ENGINE, None)
+    if engine is not None:
+        engine.stop()
 
 
 @functools.cache
@@ -58,12 +76,19 @@ def gpu_vendors() -> frozenset[str]:
 _PLATFORM_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     docker_on = _docker_enabled(config)
     skip_docker = pytest.mark.skip(reason="needs a Docker engine: pass --run-docker")
+    # Docker tests share the session's engine, where image tags are global: two of them on two
+    # workers at once can retag or remove each other's images. With --dist loadgroup they all go
+    # to one worker, one after another, while the unit tests spread over the rest.
+    same_worker = pytest.mark.xdist_group("docker-engine")
     for item in items:
-        if "docker" in item.keywords and not docker_on:
-            item.add_marker(skip_docker)
+        if "docker" in item.keywords:
+            item.add_marker(same_worker)
+            if not docker_on:
+                item.add_marker(skip_docker)
         gpu = item.get_closest_marker("gpu")
         if gpu is not None:
             # @pytest.mark.gpu("cuda") wants that platform's vendor; bare @pytest.mark.gpu any GPU.
@@ -75,10 +100,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def _fence_docker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests without the docker marker cannot make a Docker client."""
+def _fence_docker(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Tests without the docker marker cannot make a Docker client, and keep their cache (wheels,
+    remembered recipe parses) in the session's temporary folder, not the user's."""
     if request.node.get_closest_marker("docker") is not None:
         return
+    monkeypatch.setenv("TWINBUILD_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
     import twinbuild.engine.client
 
     def blocked(*_args: object, **_kwargs: object) -> None:
@@ -86,3 +117,4 @@ def _fence_docker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(twinbuild.engine.client, "connect", blocked)
     monkeypatch.setattr(twinbuild.engine.client, "_open_client", blocked)
+    monkeypatch.setattr(twinbuild.engine.client, "_request", blocked)

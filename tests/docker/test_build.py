@@ -15,11 +15,15 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import edit, mini_project
+from tests.unit.gitrepos import git, init, isolate_git
 from twinbuild.build.image import BuildOptions, BuildResult, build_image, image_tag
+from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
 from twinbuild.manifest.model import PLATFORMS, Platform, load
 
+# nox -s tests runs with --dist loadgroup: every Docker test runs on one worker, one after
+# another (they share the session engine's global image tags), beside the unit tests.
 pytestmark = pytest.mark.docker
 
 CUDA_ONLY = """
@@ -50,10 +54,15 @@ def engine() -> Iterator[Engine]:
 
 
 @pytest.fixture
-def project(tmp_path: Path) -> Path:
-    root = mini_project(tmp_path)
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The mini project as a git checkout with a remote, as a clone of ours is."""
+    isolate_git(monkeypatch, tmp_path / "home")
+    root = init(mini_project(tmp_path / "repo"))
     manifest = root / "pins/manifest.toml"
     manifest.write_text(manifest.read_text() + CUDA_ONLY)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "mini")
+    git(root, "remote", "add", "origin", "git@github.com:acme/twinbuild.git")
     return root
 
 
@@ -61,7 +70,8 @@ def _build(root: Path, engine: Engine, platform: Platform, *, force: bool = Fals
     options = BuildOptions(root=root, profile="local", force=force)
     manifest = load(root / "pins/manifest.toml")
     result = build_image(manifest, engine, platform, options, say=lambda _: None)
-    BUILT.append(result.image_id)
+    if not result.up_to_date:  # one found up to date may be another module's: not ours to remove
+        BUILT.append(result.image_id)
     return result
 
 
@@ -72,14 +82,18 @@ def _tagged(engine: Engine, platform: Platform) -> str:
 
 
 def test_build_twice_then_cuda_only_change_rebuilds_cuda_only(
-    project: Path, engine: Engine
+    project: Path, engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
     first = {p: _build(project, engine, p, force=True) for p in PLATFORMS}
     for platform, result in first.items():
         labels = engine.image_labels(result.image_id)
+        # render shows the base the build really used (one derivation of the tag)
+        assert main(["render", platform, "--manifest", str(project / "pins/manifest.toml")]) == 0
+        assert f"  BASE_IMAGE={labels['org.twinbuild.base-ref']}\n" in capsys.readouterr().out
         assert labels["org.twinbuild.platform"] == platform
         assert labels["org.twinbuild.inputs-hash"] == result.inputs_hash
-        assert labels["org.opencontainers.image.source"]
+        assert labels["org.opencontainers.image.source"] == "https://github.com/acme/twinbuild"
+        assert labels["org.opencontainers.image.revision"] == git(project, "rev-parse", "HEAD")
         assert (project / f"build/local/{platform}/image.json").exists()
         assert (project / f"build/local/{platform}/build.log").read_text()
     skipped = {s["pin"] for s in first["cuda"].skipped}

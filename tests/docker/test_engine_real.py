@@ -1,13 +1,15 @@
-"""The real thing: start a private engine of our own, build the base image in it, stop it.
+"""The real thing: start a private engine of our own, put the base image in it, stop it.
 
-It runs in a fresh cache folder (its own socket, data root and debootstrap), so it neither uses
-nor disturbs the engine `twinbuild engine up` keeps for everyone else. Takes about a minute.
+Its engine lives in a fresh folder (its own socket and data root), apart from the session's, since
+one test here kills it. The base is the one every Docker test uses (the mini project's [local]
+packages), from the root filesystem saved in the user's cache: debootstrap runs only the first
+time on a machine.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,22 +21,27 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import edit, mini_project
+from tests.helpers import MINI, edit, mini_project
 from twinbuild.engine import base
 from twinbuild.engine import client as engine
 from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import EnginePaths, EngineState
+from twinbuild.manifest.model import load
 
+# nox -s tests runs with --dist loadgroup: every Docker test runs on one worker, one after
+# another (they share the session engine's global image tags), beside the unit tests.
 pytestmark = pytest.mark.docker
 
-SUITE = "bookworm"
-MIRROR = "http://deb.debian.org/debian"
-PACKAGES = ["python3", "python3-venv", "python3-pip", "git", "ca-certificates"]
+LOCAL = load(MINI / "pins/manifest.toml").local
+SUITE, MIRROR, PACKAGES = LOCAL.suite, LOCAL.mirror, list(LOCAL.packages)
 
 
 class Private:
-    def __init__(self, cache: Path, paths: EnginePaths, state: EngineState) -> None:
+    def __init__(
+        self, cache: Path, paths: EnginePaths, state: EngineState, user_cache: Path
+    ) -> None:
         self.cache, self.paths, self.state = cache, paths, state
+        self.user_cache = user_cache  # wheels and saved base root filesystems live on there
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +51,7 @@ def private() -> Iterator[Private]:
     # A short path: the socket path must fit in 107 bytes.
     cache = Path(tempfile.mkdtemp(prefix="tb-", dir="/tmp"))
     paths = EnginePaths.under(cache)
+    user_cache = dockerd.cache_root()
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("DOCKER_HOST", raising=False)  # CI exports the shared engine's; not this one
         mp.setenv("TWINBUILD_CACHE", str(cache))
@@ -51,7 +59,7 @@ def private() -> Iterator[Private]:
             pytest.skip("an engine answers on the default socket; up() would use it")
         state = dockerd.up(paths)
         try:
-            yield Private(cache, paths, state)
+            yield Private(cache, paths, state, user_cache)
         finally:
             dockerd.down(paths)
             base._remove_tree(cache, base.run_command)
@@ -60,7 +68,9 @@ def private() -> Iterator[Private]:
 def test_up_starts_then_finds_it_running(private: Private) -> None:
     assert private.state.started is True
     assert private.state.docker_host == f"unix://{private.paths.socket}"
-    assert private.paths.env_file.read_text() == f"DOCKER_HOST=unix://{private.paths.socket}\n"
+    assert (
+        private.paths.env_file.read_text() == f"export DOCKER_HOST=unix://{private.paths.socket}\n"
+    )
     again = dockerd.up(private.paths)
     assert (again.started, again.pid) == (False, private.state.pid)
     assert dockerd.docker_host(private.paths) == private.state.docker_host
@@ -82,18 +92,25 @@ def test_base_builds_then_reuses(private: Private) -> None:
         return base.run_command(argv)
 
     with engine.connect(private.state.docker_host) as eng:
+        saved = base.saved_rootfs(private.user_cache, base.base_inputs(
+            suite=SUITE, mirror=MIRROR, packages=PACKAGES).digest())  # fmt: skip
+        had_saved = saved.is_file()
         first = base.ensure_base(
-            eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, cache=private.cache, run=run
+            eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, cache=private.user_cache, run=run
         )
-        assert first.built is True
-        assert "debootstrap" in ran
+        assert first.built is True  # this engine's data root is new: the image was not there
+        if had_saved:  # imported from the saved root filesystem: no debootstrap
+            assert "debootstrap" not in ran
+            assert first.saved == str(saved)
+        else:  # the first time on this machine: debootstrap, and the tar is kept for next time
+            assert "debootstrap" in ran
+            assert saved.is_file()
         assert eng.image_labels(first.tag)[base.INPUTS_LABEL] == first.inputs_hash
         assert eng.inspect_image(first.tag) is not None
-        assert list((private.cache / "base-tmp").iterdir()) == []
 
         ran.clear()
         second = base.ensure_base(
-            eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, cache=private.cache, run=run
+            eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, cache=private.user_cache, run=run
         )
         assert second.built is False
         assert "debootstrap" not in ran
@@ -126,13 +143,8 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
     """A real fault: dockerd dies (SIGKILL) during a build. The build fails with exit 3 and the
     image the tag named before is still the one it names."""
     root = mini_project(tmp_path)
-    edit(
-        root / "pins/manifest.toml",
-        'packages = ["python3", "python3-venv", "git"]',
-        f"packages = {json.dumps(PACKAGES)}",
-    )  # fmt: skip  (the base this module built)
     env = {**os.environ, "DOCKER_HOST": private.state.docker_host,
-           "TWINBUILD_CACHE": str(private.cache)}  # fmt: skip
+           "TWINBUILD_CACHE": str(private.user_cache)}  # fmt: skip
     argv = [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(root),
             "--manifest", str(root / "pins/manifest.toml")]  # fmt: skip
     good = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
@@ -160,6 +172,41 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
     private.state = dockerd.up(private.paths)  # a fresh daemon on the same data root
     with engine.connect(private.state.docker_host) as eng:
         assert (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id") == before
+
+
+def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: Path) -> None:
+    """In this module's own engine: prune removes every untagged twinbuild image, which in the
+    session's engine would include other tests' images."""
+    root = mini_project(tmp_path)
+    env = {**os.environ, "DOCKER_HOST": private.state.docker_host,
+           "TWINBUILD_CACHE": str(private.user_cache)}  # fmt: skip
+    recipe = root / "images/local/Dockerfile"
+    ids = []
+    for marker in (uuid.uuid4().hex, uuid.uuid4().hex):  # a layer only this build has
+        edit(recipe, "FROM common AS rocm\n", f"FROM common AS rocm\nRUN echo {marker} > /x\n")
+        built = subprocess.run(
+            [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(root)],
+            env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        assert built.returncode == 0, built.stderr
+        with engine.connect(private.state.docker_host) as eng:
+            ids.append(str((eng.inspect_image("twinbuild/rocm:local") or {})["Id"]))
+        edit(recipe, f"RUN echo {marker} > /x\n", "")
+    pruned = subprocess.run(
+        [sys.executable, "-m", "twinbuild", "prune", "--keep", "0"],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert pruned.returncode == 0, pruned.stderr
+    match = re.fullmatch(
+        r"prune: removed (\d+) untagged twinbuild images, kept 0; reclaimed (\d+\.\d) MiB\n",
+        pruned.stdout,
+    )
+    assert match, pruned.stdout
+    assert int(match[1]) >= 1
+    with engine.connect(private.state.docker_host) as eng:
+        assert eng.inspect_image(ids[0]) is None  # the first build, untagged by the second: gone
+        assert eng.inspect_image("twinbuild/rocm:local") is not None  # tagged: never pruned
+        assert eng.inspect_image(ids[1]) is not None
 
 
 def test_down_stops_it(private: Private) -> None:

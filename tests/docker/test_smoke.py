@@ -24,6 +24,8 @@ from twinbuild.errors import FindingsError
 from twinbuild.manifest.model import Manifest, load, loads
 from twinbuild.smoke import runner
 
+# nox -s tests runs with --dist loadgroup: every Docker test runs on one worker, one after
+# another (they share the session engine's global image tags), beside the unit tests.
 pytestmark = pytest.mark.docker
 
 IMAGE_DIR = Path(__file__).parent / "smoke_image"
@@ -191,7 +193,12 @@ def _smoke(manifest: Manifest, project: Path, tmp_path: Path, **kwargs: Any) -> 
 
 
 def _summary(report_dir: Path, profile: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((report_dir / f"smoke-cuda-{profile}.json").read_text())
+    """The one report of the run: ``smoke-cuda-<profile>.json`` for the recorded build, keyed by
+    the image id for any other image (``--image``)."""
+    (path,) = report_dir.glob(f"smoke-cuda-{profile}*.json")
+    data: dict[str, Any] = json.loads(path.read_text())
+    if path.name != f"smoke-cuda-{profile}.json":
+        assert path.name == f"smoke-cuda-{profile}-{data['image']['id'][7:19]}.json"
     return data
 
 
@@ -251,7 +258,8 @@ def test_smoke_production_by_image_id_passes(
     assert summary["holds"]["checkout"] == CHECKOUT
     assert summary["holds"]["artifact"] == ARTIFACT_SHA
     # The report is what `evidence record` reads: here, with no GPU, it records a failed run.
-    (report,) = tmp_path.glob("smoke-cuda-production.json")
+    # --image: the report is keyed by the image id; `evidence record` finds it by its glob
+    (report,) = tmp_path.glob("smoke-cuda-production-*.json")
     statement = evidence.record(report, env=github_env(), now=datetime.now(UTC))
     assert statement.predicate.results.verdict == "failed"
     assert statement.predicate.build.inputs_hash == INPUTS

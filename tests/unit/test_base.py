@@ -92,7 +92,7 @@ def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
         )
     ]
     assert engine.tagged == [(first.image_id, first.tag)]
-    assert list((tmp_path / "base-tmp").iterdir()) == []  # work dir removed
+    assert not (tmp_path / "base-tmp").exists()  # work dir removed, and its empty parent
 
     run.calls.clear()
     second = _ensure(engine, run, tmp_path)
@@ -101,6 +101,26 @@ def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
     assert "debootstrap" not in run.names()
     assert len(engine.imported) == 1
     assert second.describe() == f"{first.tag} is up to date (sha256:000000000000, 1 MiB)"
+
+
+def test_a_fresh_engine_imports_the_saved_root_filesystem(tmp_path: Path) -> None:
+    first = _ensure(FakeEngine(), FakeRunner(), tmp_path)
+    saved = base.saved_rootfs(tmp_path, first.inputs_hash)
+    assert saved.read_bytes() == b"TAR"  # the tar debootstrap's tree became, kept
+    engine, run = FakeEngine(), FakeRunner()  # a new data root: no base image in it
+    again = _ensure(engine, run, tmp_path)
+    assert "debootstrap" not in run.names()
+    assert (again.built, again.saved, again.tag) == (True, str(saved), first.tag)
+    assert engine.imported == [
+        (
+            b"TAR",
+            {"org.twinbuild.base-inputs": first.inputs_hash, "org.twinbuild.base-suite": SUITE},
+            ['CMD ["/bin/bash"]'],
+        )
+    ]
+    assert engine.tagged == [(again.image_id, again.tag)]
+    assert again.describe().startswith(f"imported {again.tag} (sha256:")
+    assert again.describe().endswith(f"from {saved} in 0s (no debootstrap)")
 
 
 def test_slim_drops_downloaded_debs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -149,7 +169,7 @@ def test_debootstrap_failure_keeps_log_and_no_tag(tmp_path: Path) -> None:
     )
     assert (tmp_path / "base-debootstrap.log").read_text().startswith("I: Retrieving InRelease")
     assert engine.tagged == []
-    assert list((tmp_path / "base-tmp").iterdir()) == []
+    assert not (tmp_path / "base-tmp").exists()
 
 
 def test_import_failure_leaves_no_tag_and_no_work_dir(tmp_path: Path) -> None:
@@ -158,7 +178,7 @@ def test_import_failure_leaves_no_tag_and_no_work_dir(tmp_path: Path) -> None:
         _ensure(engine, FakeRunner(), tmp_path)
     assert engine.tagged == []
     assert engine.images == {}
-    assert list((tmp_path / "base-tmp").iterdir()) == []
+    assert not (tmp_path / "base-tmp").exists()
 
 
 def test_tar_failure_message(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ behind.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,9 @@ def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None
     assert call["builder"] == "buildkit"
     assert call["buildargs"]["BASE_IMAGE"].startswith("rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:")
     assert said[0].startswith("[rocm/production] step 1/2: FROM base (cached, ")
-    assert said[1].startswith("[rocm/production] step 2/2: RUN pip install -r /tmp/pins.txt (ran, ")
+    # a step that runs says so when it starts (a cached one only when it is done)
+    assert said[1] == "[rocm/production] step 2/2: RUN pip install -r /tmp/pins.txt: started"
+    assert said[2].startswith("[rocm/production] step 2/2: RUN pip install -r /tmp/pins.txt (ran, ")
     assert (out_dir(BuildOptions(root=root, profile="production"), "rocm") / "image.json").exists()
 
 
@@ -188,3 +191,25 @@ def test_the_builder_choice_is_part_of_the_inputs_hash(tmp_path: Path) -> None:
         for choice in ("auto", "buildkit", "classic")
     }
     assert len(set(hashes.values())) == 3
+
+
+def test_an_unchanged_recipe_is_not_parsed_again(tmp_path: Path) -> None:
+    """The no-op build reads what a recipe copies from the remembered parse: the pin scanner (and
+    dockerfile-parse) is not even imported. Checked in a fresh interpreter."""
+    import subprocess
+    import sys
+
+    from twinbuild.build.inputs import input_files
+
+    root = mini_project(tmp_path)
+    first = input_files(root, "rocm", "local")  # parses, and remembers
+    code = (
+        "import sys; from pathlib import Path; from twinbuild.build.inputs import input_files; "
+        f"files = input_files(Path({str(root)!r}), 'rocm', 'local'); "
+        "print(len(files), 'twinbuild.recipe.scan' in sys.modules, 'dockerfile_parse' in sys.modules)"
+    )
+    again = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert again.stdout.split() == [str(len(first)), "False", "False"]

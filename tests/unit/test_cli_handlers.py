@@ -61,6 +61,7 @@ COVERED = {
     ("render",): "test_render_both_profiles",
     ("engine",): "test_engine_status_and_down_without_an_engine",
     ("base",): "test_base_without_an_engine_exits_3",
+    ("prune",): "test_base_without_an_engine_exits_3",
     ("build",): "test_build_passes_every_option_to_the_build",
     ("plan",): "test_plan_and_pins_diff_in_a_git_repository",
     ("bake",): "test_bake_writes_the_file_it_reports",
@@ -124,7 +125,7 @@ def test_lint_clean_findings_strict_and_json(
 
 def test_render_both_profiles(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifest = ["--manifest", str(root / "pins/manifest.toml")]
-    assert main(["render", "cuda", *manifest]) == 0
+    assert main(["render", "cuda", "--profile", "production", *manifest]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:2] == [
         "# twinbuild render cuda --profile production",
@@ -163,6 +164,10 @@ def test_base_without_an_engine_exits_3(
     """The fence makes connect refuse; what a machine without an engine answers is exit 3."""
     monkeypatch.setattr(client, "connect", _no_engine)
     assert main(["base", "--manifest", str(root / "pins/manifest.toml")]) == 3
+    assert capsys.readouterr().err == (
+        f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
+    )
+    assert main(["prune", "--keep", "2"]) == 3
     assert capsys.readouterr().err == (
         f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
     )
@@ -205,6 +210,7 @@ def test_build_passes_every_option_to_the_build(
 ) -> None:
     engine = _Engine(build_chunks=GOOD)
     monkeypatch.setattr(client, "connect", lambda host=None: engine)
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")  # the revision label is GITHUB_SHA in Actions
     monkeypatch.setenv("GITHUB_SHA", "c" * 40)
     code = main(
         ["build", "--profile", "production", "--platform", "rocm", "--builder", "classic",

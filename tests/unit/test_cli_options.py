@@ -42,6 +42,7 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("pins", "table"): "twinbuild.manifest.table:table",
     ("pins", "bump"): "twinbuild.pins.bump:bump_pin",
     ("pins", "diff"): "twinbuild.pins.diff:diff_pins",
+    ("prune",): "twinbuild.engine.prune:prune_images",
     ("registry",): "twinbuild.engine.registry:run",
     ("push",): "twinbuild.ship.push:push_images",
     ("release",): "twinbuild.ship.release:release_image",
@@ -183,6 +184,8 @@ def test_option_reaches_the_library(
         raise Reached(options)
 
     monkeypatch.setattr(f"{module}.{name}", record)
+    (tmp_path / "pins").mkdir()
+    (tmp_path / "pins/manifest.toml").touch()  # a checkout: commands find their root by it
     monkeypatch.chdir(tmp_path)
     argv, expected = _argv(parser, action)
     with pytest.raises(Reached) as reached:

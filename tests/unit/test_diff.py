@@ -135,3 +135,26 @@ def test_invalid_manifest_at_revision_names_revision(repo: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         diff_revs("HEAD~1", "HEAD", repo=repo)
     assert str(caught.value).startswith(f"HEAD:{MANIFEST}:2:")
+
+
+def test_uncommitted_bump_against_head_like_git_diff(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pins diff` with no revision: HEAD against the working tree, from a subdirectory too."""
+    from twinbuild.cli.main import main
+
+    edit(repo / MANIFEST, OLD_SHA, NEW_SHA)  # not committed
+    monkeypatch.chdir(repo / "images")
+    assert main(["pins", "diff"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(
+        f"pins diff HEAD..working tree ({MANIFEST})\nchanged torch_memory_saver\n"
+    )
+    assert f"  cuda: {TMS}@{OLD_SHA} -> {TMS}@{NEW_SHA}\n" in out
+    commit_all(repo, "bump tms")
+    assert main(["pins", "diff"]) == 0  # committed: the working tree is HEAD again
+    assert "no pin changes\n" in capsys.readouterr().out
+    assert main(["pins", "diff", "HEAD~1"]) == 0  # one revision: it against the working tree
+    assert capsys.readouterr().out.startswith(
+        f"pins diff HEAD~1..working tree ({MANIFEST})\nchanged"
+    )

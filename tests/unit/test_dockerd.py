@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -9,78 +10,30 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit import fake_host
 from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import DEFAULT_HOST, EnginePaths, EngineState
 from twinbuild.errors import EngineError
 
 
 @dataclass
-class FakeHost:
-    """A machine whose sockets, processes and apt are scripted."""
+class FakeHost(fake_host.FakeHost):
+    """The machine as dockerd sees it: a spawn leaves a pidfile and, unless told not to, a socket."""
 
-    answering: set[str] = field(default_factory=set)
-    root: bool = True
-    debian: bool = True
-    binaries: dict[str, str] = field(default_factory=lambda: {"dockerd": "/usr/sbin/dockerd"})
-    procs: dict[int, str] = field(default_factory=dict)  # live pid -> cmdline
-    ran: list[list[str]] = field(default_factory=list)
-    run_results: dict[str, tuple[int, str]] = field(default_factory=dict)
-    spawned: list[list[str]] = field(default_factory=list)
-    signals: list[tuple[int, int]] = field(default_factory=list)
-    clock: float = 0.0
+    PROGRAM = ("dockerd", "/usr/sbin/dockerd")
+
+    binaries: dict[str, str] = field(default_factory=lambda: dict([FakeHost.PROGRAM]))
     answer_after_spawn: bool = True
-    die_after_spawn: bool = False
-    ignores_sigterm: bool = False
-    next_pid: int = 4242
-
-    def ping(self, docker_host: str) -> bool:
-        return docker_host in self.answering
-
-    def is_root(self) -> bool:
-        return self.root
-
-    def is_debian(self) -> bool:
-        return self.debian
-
-    def which(self, name: str) -> str | None:
-        return self.binaries.get(name)
-
-    def run(self, argv: Sequence[str]) -> tuple[int, str]:
-        self.ran.append(list(argv))
-        result = self.run_results.get(" ".join(argv), (0, ""))
-        if result[0] == 0 and argv[:2] == ["apt-get", "install"]:
-            self.binaries["dockerd"] = "/usr/sbin/dockerd"
-        return result
 
     def spawn(self, argv: Sequence[str], log: Path) -> int:
-        self.spawned.append(list(argv))
+        pid = super().spawn(argv, log)
         log.write_text('level=info msg=starting\nlevel=fatal msg="no space left on device"\n')
-        pid = self.next_pid
-        if not self.die_after_spawn:
-            self.procs[pid] = " ".join(argv)
         pidfile = next(a for a in argv if a.startswith("--pidfile=")).split("=", 1)[1]
         Path(pidfile).write_text(f"{pid}\n")
         if self.answer_after_spawn and not self.die_after_spawn:
             host = next(a for a in argv if a.startswith("--host=")).split("=", 1)[1]
             self.answering.add(host)
         return pid
-
-    def alive(self, pid: int) -> bool:
-        return pid in self.procs
-
-    def cmdline(self, pid: int) -> str:
-        return self.procs.get(pid, "")
-
-    def kill(self, pid: int, sig: int) -> None:
-        self.signals.append((pid, sig))
-        if sig == signal.SIGKILL or not self.ignores_sigterm:
-            self.procs.pop(pid, None)
-
-    def sleep(self, seconds: float) -> None:
-        self.clock += seconds
-
-    def now(self) -> float:
-        return self.clock
 
 
 @pytest.fixture
@@ -128,7 +81,7 @@ def test_up_starts_private_engine_with_no_network(paths: EnginePaths) -> None:
             "--userland-proxy=false",
         ]
     ]
-    assert paths.env_file.read_text() == f"DOCKER_HOST=unix://{paths.socket}\n"
+    assert paths.env_file.read_text() == f"export DOCKER_HOST=unix://{paths.socket}\n"
     assert paths.config.read_text() == "{}\n"
     assert host.ran == []  # dockerd was there: no apt
     assert state.describe() == f"private engine started (pid 4242) at unix://{paths.socket}"
@@ -196,7 +149,12 @@ def test_up_elsewhere_says_what_to_do(paths: EnginePaths, root: bool, debian: bo
 
 def test_up_installs_docker_io_when_dockerd_missing(paths: EnginePaths) -> None:
     host = FakeHost(binaries={})
-    dockerd.up(paths, host)
+    said: list[str] = []
+    dockerd.up(paths, host, say=said.append)
+    step = "engine: installing Debian's docker.io with apt-get"
+    assert said[0] == f"{step}: started"
+    assert re.fullmatch(rf"{step}: done in \d+\.\ds", said[1]), said
+    assert len(said) == 2
     assert host.ran == [
         ["apt-get", "update"],
         ["apt-get", "install", "-y", "--no-install-recommends", "docker.io"],
@@ -211,8 +169,10 @@ def test_up_reports_failed_apt(paths: EnginePaths) -> None:
             "apt-get update": (100, "Reading lists\nE: Could not resolve 'deb.debian.org'")
         },
     )
+    said: list[str] = []
     with pytest.raises(EngineError) as info:
-        dockerd.up(paths, host)
+        dockerd.up(paths, host, say=said.append)
+    assert said[-1].startswith("engine: installing Debian's docker.io with apt-get: failed after ")
     assert str(info.value) == (
         "`apt-get update` failed (exit 100): Reading lists | E: Could not resolve "
         "'deb.debian.org'; install docker.io by hand and rerun"
@@ -346,7 +306,7 @@ def test_ping_speaks_http_over_a_unix_socket(tmp_path: Path) -> None:
     finally:
         thread.join(5)
         server.close()
-    assert seen[0].startswith(b"GET /_ping HTTP/1.1\r\n")
+    assert seen[0] == b"GET /_ping HTTP/1.0\r\nHost: docker\r\n\r\n"  # whole answer, then close
 
 
 def test_system_host_alive_and_cmdline() -> None:
@@ -354,6 +314,8 @@ def test_system_host_alive_and_cmdline() -> None:
 
     host = dockerd.SystemHost()
     assert host.alive(os.getpid()) is True
-    assert "python" in host.cmdline(os.getpid())
+    # what /proc says, NULs as spaces (an xdist worker renames itself, so no fixed word)
+    own = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    assert host.cmdline(os.getpid()) == own
     assert host.alive(2**22 + 1) is False  # above pid_max
     assert host.cmdline(2**22 + 1) == ""

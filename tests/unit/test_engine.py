@@ -20,7 +20,8 @@ from tests.conftest import gpu_vendors
 from twinbuild.engine.client import Engine, ImageSummary, RunResult
 from twinbuild.errors import ConfigError, EngineError
 
-real_connect = twinbuild.engine.client.connect  # taken before the conftest fence replaces it
+real_connect = twinbuild.engine.client.connect
+real_request = twinbuild.engine.client._request  # taken before the conftest fence replaces it
 HOST = "unix:///tmp/fake.sock"
 
 
@@ -139,25 +140,29 @@ def test_unmarked_tests_cannot_connect() -> None:
 
 
 def test_connect_names_the_socket_when_nothing_answers(
-    monkeypatch: pytest.MonkeyPatch, api: FakeAPI
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    api.fail["ping"] = requests.exceptions.ConnectionError("refused")
-    monkeypatch.setattr(twinbuild.engine.client, "_open_client", lambda host: api)
+    monkeypatch.setattr(twinbuild.engine.client, "_request", real_request)  # a real socket
+    host = f"unix://{tmp_path}/nobody.sock"
     with pytest.raises(EngineError) as info:
-        real_connect(HOST)
+        real_connect(host)
     assert str(info.value) == (
-        "no Docker engine answers at unix:///tmp/fake.sock; run `twinbuild engine up` or set "
-        "DOCKER_HOST"
+        f"no Docker engine answers at {host}; run `twinbuild engine up` or set DOCKER_HOST"
     )
-    assert api.closed
 
 
-def test_connect_uses_docker_host(monkeypatch: pytest.MonkeyPatch, api: FakeAPI) -> None:
-    monkeypatch.setattr(twinbuild.engine.client, "_open_client", lambda host: api)
+def test_connect_pings_without_the_sdk(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[tuple[str, str, str]] = []
+
+    def answer(host: str, method: str, path: str, timeout: float = 0) -> tuple[int, bytes]:
+        asked.append((host, method, path))
+        return 200, b"OK"
+
+    monkeypatch.setattr(twinbuild.engine.client, "_request", answer)
     monkeypatch.setattr(twinbuild.engine.daemon, "docker_host", lambda: "unix:///run/picked.sock")
-    engine = real_connect()
+    engine = real_connect()  # _open_client stays fenced: connecting must not make an SDK client
     assert engine.docker_host == "unix:///run/picked.sock"
-    assert api.calls == [("ping", None)]
+    assert asked == [("unix:///run/picked.sock", "GET", "/_ping")]
 
 
 def test_client_factory_failure_is_an_engine_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,10 +170,14 @@ def test_client_factory_failure_is_an_engine_error(monkeypatch: pytest.MonkeyPat
         with twinbuild.engine.client._errors(f"cannot talk to the engine at {host}", host):
             raise docker.errors.DockerException("Error while fetching server API version")
 
+    monkeypatch.setattr(twinbuild.engine.client, "_request", lambda *a, **k: (200, b"OK"))
     monkeypatch.setattr(twinbuild.engine.client, "_open_client", refuse)
+    engine = real_connect(HOST)
     with pytest.raises(EngineError) as info:
-        real_connect(HOST)
-    assert str(info.value).startswith("no Docker engine answers at unix:///tmp/fake.sock")
+        engine.info()  # the first call that needs the SDK makes the client
+    assert str(info.value) == (
+        "cannot talk to the engine at unix:///tmp/fake.sock: Error while fetching server API version"
+    )
 
 
 @pytest.mark.parametrize(
@@ -407,7 +416,13 @@ def _run_fenced(
         text=True,
         check=False,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), **(env or {})},
+        # the engine the outer session uses: this inner run checks the fence, not a new engine
+        env={
+            **os.environ,
+            "PYTHONPATH": str(Path(__file__).parents[2]),
+            "TWINBUILD_TEST_ENGINE": "given",
+            **(env or {}),
+        },
     )
     return proc.stdout
 

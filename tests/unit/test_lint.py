@@ -188,3 +188,18 @@ def test_cli_exit_codes_and_github_annotations(
     err = capsys.readouterr().err
     assert err.startswith(f"twinbuild: {root / MANIFEST}:2:6: invalid TOML: Invalid value")
     assert "Traceback" not in err
+
+
+def test_strict_names_every_platform_a_pin_floats_on(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    path = root / MANIFEST
+    path.write_text(
+        path.read_text()
+        + '\n[pins.pyyaml]\nkind = "pypi"\nrange = ">=6"\nwhy = "config files"\n'
+        + 'floating = "any 6.x works"\n'
+    )
+    report = lint(load(path), root, strict=True)
+    (finding,) = [f for f in report.findings if "pyyaml" in f.message]
+    assert finding.message == (
+        "pins.pyyaml: floating (range '>=6' on cuda and rocm): any 6.x works"
+    )

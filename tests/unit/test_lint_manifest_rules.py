@@ -202,9 +202,9 @@ FINDINGS = [
     "pins/manifest.toml:37: TB002 pins.same: identical on cuda and rocm; drop 'divergence'",
     'pins/manifest.toml:43: TB003 pins.lonely: only on rocm; add asymmetry = "why the other platform does without it"',
     "pins/manifest.toml:49: TB004 pins.short.commit: 'abc1234' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump short --commit <40 hex>",
-    "pins/manifest.toml:55: TB005 pins.branchy: git ref 'main' on cuda; pin it, or declare floating = \"why\"",
-    "pins/manifest.toml:58: TB005 pins.ranged: range '>=1,<2' on cuda; pin it, or declare floating = \"why\"",
-    'pins/manifest.toml:63: TB005 pins.aptish: apt package unpinned on cuda; pin it, or declare floating = "why"',
+    "pins/manifest.toml:55: TB005 pins.branchy: git ref 'main' on cuda and rocm; pin it, or declare floating = \"why\"",
+    "pins/manifest.toml:58: TB005 pins.ranged: range '>=1,<2' on cuda and rocm; pin it, or declare floating = \"why\"",
+    'pins/manifest.toml:63: TB005 pins.aptish: apt package unpinned on cuda and rocm; pin it, or declare floating = "why"',
     "pins/manifest.toml:69: TB006 pins.badver.version: '1.x' is not a PEP 440 version",
     "pins/manifest.toml:74: TB006 pins.badrange.range: '=>1' is not a PEP 440 specifier",
     "pins/manifest.toml:81: TB007 pins.todo.why: give the pin's provenance, not 'TODO'",
@@ -217,15 +217,15 @@ FINDINGS = [
     "pins/manifest.toml:121: TB011 pins.pinned-anyway: declared floating but pinned on every platform; drop 'floating'",
     "pins/manifest.toml:139: TB007 pins.echo.asymmetry: 'Echo' is a placeholder; write the real reason",
     "pins/manifest.toml:147: TB001 pins.bothref: differs: ref cuda='a' rocm='b'; move both platforms together (twinbuild pins bump), or declare divergence = \"reason\"",
-    "pins/manifest.toml:148: TB005 pins.bothref: git ref 'a' on cuda; pin it, or declare floating = \"why\"",
+    "pins/manifest.toml:148: TB005 pins.bothref: git ref 'a' on cuda; git ref 'b' on rocm; pin it, or declare floating = \"why\"",
     "pins/manifest.toml:161: TB004 pins.shortrocm.rocm.commit: 'fedcba9' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump shortrocm --commit <40 hex>",
     "pins/manifest.toml:166: TB004 pins.upper.commit: 'ABCDEF0123456789ABCDEF0123456789ABCDEF01' has upper-case hex; git names commits in lower case: write 'abcdef0123456789abcdef0123456789abcdef01'",
     "pins/manifest.toml:173: TB006 pins.wheel2.version: '1.x' is not a PEP 440 version",
-    'pins/manifest.toml:176: TB005 pins.anyver: unpinned on cuda; pin it, or declare floating = "why"',
+    'pins/manifest.toml:176: TB005 pins.anyver: unpinned on cuda and rocm; pin it, or declare floating = "why"',
 ]
 FLOATING = [
-    "pins/manifest.toml:75: TB010 pins.badrange: floating (range '=>1' on cuda): any",
-    "pins/manifest.toml:115: TB010 pins.declared: floating (git ref 'dev' on cuda): tracks dev on purpose",
+    "pins/manifest.toml:75: TB010 pins.badrange: floating (range '=>1' on cuda and rocm): any",
+    "pins/manifest.toml:115: TB010 pins.declared: floating (git ref 'dev' on cuda and rocm): tracks dev on purpose",
     "pins/manifest.toml:129: TB010 pins.halfbranch: floating (git ref 'main' on cuda): cuda tracks main",
 ]
 

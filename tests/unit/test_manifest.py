@@ -142,3 +142,15 @@ def test_find_matches_names_after_normalisation() -> None:
     assert found.name == "torch_memory_saver"
     assert manifest.find("Flash_Linear.Attention") is manifest.pins["flash-linear-attention"]
     assert manifest.find("no-such-pin") is None
+
+
+def test_missing_top_tables_are_named_and_a_wrong_type_is_not_called_missing(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "m.toml"
+    path.write_text("schema = 1\npins = 3\n")
+    assert _messages(path) == [
+        f"{path}: platforms: missing; declare [platforms.cuda] and [platforms.rocm]",
+        f"{path}: local: missing; declare [local] (suite, mirror, packages)",
+        f"{path}:2: pins: expected a table, got int",
+    ]

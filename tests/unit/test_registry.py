@@ -10,29 +10,21 @@ from pathlib import Path
 
 import pytest
 
+from tests.unit import fake_host
 from twinbuild.engine import registry
 from twinbuild.engine.registry import RegistryPaths
 from twinbuild.errors import ConfigError, EngineError
 
 
 @dataclass
-class FakeHost:
-    """A machine whose ports, processes and apt are scripted."""
+class FakeHost(fake_host.FakeHost):
+    """The machine as the registry sees it: ports that may be taken; a spawn listens at the
+    address its config names, unless it dies."""
 
-    answering: set[str] = field(default_factory=set)
+    PROGRAM = ("docker-registry", "/usr/bin/docker-registry")
+
+    binaries: dict[str, str] = field(default_factory=lambda: dict([FakeHost.PROGRAM]))
     busy: set[int] = field(default_factory=set)
-    root: bool = True
-    debian: bool = True
-    binaries: dict[str, str] = field(
-        default_factory=lambda: {"docker-registry": "/usr/bin/docker-registry"}
-    )
-    procs: dict[int, str] = field(default_factory=dict)
-    ran: list[list[str]] = field(default_factory=list)
-    run_results: dict[str, tuple[int, str]] = field(default_factory=dict)
-    spawned: list[list[str]] = field(default_factory=list)
-    signals: list[tuple[int, int]] = field(default_factory=list)
-    clock: float = 0.0
-    die_after_spawn: bool = False
     next_pid: int = 5151
 
     def ping(self, docker_host: str) -> bool:
@@ -44,47 +36,13 @@ class FakeHost:
     def port_free(self, port: int) -> bool:
         return port not in self.busy
 
-    def is_root(self) -> bool:
-        return self.root
-
-    def is_debian(self) -> bool:
-        return self.debian
-
-    def which(self, name: str) -> str | None:
-        return self.binaries.get(name)
-
-    def run(self, argv: Sequence[str]) -> tuple[int, str]:
-        self.ran.append(list(argv))
-        result = self.run_results.get(" ".join(argv), (0, ""))
-        if result[0] == 0 and argv[:2] == ["apt-get", "install"]:
-            self.binaries["docker-registry"] = "/usr/bin/docker-registry"
-        return result
-
     def spawn(self, argv: Sequence[str], log: Path) -> int:
-        self.spawned.append(list(argv))
+        pid = super().spawn(argv, log)
         log.write_text('level=fatal msg="listen tcp 127.0.0.1:5000: bind: address in use"\n')
-        pid = self.next_pid
         if not self.die_after_spawn:
-            self.procs[pid] = " ".join(argv)
             addr = Path(argv[2]).read_text().split("addr: ", 1)[1].split()[0]
             self.answering.add(addr)
         return pid
-
-    def alive(self, pid: int) -> bool:
-        return pid in self.procs
-
-    def cmdline(self, pid: int) -> str:
-        return self.procs.get(pid, "")
-
-    def kill(self, pid: int, sig: int) -> None:
-        self.signals.append((pid, sig))
-        self.procs.pop(pid, None)
-
-    def sleep(self, seconds: float) -> None:
-        self.clock += seconds
-
-    def now(self) -> float:
-        return self.clock
 
 
 @pytest.fixture(autouse=True)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from twinbuild.recipe.shell import Text, docker_words, simple_commands, tokenize
+from twinbuild.recipe.shell import Text, Word, docker_words, simple_commands, tokenize
 
 
 def _text(*lines: str, first: int = 10) -> Text:
@@ -35,10 +37,13 @@ def test_words_operators_quotes_and_lines() -> None:
     ]  # fmt: skip
 
 
+@pytest.mark.parametrize("read", [tokenize, docker_words])
 @pytest.mark.parametrize(("body", "error"), [("echo 'x", "single"), ('echo "x', "double")])
-def test_unterminated_quotes_are_errors(body: str, error: str) -> None:
+def test_unterminated_quotes_are_errors(
+    read: Callable[[Text], list[Word]], body: str, error: str
+) -> None:
     with pytest.raises(ValueError, match=f"unterminated {error} quote"):
-        tokenize(Text.one_line(body, 1))
+        read(Text.one_line(body, 1))
 
 
 def test_docker_words_keep_semicolons_and_split_on_blanks_only() -> None:
@@ -46,3 +51,22 @@ def test_docker_words_keep_semicolons_and_split_on_blanks_only() -> None:
     assert [(w.text, w.line) for w in words] == [
         ("PYTORCH_ROCM_ARCH=gfx90a;gfx942", 10), ("B=x y", 10), ("C=a&b", 10), ("D=1", 11),
     ]  # fmt: skip
+
+
+def test_docker_words_take_dollars_backticks_and_escapes_as_written() -> None:
+    # Docker's word reader shares the shell's: its plain run takes `$(` and backticks, so they
+    # stay literal here, while quotes and escapes are still removed.
+    words = docker_words(Text.one_line("A=$(x y) B=`u v` C='p q'\\ r D=a\\\nb", 3))
+    assert [(w.text, w.raw) for w in words] == [
+        ("A=$(x", "A=$(x"), ("y)", "y)"), ("B=`u", "B=`u"), ("v`", "v`"),
+        ("C=p q r", "C='p q'\\ r"), ("D=ab", "D=ab"),  # a line continuation is no character
+    ]  # fmt: skip
+
+
+def test_docker_words_keep_other_blanks_inside_a_word() -> None:
+    # A form feed or no-break space is not one of Docker's separators: it stays in the word
+    # (it once fell through to the double-quote reader and failed as an unterminated quote).
+    assert [w.text for w in docker_words(Text.one_line("A=b\x0cc D=e\xa0f", 1))] == [
+        "A=b\x0cc",
+        "D=e\xa0f",
+    ]

@@ -82,3 +82,17 @@ def test_markdown_lists_failures_and_flaky() -> None:
         "- **FLAKY (passed on rerun)** `test_gpu.py::test_matmul_matches_cpu`: \n"
         "- **FAILED** `test_conformance.py::test_pin[fla]`: " + TESTS[2]["message"] + "\n"
     )
+
+
+def test_another_image_gets_its_own_report_and_smoke_md_keeps_both(tmp_path: Path) -> None:
+    built = _summary()
+    other = {**_summary(), "image": {**built["image"], "id": "sha256:" + "9" * 64}}
+    first = report.write(built, tmp_path)
+    second = report.write(other, tmp_path, keyed=True)  # `smoke --image X --platform cuda`
+    assert first["json"].name == "smoke-cuda-local.json"
+    assert second["json"].name == "smoke-cuda-local-999999999999.json"
+    assert json.loads(first["json"].read_text())["image"]["id"] == "sha256:abc"  # not overwritten
+    (tmp_path / "smoke-rocm-local.json").write_text("{")  # a run that died mid-write
+    rows = [line for line in report.markdown(report.collected(tmp_path)).splitlines()
+            if line.startswith("| cuda ")]  # fmt: skip
+    assert sorted(row.split(" | ")[2] for row in rows) == ["`sha256:999999999999`", "`sha256:abc`"]

@@ -154,6 +154,19 @@ def test_spec_round_trips(tmp_path: Path) -> None:
     assert SuiteSpec.read(spec.write(tmp_path / "spec.json")) == spec
 
 
+def test_each_run_is_headed_by_its_platform_and_image() -> None:
+    from twinbuild.smoke.runner import Target, heading
+
+    image = "sha256:" + "ab" * 32
+    built = Target(platform="rocm", profile="local", image_id=image, python="python3",
+                   inspect={"RepoTags": ["x:1"]}, record={"tag": "twinbuild/rocm:local"})  # fmt: skip
+    assert heading(built) == "== smoke rocm (local): image abababababab (twinbuild/rocm:local) =="
+    loose = Target(platform="cuda", profile="production", image_id=image, python="python3")
+    assert heading(loose) == "== smoke cuda (production): image abababababab =="
+    host = Target(platform="cuda", profile="production", image_id=None, python="python3")
+    assert heading(host) == "== smoke cuda (production): this machine =="
+
+
 def test_bare_gpu_host_runs_only_the_gpu_checks_and_they_fail_without_a_stack(
     tmp_path: Path,
 ) -> None:

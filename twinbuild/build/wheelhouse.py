@@ -12,30 +12,63 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from twinbuild.errors import BuildFailed, ConfigError, DiskFull
+from twinbuild.manifest.model import ResolvedPin
 from twinbuild.manifest.render import GENERATED, Rendered, requirement
+from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.git import run_git
 
+#: pip processes at once; each spends most of its time waiting on the index, not on the CPU.
+DOWNLOAD_JOBS = 8
+#: requirements per pip call: pip fetches one after another, so a long layer is split.
+PER_CALL = 5
 
-def download_wheels(rendered: Rendered, context: Path, cache: Path) -> dict[str, int]:
+
+def prefetch_wheels(renders: Sequence[Rendered], cache: Path, say: Say = to_stderr) -> int:
+    """Fetch into the cache, in one parallel round, what every rendering in ``renders`` misses.
+
+    A build of both platforms calls this first: otherwise the second platform's own few pins
+    cost a second round of pip starts after the first build. Returns how many were fetched.
+    """
+    missing: dict[str, tuple[ResolvedPin, str]] = {}
+    for rendered in renders:
+        for pin in rendered.installed:
+            if pin.install == "pip" and pin.kind != "git":
+                req = requirement(pin)
+                if req not in missing and not _cached(cache / "wheels" / _safe(req)):
+                    missing[req] = (pin, req)
+    if missing:
+        layers = len({pin.layer for pin, _ in missing.values()})
+        with step(f"wheelhouse: downloading {len(missing)} pins ({layers} layers)", say):
+            _download_missing(list(missing.values()), cache)
+    return len(missing)
+
+
+def download_wheels(
+    rendered: Rendered, context: Path, cache: Path, say: Say = to_stderr
+) -> dict[str, int]:
     """Fill ``<context>/.twinbuild/wheels/<layer>/`` for every pip pin; return files per layer.
 
-    Downloads go to a shared cache first, so a second build (or the other platform) re-uses them.
+    Downloads go to a shared cache first (one folder per requirement), so a second build (or the
+    other platform) re-uses them. What is missing is fetched by a few ``pip download`` calls in
+    parallel, each for up to ``PER_CALL`` pins of one layer and index: one pip start per pin, one
+    after another, made the first run wait 30 s here.
     """
+    wanted = [
+        (pin, requirement(pin))
+        for pin in rendered.installed
+        if pin.install == "pip" and pin.kind != "git"
+    ]
+    prefetch_wheels([rendered], cache, say)
     counts: dict[str, int] = {}
-    for pin in rendered.installed:
-        if pin.install != "pip" or pin.kind == "git":
-            continue
-        req = requirement(pin)
-        store = cache / "wheels" / _safe(req)
-        if not (store.exists() and any(store.iterdir())):
-            _pip_download(req, store, pin.name, pin.index)
+    for pin, req in wanted:
         target = context / GENERATED / "wheels" / pin.layer
         target.mkdir(parents=True, exist_ok=True)
-        for wheel in store.iterdir():
+        for wheel in (cache / "wheels" / _safe(req)).iterdir():
             _link(wheel, target / wheel.name)
         counts[pin.layer] = counts.get(pin.layer, 0) + 1
     for layer_file in rendered.files:
@@ -44,15 +77,94 @@ def download_wheels(rendered: Rendered, context: Path, cache: Path) -> dict[str,
     return counts
 
 
+def _cached(store: Path) -> bool:
+    return store.is_dir() and any(store.iterdir())
+
+
+def _download_missing(missing: Sequence[tuple[ResolvedPin, str]], cache: Path) -> None:
+    groups: dict[tuple[str, str | None], list[tuple[ResolvedPin, str]]] = {}
+    for pin, req in missing:
+        groups.setdefault((pin.layer, pin.index), []).append((pin, req))
+    from concurrent.futures import ThreadPoolExecutor  # here: a no-op build downloads nothing
+
+    calls = [
+        group[i : i + PER_CALL] for group in groups.values() for i in range(0, len(group), PER_CALL)
+    ]
+    with ThreadPoolExecutor(max_workers=DOWNLOAD_JOBS) as pool:
+        futures = [pool.submit(_download_group, call, cache) for call in calls]
+        for future in futures:
+            future.result()  # the first failure (in manifest order) is the one reported
+
+
+def _download_group(group: Sequence[tuple[ResolvedPin, str]], cache: Path) -> None:
+    """One pip call for the group, each file then filed under its requirement's cache folder.
+
+    When that call fails, each pin is fetched alone so the error names the pin at fault.
+    """
+    index = group[0][0].index
+    batch = cache / "wheels" / f".batch-{os.getpid()}-{threading.get_ident()}"
+    shutil.rmtree(batch, ignore_errors=True)
+    batch.mkdir(parents=True)
+    try:
+        proc = _pip(batch, [req for _, req in group], index)
+        files = list(batch.iterdir()) if proc.returncode == 0 else []
+        alone: list[tuple[ResolvedPin, str]] = []
+        for pin, req in group:
+            mine = [f for f in files if _names_dist(f.name, pin.dist or pin.name)]
+            if len(mine) != 1:  # failed call, or a file we cannot attribute: fetch it alone
+                alone.append((pin, req))
+                continue
+            _file(mine, cache / "wheels" / _safe(req))
+    finally:
+        shutil.rmtree(batch, ignore_errors=True)
+    for pin, req in alone:
+        _pip_download(req, cache / "wheels" / _safe(req), pin.name, index)
+
+
+def _names_dist(filename: str, dist: str) -> bool:
+    """Is ``filename`` a wheel or sdist of ``dist`` (PEP 503 normalised names)?"""
+    from packaging.utils import (
+        InvalidSdistFilename,
+        InvalidWheelFilename,
+        canonicalize_name,
+        parse_sdist_filename,
+        parse_wheel_filename,
+    )
+
+    try:
+        if filename.endswith(".whl"):
+            name = parse_wheel_filename(filename)[0]
+        else:
+            name = parse_sdist_filename(filename)[0]
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        return False
+    return name == canonicalize_name(dist)
+
+
+def _file(files: Sequence[Path], store: Path) -> None:
+    """Move downloaded files into the store folder, whole or not at all (rename last)."""
+    partial = store.with_name(store.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    for f in files:
+        f.rename(partial / f.name)
+    shutil.rmtree(store, ignore_errors=True)
+    partial.rename(store)
+
+
+def _pip(dest: Path, reqs: Sequence[str], index: str | None) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+            "--quiet", "-d", str(dest), *reqs]  # fmt: skip
+    if index:
+        argv[4:4] = ["--extra-index-url", index]
+    return subprocess.run(argv, capture_output=True, text=True, check=False)
+
+
 def _pip_download(req: str, store: Path, name: str, index: str | None) -> None:
     partial = store.with_name(store.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-            "--quiet", "-d", str(partial), req]  # fmt: skip
-    if index:
-        argv[4:4] = ["--extra-index-url", index]
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    proc = _pip(partial, [req], index)
     if proc.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]

@@ -19,7 +19,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench", help="benchmarks, side by side with plain docker build")
-    p.add_argument("--root", default=".", help="repository root (default: .)")
+    p.add_argument("--root", help="repository root (default: found from here)")
     p.add_argument("--out", default="build/bench", help="folder for bench.md and bench.json")
     p.add_argument("--quick", action="store_true", help="fewer runs, no base-included build")
     p.set_defaults(func=cmd_bench)

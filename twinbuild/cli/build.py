@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest_path, mirrors, root
+from twinbuild.cli.common import add_common, manifest_path, mirrors, repo_manifest, root
 from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
@@ -18,6 +17,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         manifest=manifest_path(args),
         platform=args.platform,
         jobs=args.jobs,
+        verbose=args.verbose,
         registry=args.registry,
         no_registry_cache=args.no_registry_cache,
         options=BuildOptions(
@@ -26,11 +26,10 @@ def cmd_build(args: argparse.Namespace) -> int:
             force=args.force,
             mirrors=mirrors(args.mirrors),
             builder=args.builder,
-            revision=os.environ.get("GITHUB_SHA"),
         ),
     )
     for result in build_images(request):
-        print(result.describe())
+        print(result.describe(verbose=request.verbose))
     return 0
 
 
@@ -38,7 +37,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from twinbuild.build.plan import PlanOptions, plan_change
 
     options = PlanOptions(
-        manifest=manifest_path(args),
+        manifest=repo_manifest(args),  # plan reads it with git: relative to the root
         root=root(args),
         base=args.base,
         github_output=args.github_output,
@@ -67,6 +66,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--platform", choices=PLATFORMS)
     p.add_argument("--profile", choices=PROFILES, default="local")
     p.add_argument("--force", action="store_true", help="build even when up to date")
+    p.add_argument(
+        "-v", "--verbose", action="store_true",
+        help="list each pin the profile leaves out (default: one line saying how many)",
+    )  # fmt: skip
     p.add_argument("--jobs", type=int, default=1, help="build platforms concurrently")
     p.add_argument(
         "--builder", choices=("auto", "buildkit", "classic"), default="auto",

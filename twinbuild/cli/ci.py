@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = wf.add_parser(
         "check", help="trust check, zizmor and actionlint (or the trust check on PATHS)"
     )
-    p.add_argument("--root", default=".", help="repository root holding .github/ (default: .)")
+    p.add_argument("--root", help="repository root holding .github/ (default: found from here)")
     p.add_argument("paths", nargs="*", metavar="PATH")
     p.set_defaults(func=cmd_workflows_check)
 

@@ -1,23 +1,32 @@
-"""``twinbuild engine`` and ``twinbuild base``: the private Docker engine and the embedded base."""
+"""``twinbuild engine``, ``base`` and ``prune``: the private engine, the base, old builds."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from twinbuild.cli.common import add_common, manifest_path
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
+    """``engine up|down|status|env``: stdout carries only what a shell may eval or capture.
+
+    ``up`` and ``env`` print ``export DOCKER_HOST=...`` on stdout, so ``eval "$(twinbuild engine
+    up)"`` works; the status line a person reads goes to stderr.
+    """
     from twinbuild.engine.daemon import EngineOptions, control
 
     options = EngineOptions(action=args.action, print_host=args.print_host)
     state = control(options)
     if options.print_host:
         print(state.docker_host)
+    elif options.action in ("up", "env"):
+        if options.action == "up" or not state.running:
+            print(state.describe(), file=sys.stderr)
+        if state.running:
+            print(state.export_line())
     else:
         print(state.describe())
-        if options.action == "up":
-            print(state.export_line())
     return 0 if state.running or options.action == "down" else 3
 
 
@@ -28,11 +37,32 @@ def cmd_base(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_prune(args: argparse.Namespace) -> int:
+    from twinbuild.engine.prune import PruneOptions, prune_images
+
+    print(prune_images(PruneOptions(keep=args.keep)).describe())
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("engine", help="start, stop or show the private Docker engine")
-    p.add_argument("action", choices=("up", "down", "status"), nargs="?", default="status")
+    p = sub.add_parser(
+        "engine",
+        help="start, stop or show the private Docker engine; "
+        '`eval "$(twinbuild engine env)"` points docker at it',
+    )
+    p.add_argument("action", choices=("up", "down", "status", "env"), nargs="?", default="status")
     p.add_argument("--print-host", action="store_true", help="print only the DOCKER_HOST to use")
     p.set_defaults(func=cmd_engine)
+
+    p = sub.add_parser(
+        "prune", help="remove untagged twinbuild images beyond the newest N per platform"
+    )
+    p.add_argument(
+        "--keep", type=int, default=1, metavar="N",
+        help="untagged images to keep per platform and profile, newest first: a rebuild leaves "
+        "the previous one untagged, ready to re-tag for a fast revert (default: %(default)s)",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("base", help="build (or reuse) the embedded Debian base image")
     add_common(p, root=False)  # the base needs the manifest's [local] table alone

@@ -25,7 +25,7 @@ from twinbuild.cli import (
     ship,
     smoke,
 )
-from twinbuild.cli.common import Handler
+from twinbuild.cli.common import Handler, locate
 from twinbuild.errors import TwinbuildError
 
 #: Command groups in the order ``twinbuild --help`` lists them.
@@ -49,6 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     func: Handler = args.func
     try:
+        locate(args)
         return func(args)
     except TwinbuildError as exc:
         for line in str(exc).splitlines() or [type(exc).__name__]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from twinbuild.cli.common import add_common, manifest_path, root
+from twinbuild.cli.common import add_common, manifest_path, repo_manifest, root
 from twinbuild.manifest.model import PLATFORMS
 
 
@@ -38,8 +38,8 @@ def cmd_pins_bump(args: argparse.Namespace) -> int:
 def cmd_pins_diff(args: argparse.Namespace) -> int:
     from twinbuild.pins.diff import DiffOptions, diff_pins
 
-    options = DiffOptions(
-        manifest=manifest_path(args), root=root(args), rev_a=args.rev_a, rev_b=args.rev_b,
+    options = DiffOptions(  # the manifest as git names it: relative to the root
+        manifest=repo_manifest(args), root=root(args), rev_a=args.rev_a, rev_b=args.rev_b,
         format=args.format,
     )  # fmt: skip
     result = diff_pins(options)
@@ -77,9 +77,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
     p.set_defaults(func=cmd_pins_bump)
 
-    p = pins.add_parser("diff", help="pins that changed between two git revisions")
+    p = pins.add_parser(
+        "diff",
+        help="pins that changed, like git diff: HEAD against the working tree, REV_A against "
+        "it, or REV_A against REV_B",
+    )
     add_common(p)
-    p.add_argument("rev_a", metavar="REV_A")
-    p.add_argument("rev_b", metavar="REV_B")
+    p.add_argument("rev_a", metavar="REV_A", nargs="?", help="default: HEAD")
+    p.add_argument("rev_b", metavar="REV_B", nargs="?", help="default: the working tree")
     p.add_argument("--format", choices=("text", "markdown"), default="text")
     p.set_defaults(func=cmd_pins_diff)

@@ -15,8 +15,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     options = SmokeOptions(
         manifest=manifest_path(args), root=root(args), platform=args.platform,
         profile=args.profile, image=args.image, host=args.host, gpu=args.gpu,
-        python=args.python, rerun_failed_once=args.rerun_failed_once,
-        report_dir=Path(args.report_dir),
+        python=args.python, rerun_failed_once=args.rerun_failed_once, verbose=args.verbose,
+        report_dir=Path(args.report_dir) if args.report_dir else root(args) / "build/smoke",
     )  # fmt: skip
     for o in smoke_images(options):
         c = o.summary["counts"]
@@ -51,5 +51,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--rerun-failed-once", action="store_true",
         help="rerun a failed GPU test once; a pass on the rerun is reported as flaky",
     )  # fmt: skip
-    p.add_argument("--report-dir", default="build/smoke")
+    p.add_argument("--report-dir", help="default: <root>/build/smoke")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="list every skipped check with its reason"
+    )
     p.set_defaults(func=cmd_smoke)

@@ -9,6 +9,7 @@ second call with the same inputs reuses the image without running debootstrap.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,12 +22,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import filelock
-
-from twinbuild.engine.client import EngineAPI
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
+from twinbuild.util.activity import Say, step, to_stderr
+
+if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK costs it 0.15 s
+    from twinbuild.engine.client import EngineAPI
 
 REPOSITORY = "twinbuild/base"
 INPUTS_LABEL = "org.twinbuild.base-inputs"
@@ -98,11 +101,17 @@ class BaseResult:
     debootstrap_s: float = 0.0
     import_s: float = 0.0
     total_s: float = 0.0
+    saved: str | None = None  # imported from this saved root filesystem: no debootstrap ran
 
     def describe(self) -> str:
         mib = self.size / 2**20
         if not self.built:
             return f"{self.tag} is up to date ({self.image_id[:19]}, {mib:.0f} MiB)"
+        if self.saved is not None:
+            return (
+                f"imported {self.tag} ({self.image_id[:19]}, {mib:.0f} MiB) from {self.saved} "
+                f"in {self.import_s:.0f}s (no debootstrap)"
+            )
         return (
             f"built {self.tag} ({self.image_id[:19]}, {mib:.0f} MiB): debootstrap "
             f"{self.debootstrap_s:.0f}s, import {self.import_s:.0f}s"
@@ -141,18 +150,29 @@ def _need_root(what: str) -> None:
         raise BuildFailed(f"twinbuild base {what}, which needs root; rerun it as root")
 
 
-def _ensure_debootstrap(run: Runner, which: Which) -> None:
+def _ensure_debootstrap(run: Runner, which: Which, say: Say) -> None:
     if which("debootstrap") is not None:
         return
     _need_root("installs debootstrap with apt-get")
     if which("apt-get") is None:
         raise BuildFailed("twinbuild base needs debootstrap; install it (Debian/Ubuntu: apt-get)")
-    _must(run, ["apt-get", "update"], "install debootstrap")
-    _must(
-        run,
-        ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
-        "install debootstrap",
-    )
+    with step("base: installing debootstrap with apt-get", say):
+        _must(run, ["apt-get", "update"], "install debootstrap")
+        _must(
+            run,
+            ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+            "install debootstrap",
+        )
+
+
+def base_tag(*, suite: str, mirror: str, packages: Sequence[str], run: Runner = run_command) -> str:
+    """The tag ``ensure_base`` gives the base of these inputs on this host.
+
+    ``twinbuild render --profile local`` shows it and ``twinbuild build`` builds on it: one
+    derivation, so render prints the tag the build really uses. Needs debootstrap installed (its
+    version is an input).
+    """
+    return base_inputs(suite=suite, mirror=mirror, packages=packages, run=run).tag
 
 
 def base_inputs(
@@ -225,6 +245,8 @@ def _workdir(cache: Path, run: Runner) -> Iterator[Path]:
         yield work
     finally:
         _remove_tree(work, run)
+        with contextlib.suppress(OSError):  # empty now, unless another build works there
+            parent.rmdir()
 
 
 def _existing(engine: EngineAPI, inputs_hash: str, tag: str) -> str | None:
@@ -296,6 +318,7 @@ def ensure_base(
     run: Runner = run_command,
     which: Which = _which,
     clock: Callable[[], float] = time.monotonic,
+    say: Say = to_stderr,
     fetch: Callable[[str], bool] | None = None,
 ) -> BaseResult:
     """Make sure ``twinbuild/base:<hash>`` exists for these inputs; build it if not.
@@ -309,10 +332,20 @@ def ensure_base(
     start = clock()
     cache = cache if cache is not None else cache_root()
     cache.mkdir(parents=True, exist_ok=True)
+    inputs: BaseInputs | None = None
+    if which("debootstrap") is not None:  # the usual case, the base exists: no lock to take
+        inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
+        if _existing(engine, inputs.digest(), inputs.tag) is not None:
+            return _result(
+                engine, inputs.tag, inputs.digest(), built=False, total_s=clock() - start
+            )
+    import filelock  # only here: an up-to-date base never needs it
+
     # One base build at a time per cache: a second caller waits, then reuses the first one's image.
     with filelock.FileLock(cache / "base.lock"):
-        _ensure_debootstrap(run, which)
-        inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
+        _ensure_debootstrap(run, which, say)
+        if inputs is None:
+            inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
         inputs_hash, tag = inputs.digest(), inputs.tag
         existing = _existing(engine, inputs_hash, tag)
         # A fresh engine takes the same base from the registry rather than debootstrap a new one:
@@ -321,11 +354,21 @@ def ensure_base(
             existing = _existing(engine, inputs_hash, tag)
         if existing is not None:
             return _result(engine, tag, inputs_hash, built=False, total_s=clock() - start)
+        saved = saved_rootfs(cache, inputs_hash)
+        if saved.is_file():  # a fresh engine (or a pruned one): the root filesystem is made
+            t1 = clock()
+            _import(engine, saved, tag, inputs_hash, suite, " from the saved root filesystem", say)
+            return _result(
+                engine, tag, inputs_hash, built=True, import_s=clock() - t1,
+                total_s=clock() - start, saved=str(saved),
+            )  # fmt: skip
         _need_root("runs debootstrap")
         with _workdir(cache, run) as work:
             rootfs = work / "rootfs"
             t0 = clock()
-            _debootstrap(inputs, rootfs, cache, run)
+            # About a minute with nothing to show: say so before it starts.
+            with step(f"base: debootstrap {suite} ({len(packages)} extra packages)", say):
+                _debootstrap(inputs, rootfs, cache, run)
             debootstrap_s = clock() - t0
             _slim(rootfs)
             tar = work / "rootfs.tar"
@@ -346,13 +389,12 @@ def ensure_base(
                 f"tar {rootfs}",
             )
             t1 = clock()
-            image_id = engine.import_rootfs(
-                tar,
-                labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
-                changes=CHANGES,
-            )
-            engine.tag(image_id, tag)
+            _import(engine, tar, tag, inputs_hash, suite, "", say)
             import_s = clock() - t1
+            # Kept: the next engine with no such image (a test engine, a pruned or new data
+            # root) imports it in seconds instead of a minute of debootstrap.
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            tar.replace(saved)
         return _result(
             engine,
             tag,
@@ -364,12 +406,32 @@ def ensure_base(
         )
 
 
+def _import(
+    engine: EngineAPI, tar: Path, tag: str, inputs_hash: str, suite: str, whence: str, say: Say
+) -> None:
+    """Import a root filesystem tar as the base image and tag it once the image is complete:
+    the same for a fresh debootstrap and a saved root filesystem (``whence`` says which)."""
+    with step(f"base: importing {tag}{whence}", say):
+        image_id = engine.import_rootfs(
+            tar,
+            labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
+            changes=CHANGES,
+        )
+    engine.tag(image_id, tag)
+
+
+def saved_rootfs(cache: Path, inputs_hash: str) -> Path:
+    """Where the root filesystem tar of a base is kept once made (``<cache>/base/<hash>.tar``)."""
+    return cache / "base" / f"{inputs_hash}.tar"
+
+
 def _result(
     engine: EngineAPI,
     tag: str,
     inputs_hash: str,
     *,
     built: bool,
+    saved: str | None = None,
     debootstrap_s: float = 0.0,
     import_s: float = 0.0,
     total_s: float = 0.0,
@@ -387,4 +449,5 @@ def _result(
         debootstrap_s=debootstrap_s,
         import_s=import_s,
         total_s=total_s,
+        saved=saved,
     )

@@ -14,14 +14,15 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol, cast, get_args
-
-import docker
-import docker.errors
-import requests.exceptions
+from typing import IO, TYPE_CHECKING, Any, Literal, Protocol, cast, get_args
+from urllib.parse import quote, urlencode
 
 from twinbuild.engine import daemon as dockerd
+from twinbuild.engine import wire
 from twinbuild.errors import ConfigError, CredentialsMissing, EngineError, TwinbuildError
+
+if TYPE_CHECKING:
+    import docker
 
 Network = Literal["none", "host"]
 Builder = Literal["buildkit", "classic"]
@@ -54,6 +55,7 @@ class ImageSummary:
     tags: tuple[str, ...]
     labels: Mapping[str, str] = field(default_factory=dict)
     size: int = 0
+    created: int = 0  # seconds since the epoch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,6 +204,9 @@ def _check_network(network: str) -> Network:
 @contextlib.contextmanager
 def _errors(what: str, docker_host: str) -> Iterator[None]:
     """Turn SDK and connection failures into one-line EngineErrors."""
+    import docker.errors
+    import requests.exceptions
+
     try:
         yield
     except requests.exceptions.ConnectionError as exc:
@@ -220,16 +225,62 @@ def _errors(what: str, docker_host: str) -> Iterator[None]:
 
 def _open_client(docker_host: str) -> docker.APIClient:
     """The one place a Docker client is made (tests without the docker marker block it)."""
+    import docker
+
     with _errors(f"cannot talk to the engine at {docker_host}", docker_host):
         return docker.APIClient(base_url=docker_host, version="auto", timeout=API_TIMEOUT_S)
 
 
-class Engine:
-    """A connected engine. ``api`` is the SDK's low-level client: for this module's use only."""
+def _request(
+    docker_host: str, method: str, path: str, timeout: float = API_TIMEOUT_S
+) -> tuple[int, bytes]:
+    """One plain HTTP request to the Engine API, without the SDK (tests without the docker marker
+    block it, like ``_open_client``).
 
-    def __init__(self, api: docker.APIClient, docker_host: str) -> None:
-        self.api = api
+    The up-to-date decision asks two or three small questions (inspect a tag, list by label);
+    importing the SDK (requests, urllib3) to ask them took longer than the whole decision.
+    """
+    try:
+        return wire.request(docker_host, method, path, timeout=timeout)
+    except OSError as exc:
+        raise EngineError(
+            f"{method} {path.split('?', maxsplit=1)[0]}: the engine at {docker_host} does not "
+            f"answer ({type(exc).__name__}); run `twinbuild engine up`"
+        ) from exc
+
+
+def _answer(what: str, status: int, body: bytes) -> Any:
+    """The JSON of a 2xx answer; an EngineError with the engine's own message otherwise."""
+    if 200 <= status < 300:
+        return json.loads(body) if body.strip() else None
+    try:
+        message = str(json.loads(body).get("message", ""))
+    except (ValueError, AttributeError):
+        message = body.decode(errors="replace")
+    raise EngineError(f"{what}: {_one_line(message) or f'HTTP {status}'}")
+
+
+class Engine:
+    """A connected engine. ``api`` is the SDK's low-level client, made on first use.
+
+    Inspecting, listing and tagging images go over plain HTTP while no SDK client exists, so a
+    run that finds everything up to date never imports the SDK; building, importing and
+    containers make the client. An Engine made with a client (unit tests' fakes) uses it for all.
+    """
+
+    def __init__(self, api: docker.APIClient | None, docker_host: str) -> None:
+        self._api = api
         self._host = docker_host
+
+    @property
+    def api(self) -> docker.APIClient:
+        if self._api is None:
+            self._api = _open_client(self._host)
+        return self._api
+
+    @api.setter
+    def api(self, value: docker.APIClient) -> None:
+        self._api = value
 
     @property
     def docker_host(self) -> str:
@@ -238,8 +289,12 @@ class Engine:
     def _errors(self, what: str) -> contextlib.AbstractContextManager[None]:
         return _errors(what, self._host)
 
+    def _plain(self, method: str, path: str) -> tuple[int, bytes]:
+        return _request(self._host, method, path)
+
     def close(self) -> None:
-        self.api.close()
+        if self._api is not None:
+            self._api.close()
 
     def __enter__(self) -> Engine:
         return self
@@ -311,11 +366,18 @@ class Engine:
                 if "buildkit" in text.lower() or "version" in text.lower():
                     raise BuilderUnavailable(f"{self._host}: no BuildKit: {_one_line(text)[:160]}")
             api._raise_for_status(response)
-        stream: Iterator[dict[str, Any]] = api._stream_helper(response, decode=True)
-        return stream
+        return _closing(api._stream_helper(response, decode=True), response)
 
     def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
         """The image's inspect document, or None when no image has that tag or id."""
+        if self._api is None:
+            status, body = self._plain("GET", f"/images/{quote(ref, safe='/:@')}/json")
+            if status == 404:
+                return None
+            found: dict[str, Any] = _answer(f"inspect image {ref}", status, body)
+            return found
+        import docker.errors
+
         with self._errors(f"inspect image {ref}"):
             try:
                 # types-docker leaves inspect_image untyped
@@ -340,14 +402,23 @@ class Engine:
         """Images with the label (``value`` None: any value); ``intermediate`` adds the untagged
         layers of builds too, which hold the label of the image they were built for."""
         wanted = key if value is None else f"{key}={value}"
-        with self._errors(f"list images with label {wanted}"):
-            rows = self.api.images(all=intermediate, filters={"label": wanted})
+        rows: list[dict[str, Any]]
+        if self._api is None:
+            query = {"filters": json.dumps({"label": [wanted]})} | (
+                {"all": "1"} if intermediate else {}
+            )
+            what = f"list images with label {wanted}"
+            rows = _answer(what, *self._plain("GET", f"/images/json?{urlencode(query)}")) or []
+        else:
+            with self._errors(f"list images with label {wanted}"):
+                rows = self.api.images(all=intermediate, filters={"label": wanted})
         return [
             ImageSummary(
                 id=str(row["Id"]),
                 tags=tuple(t for t in row.get("RepoTags") or () if t != "<none>:<none>"),
                 labels={str(k): str(v) for k, v in (row.get("Labels") or {}).items()},
                 size=int(row.get("Size") or 0),
+                created=int(row.get("Created") or 0),
             )
             for row in rows
         ]
@@ -382,6 +453,11 @@ class Engine:
             raise ConfigError(
                 f"image reference {ref!r} needs a repository and a tag, e.g. twinbuild/base:1"
             )
+        if self._api is None:
+            query = urlencode({"repo": repository, "tag": tag, "force": "1"})
+            what = f"tag {image} as {ref}"
+            _answer(what, *self._plain("POST", f"/images/{quote(image, safe='/:@')}/tag?{query}"))
+            return
         with self._errors(f"tag {image} as {ref}"):
             self.api.tag(image, repository, tag, force=True)
 
@@ -389,6 +465,12 @@ class Engine:
         """Remove an image (or untag it); ``prune=False`` keeps its untagged parents."""
         with self._errors(f"remove image {ref}"):
             self.api.remove_image(ref, force=force, noprune=not prune)
+
+    def layers_size(self) -> int:
+        """Bytes the engine's image layers take on disk (``docker system df``'s total)."""
+        with self._errors("disk usage"):
+            usage = self.api.df()
+        return int(usage.get("LayersSize") or 0)
 
     def push(self, ref: str) -> Pushed:
         """Push ``repository:tag`` (the engine's credentials for its registry); the digest.
@@ -455,6 +537,8 @@ class Engine:
         timeout: int = RUN_TIMEOUT_S,
     ) -> RunResult:
         """Run ``command`` in a fresh container, wait, collect its output and remove it."""
+        import requests.exceptions
+
         host_config = self.api.create_host_config(
             network_mode=_check_network(network),
             binds={src: {"bind": dst, "mode": "ro"} for src, dst in (binds or {}).items()},
@@ -497,6 +581,8 @@ class Engine:
         ``gpus`` hands it the machine's GPUs: NVIDIA through a device request, AMD through its
         device nodes and the video group.
         """
+        import docker.errors
+
         extra: dict[str, Any] = {}
         if gpus is not None:
             # types-docker wants DeviceRequest objects; the SDK turns these dicts into them.
@@ -528,11 +614,22 @@ class Engine:
         )
 
     def remove_container(self, container: str) -> None:
+        import docker.errors
+
         with (
             self._errors(f"remove container {container[:12]}"),
             contextlib.suppress(docker.errors.NotFound),
         ):
             self.api.remove_container(container, force=True)
+
+
+def _closing(stream: Iterator[dict[str, Any]], response: Any) -> Iterator[dict[str, Any]]:
+    """The build's messages; the response (and its socket) closed when the reader stops, at the
+    end or early (a failed step), not whenever the garbage collector gets to it."""
+    try:
+        yield from stream
+    finally:
+        response.close()
 
 
 def _imported_id(output: str) -> str | None:
@@ -546,17 +643,18 @@ def _imported_id(output: str) -> str | None:
 
 
 def connect(docker_host: str | None = None) -> Engine:
-    """Connect to the engine ``dockerd.docker_host()`` picks (or ``docker_host``) and ping it."""
+    """Connect to the engine ``dockerd.docker_host()`` picks (or ``docker_host``) and ping it.
+
+    The SDK client is made when first needed (see :class:`Engine`).
+    """
     host = docker_host or dockerd.docker_host()
-    api: docker.APIClient | None = None
     try:
-        api = _open_client(host)
-        with _errors("ping", host):
-            api.ping()
+        status, body = _request(host, "GET", "/_ping", timeout=10)
     except EngineError as exc:
-        if api is not None:
-            api.close()
         raise EngineError(
             f"no Docker engine answers at {host}; run `twinbuild engine up` or set DOCKER_HOST"
         ) from exc
-    return Engine(api, host)
+    if status != 200 or body.strip() != b"OK":
+        text = _one_line(body.decode(errors="replace"))[:120]
+        raise EngineError(f"{host} answered the ping with HTTP {status} ({text}); is it Docker?")
+    return Engine(None, host)

@@ -10,20 +10,18 @@ boundary.
 from __future__ import annotations
 
 import contextlib
-import http.client
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
-from urllib.parse import urlsplit
 
 from twinbuild.errors import ConfigError, EngineError
+from twinbuild.util.activity import Say, step, to_stderr
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 60.0
@@ -139,45 +137,15 @@ class Host(Protocol):
     def now(self) -> float: ...
 
 
-class _UnixHTTPConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
-
-    def connect(self) -> None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.settimeout(self.timeout)
-            sock.connect(self._path)
-        except OSError:
-            sock.close()
-            raise
-        self.sock = sock
-
-
 def ping(docker_host: str, timeout: float = 2.0) -> bool:
     """True when ``GET /_ping`` on ``docker_host`` answers ``OK``."""
-    parts = urlsplit(docker_host)
-    conn: http.client.HTTPConnection
-    if parts.scheme == "unix":
-        conn = _UnixHTTPConnection(parts.path, timeout)
-    elif parts.scheme in ("tcp", "http"):
-        conn = http.client.HTTPConnection(
-            parts.hostname or "localhost", parts.port or 2375, timeout=timeout
-        )
-    else:
-        raise EngineError(
-            f"DOCKER_HOST={docker_host}: scheme {parts.scheme!r} is not supported; "
-            "use unix:// or tcp://"
-        )
+    from twinbuild.engine import wire
+
     try:
-        conn.request("GET", "/_ping")
-        resp = conn.getresponse()
-        return resp.status == 200 and resp.read(16) == b"OK"
-    except (OSError, http.client.HTTPException):
+        status, body = wire.request(docker_host, "GET", "/_ping", timeout=timeout)
+    except OSError:
         return False
-    finally:
-        conn.close()
+    return status == 200 and body[:16] == b"OK"
 
 
 class SystemHost:
@@ -284,13 +252,13 @@ def docker_host(paths: EnginePaths | None = None, host: Host | None = None) -> s
 class EngineOptions:
     """What ``twinbuild engine`` was asked for."""
 
-    action: Literal["up", "down", "status"] = "status"
+    action: Literal["up", "down", "status", "env"] = "status"  # env: status, said for eval
     print_host: bool = False  # print only the DOCKER_HOST to use
 
 
 def control(options: EngineOptions) -> EngineState:
     """Start, stop or look at the engine, as ``options.action`` says."""
-    return {"up": up, "down": down, "status": status}[options.action]()
+    return {"up": up, "down": down, "status": status, "env": status}[options.action]()
 
 
 def status(paths: EnginePaths | None = None, host: Host | None = None) -> EngineState:
@@ -334,18 +302,20 @@ def _log_tail(paths: EnginePaths) -> str:
     return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:]) or "(empty log)"
 
 
-def _install_dockerd(host: Host) -> str:
-    for argv in (
-        ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "docker.io"],
-    ):
-        rc, out = host.run(argv)
-        if rc != 0:
-            tail = " | ".join(out.strip().splitlines()[-3:])
-            raise EngineError(
-                f"`{' '.join(argv)}` failed (exit {rc}): {tail}; "
-                "install docker.io by hand and rerun"
-            )
+def _install_dockerd(host: Host, say: Say) -> str:
+    # apt-get takes a minute or more here and prints nothing we keep: say when it starts and ends.
+    with step("engine: installing Debian's docker.io with apt-get", say):
+        for argv in (
+            ["apt-get", "update"],
+            ["apt-get", "install", "-y", "--no-install-recommends", "docker.io"],
+        ):
+            rc, out = host.run(argv)
+            if rc != 0:
+                tail = " | ".join(out.strip().splitlines()[-3:])
+                raise EngineError(
+                    f"`{' '.join(argv)}` failed (exit {rc}): {tail}; "
+                    "install docker.io by hand and rerun"
+                )
     found = host.which("dockerd")
     if found is None:
         raise EngineError("apt installed docker.io but no dockerd is on PATH; check /usr/sbin")
@@ -357,16 +327,19 @@ def up(
     host: Host | None = None,
     *,
     timeout: float = START_TIMEOUT_S,
+    say: Say = to_stderr,
+    private: bool = False,
 ) -> EngineState:
     """Make an engine answer (`twinbuild engine up`); idempotent.
 
     An engine named by DOCKER_HOST, or on the default socket, is used as it is. Otherwise, as root
     on a Debian-like host, start the private engine (installing docker.io first if needed) and
-    write ``<cache>/engine/env`` with its DOCKER_HOST.
+    write ``<cache>/engine/env`` with its DOCKER_HOST. ``private`` skips the first two: the test
+    session wants an engine (and a data root) of its own, whatever else answers.
     """
     paths = paths or EnginePaths.under()
     host = host or SystemHost()
-    env = os.environ.get("DOCKER_HOST")
+    env = None if private else os.environ.get("DOCKER_HOST")
     if env and env != paths.docker_host:
         if host.ping(env):
             return EngineState(docker_host=env, source="env", running=True)
@@ -378,7 +351,7 @@ def up(
     if pid is not None and host.ping(paths.docker_host):
         _write_env(paths)
         return EngineState(docker_host=paths.docker_host, source="private", running=True, pid=pid)
-    if pid is None and host.ping(DEFAULT_HOST):
+    if pid is None and not private and host.ping(DEFAULT_HOST):
         return EngineState(docker_host=DEFAULT_HOST, source="default", running=True)
     if not (host.is_root() and host.is_debian()):
         raise EngineError(
@@ -388,7 +361,7 @@ def up(
     if pid is not None:
         # Alive but deaf: a daemon still starting, or a hung one. Give it the start timeout.
         return _wait_answering(paths, host, pid, timeout, started=False)
-    dockerd = host.which("dockerd") or _install_dockerd(host)
+    dockerd = host.which("dockerd") or _install_dockerd(host, say)
     _stop_orphaned_containerd(paths, host)
     paths.root.mkdir(parents=True, exist_ok=True)
     paths.pidfile.unlink(missing_ok=True)
@@ -441,7 +414,8 @@ def _stop_orphaned_containerd(paths: EnginePaths, host: Host) -> None:
 
 
 def _write_env(paths: EnginePaths) -> None:
-    paths.env_file.write_text(f"DOCKER_HOST={paths.docker_host}\n")
+    # `export` so that `. <cache>/engine/env` reaches the docker CLI run from that shell.
+    paths.env_file.write_text(f"export DOCKER_HOST={paths.docker_host}\n")
 
 
 def _stop_pid(host: Host, pid: int, timeout: float) -> None:

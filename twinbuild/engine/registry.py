@@ -13,7 +13,6 @@ whether a registry answers; the registry protocol itself lives in ``twinbuild.sh
 from __future__ import annotations
 
 import errno
-import http.client
 import os
 import re
 import signal
@@ -133,6 +132,8 @@ class RegistryOptions:
 
 def ping(address: str, timeout: float = 2.0) -> bool:
     """True when ``GET /v2/`` answers like a registry (200, or 401 asking for credentials)."""
+    import http.client  # here: every build asks for the registry, and most find none running
+
     host, _, port = address.partition(":")
     conn = http.client.HTTPConnection(host, int(port or 80), timeout=timeout)
     try:

@@ -177,12 +177,13 @@ def _lint_pin(
             float_key = where
         floats += found
     if floats and pin.floating is None:
-        out.add("TB005", f"pins.{pin.name}: {floats[0]}; pin it, or declare floating = \"why\"",
+        out.add("TB005",
+                f"pins.{pin.name}: {_joined(floats)}; pin it, or declare floating = \"why\"",
                 *float_key, "ref")  # fmt: skip
     elif floats and pin.floating is not None:
         finding = Finding(
             path=str(manifest.path), line=manifest.line_of(*key, "floating"), code="TB010",
-            message=f"pins.{pin.name}: floating ({floats[0]}): {pin.floating}",
+            message=f"pins.{pin.name}: floating ({_joined(floats)}): {pin.floating}",
         )  # fmt: skip
         out.floating.append(finding)
         if strict:
@@ -190,6 +191,21 @@ def _lint_pin(
     elif not floats and pin.floating is not None:
         out.add("TB011", f"pins.{pin.name}: declared floating but pinned on every platform; "
                 "drop 'floating'", *key, "floating")  # fmt: skip
+
+
+def _joined(floats: list[str]) -> str:
+    """``git ref 'main' on cuda and rocm``: one description, every platform it floats on."""
+    order: dict[str, list[str]] = {}
+    for text in floats:
+        what, sep, platform = text.rpartition(" on ")
+        if sep and platform in PLATFORMS:
+            order.setdefault(what, []).append(platform)
+        else:
+            order.setdefault(text, [])
+    return "; ".join(
+        f"{what} on {' and '.join(platforms)}" if platforms else what
+        for what, platforms in order.items()
+    )
 
 
 def _differences(resolved: dict[Platform, ResolvedPin]) -> str:

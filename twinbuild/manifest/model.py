@@ -469,6 +469,15 @@ class _Reader:
     def get_table(self, table: Mapping[str, Any], key: tuple[str, ...]) -> dict[str, Any] | None:
         return cast(dict[str, Any] | None, self._get(table, key, dict, key[-1]))
 
+    def need_table(
+        self, table: Mapping[str, Any], key: tuple[str, ...], hint: str
+    ) -> dict[str, Any] | None:
+        """A table that must be there: None (and one error) when it is missing or not a table."""
+        value = self.get_table(table, key)
+        if value is None and key[-1] not in table:
+            self.error(key, f"missing; {hint}")
+        return value
+
     def unknown_keys(
         self, table: Mapping[str, Any], prefix: tuple[str, ...], known: tuple[str, ...]
     ) -> None:
@@ -506,11 +515,11 @@ class _Reader:
         )
 
     def read_platforms(self, raw: dict[str, Any]) -> dict[Platform, PlatformSpec]:
-        table = self.get_table(raw, ("platforms",))
+        table = self.need_table(
+            raw, ("platforms",), "declare [platforms.cuda] and [platforms.rocm]"
+        )
         out: dict[Platform, PlatformSpec] = {}
         if table is None:
-            if "platforms" not in raw:
-                self.error(("platforms",), "missing; declare [platforms.cuda] and [platforms.rocm]")
             return out
         for name in table:
             if name not in PLATFORMS:
@@ -573,10 +582,8 @@ class _Reader:
 
     def read_local(self, raw: dict[str, Any]) -> LocalProfile:
         key = ("local",)
-        table = self.get_table(raw, key)
+        table = self.need_table(raw, key, "declare [local] (suite, mirror, packages)")
         if table is None:
-            if "local" not in raw:
-                self.error(key, "missing; declare [local] (suite, mirror, packages)")
             return LocalProfile(suite="", mirror="", packages=())
         self.unknown_keys(table, key, ("suite", "mirror", "packages", "imports"))
         return LocalProfile(
@@ -588,11 +595,9 @@ class _Reader:
         )
 
     def read_pins(self, raw: dict[str, Any]) -> dict[str, Pin]:
-        table = self.get_table(raw, ("pins",))
+        table = self.need_table(raw, ("pins",), "declare at least one [pins.NAME] table")
         pins: dict[str, Pin] = {}
         if table is None:
-            if "pins" not in raw:
-                self.error(("pins",), "missing; declare at least one [pins.NAME] table")
             return pins
         normalised: dict[str, str] = {}
         for name, body in table.items():

@@ -9,7 +9,7 @@ Recipes carry no version, commit, branch or base tag. They read:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from twinbuild.manifest.model import DEFAULT_PATH, Manifest, Platform, Profile, ResolvedPin, load
@@ -19,6 +19,8 @@ RECIPES: Mapping[Profile, Mapping[Platform, Path]] = {
     "production": {"cuda": Path("images/cuda/Dockerfile"), "rocm": Path("images/rocm/Dockerfile")},
     "local": {"cuda": Path("images/local/Dockerfile"), "rocm": Path("images/local/Dockerfile")},
 }
+#: BASE_IMAGE where the base's tag cannot be known here (no debootstrap to ask its version).
+UNKNOWN_BASE = "twinbuild/base:<unknown>"
 #: Where the local profile finds git mirrors and wheels inside the image during the build.
 CONTEXT_IN_IMAGE = "/twinbuild"
 
@@ -33,6 +35,7 @@ class Rendered:
     files: dict[str, str]
     installed: list[ResolvedPin]
     skipped: list[tuple[ResolvedPin, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what render could not know, and why
 
     def text(self) -> str:
         """Exactly what the build receives, for ``twinbuild render``."""
@@ -43,6 +46,7 @@ class Rendered:
         if self.target:
             out.append(f"target: {self.target}")
         out.append("build args:")
+        out += [f"# {note}" for note in self.notes]
         out += [f"  {k}={v}" for k, v in sorted(self.args.items())]
         for name, body in sorted(self.files.items()):
             out.append(f"file {name}:")
@@ -112,12 +116,33 @@ class RenderOptions:
 
     manifest: Path = DEFAULT_PATH
     platform: Platform
-    profile: Profile = "production"
+    profile: Profile = "local"  # build's default: both describe the same build
+    mirrors: Mapping[str, str] = field(default_factory=dict)  # as given to build (--mirror)
 
 
 def render_manifest(options: RenderOptions) -> Rendered:
-    """Load the manifest and render what a build of ``options.platform`` receives."""
-    return render(load(options.manifest), options.platform, options.profile)
+    """Load the manifest and render what a build of ``options.platform`` receives.
+
+    For the local profile ``BASE_IMAGE`` is the tag ``twinbuild build`` gives the base, from the
+    one derivation (``engine.base.base_tag``); it needs debootstrap installed (its version is an
+    input), and where it is not the rendering says so instead of naming a tag that does not exist.
+    """
+    manifest = load(options.manifest)
+    if options.profile != "local":
+        return render(manifest, options.platform, options.profile, mirrors=options.mirrors)
+    from twinbuild.engine.base import base_tag
+    from twinbuild.errors import TwinbuildError
+
+    local = manifest.local
+    try:
+        tag = base_tag(suite=local.suite, mirror=local.mirror, packages=local.packages)
+    except TwinbuildError as exc:
+        rendered = render(manifest, options.platform, "local", mirrors=options.mirrors,
+                          local_base=UNKNOWN_BASE)  # fmt: skip
+        return replace(
+            rendered, notes=[f"BASE_IMAGE: unknown until debootstrap is installed ({exc})"]
+        )
+    return render(manifest, options.platform, "local", local_base=tag, mirrors=options.mirrors)
 
 
 def render(

@@ -19,6 +19,7 @@ from twinbuild.manifest.model import (
     Platform,
     Profile,
     ResolvedPin,
+    load,
     loads,
 )
 from twinbuild.util.git import run_git
@@ -235,14 +236,17 @@ def manifest_at(rev: str, manifest: Path, *, repo: Path) -> Manifest:
     return loads(text, Path(f"{rev}:{manifest}"))
 
 
+WORKTREE = "working tree"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DiffOptions:
     """What ``twinbuild pins diff`` was asked for."""
 
     manifest: Path = DEFAULT_PATH
     root: Path = Path()  # the git repository
-    rev_a: str
-    rev_b: str
+    rev_a: str | None = None  # None: HEAD
+    rev_b: str | None = None  # None: the working tree
     format: Literal["text", "markdown"] = "text"
 
 
@@ -252,8 +256,20 @@ def diff_pins(options: DiffOptions) -> ManifestDiff:
 
 
 def diff_revs(
-    rev_a: str, rev_b: str, *, manifest: Path = DEFAULT_PATH, repo: Path = Path()
+    rev_a: str | None = None,
+    rev_b: str | None = None,
+    *,
+    manifest: Path = DEFAULT_PATH,
+    repo: Path = Path(),
 ) -> ManifestDiff:
+    """Like ``git diff``: no revision compares HEAD with the working tree, one compares that
+    revision with the working tree, two compare the two revisions. An uncommitted bump can so be
+    reviewed before it is committed."""
+    rev_a = rev_a or "HEAD"
     old = manifest_at(rev_a, manifest, repo=repo)
-    new = manifest_at(rev_b, manifest, repo=repo)
-    return compare(old, new, rev_a=rev_a, rev_b=rev_b, label=str(manifest))
+    if rev_b is None:
+        path = manifest if manifest.is_absolute() else repo / manifest
+        new = load(path)
+    else:
+        new = manifest_at(rev_b, manifest, repo=repo)
+    return compare(old, new, rev_a=rev_a, rev_b=rev_b or WORKTREE, label=str(manifest))

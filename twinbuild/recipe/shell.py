@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -55,11 +55,13 @@ _BLANKS = re.compile(r"[ \t\r]+")
 _DIGITS_REDIRECT = re.compile(r"\d+(?=[<>])")
 _DQ_PLAIN = re.compile(r'[^"\\]+')
 _DOCKER_PLAIN = re.compile(r"[^\s'\"\\]+")
+_SHELL_STOPS = " \t\r\n&|;()<>"  # where _PLAIN stops and a shell word ends
+_DOCKER_STOPS = " \t\r\n"  # Docker splits on blanks only
 
 
 # One token per match: blanks, a newline, a comment, an operator (with a redirection's fd
 # digits), or a word made of plain runs, complete quotes and escapes. What it cannot take whole
-# ($(...), ${...}, backticks, an unterminated quote) is read by hand in _shell_word.
+# ($(...), ${...}, backticks, an unterminated quote) is read by hand in _word.
 _TOKEN = re.compile(
     r"""(?:[ \t\r]|\\\n)*
     (?:(?P<nl>\n)
@@ -69,7 +71,7 @@ _TOKEN = re.compile(
     )?""",
     re.VERBOSE | re.DOTALL,
 )
-_HARD = frozenset("$`'\"\\")  # after a word: what only _shell_word reads ($(, `, a lone quote)
+_HARD = frozenset("$`'\"\\")  # after a word: what only _word reads ($(, `, a lone quote)
 
 
 def tokenize(text: Text) -> list[Word]:
@@ -82,6 +84,7 @@ def tokenize(text: Text) -> list[Word]:
     words: list[Word] = []
     append = words.append
     match = _TOKEN.match
+    plain = _PLAIN.match
     i = 0
     while i < n:
         m = match(s, i)
@@ -95,7 +98,7 @@ def tokenize(text: Text) -> list[Word]:
         if kind == "word" and (e >= n or s[e] not in _HARD):
             raw = m.group(kind)
             if "'" in raw or '"' in raw or "\\" in raw:
-                e, word_text, raw = _shell_word(s, at)
+                e, word_text, raw = _word(s, at, plain, _SHELL_STOPS)
                 append(Word(word_text, raw, numbers[li]))
             else:
                 append(Word(raw, raw, numbers[li]))
@@ -112,7 +115,7 @@ def tokenize(text: Text) -> list[Word]:
         elif at >= n:
             break
         else:
-            end, word_text, raw = _shell_word(s, at)
+            end, word_text, raw = _word(s, at, plain, _SHELL_STOPS)
             if end == at:  # not a word after all: one character the shell ignores here
                 i = at + 1
                 continue
@@ -121,20 +124,26 @@ def tokenize(text: Text) -> list[Word]:
     return words
 
 
-def _shell_word(s: str, i: int) -> tuple[int, str, str]:
-    """One word starting at ``i``: (end, text without quotes, text as written)."""
+def _word(
+    s: str, i: int, plain: Callable[[str, int], re.Match[str] | None], stops: str
+) -> tuple[int, str, str]:
+    """One word starting at ``i``, for both readers: (end, text without quotes, text as written).
+
+    ``plain`` matches a run that needs no care; ``stops`` are the characters that end a word.
+    Docker's plain run takes ``$`` and backticks too, so only the shell ever reaches those branches.
+    """
     n = len(s)
     out: list[str] = []
     raw: list[str] = []
     while i < n:
-        m = _PLAIN.match(s, i)
+        m = plain(s, i)
         if m:
             out.append(m.group())
             raw.append(m.group())
             i = m.end()
             continue
         c = s[i]
-        if c in " \t\r\n&|;()<>":
+        if c in stops:
             break
         if c == "\\":
             if s.startswith("\n", i + 1):
@@ -221,6 +230,7 @@ def docker_words(text: Text) -> list[Word]:
     s = text.s
     n = len(s)
     words: list[Word] = []
+    docker_plain = _DOCKER_PLAIN.match
     i = 0
     while i < n:
         c = s[i]
@@ -230,37 +240,14 @@ def docker_words(text: Text) -> list[Word]:
         if c == "\\" and s.startswith("\n", i + 1):
             i += 2
             continue
+        m = docker_plain(s, i)
+        if m and (m.end() >= n or s[m.end()] in _DOCKER_STOPS):  # most words: one plain run
+            words.append(Word(m.group(), m.group(), text.line_at(i)))
+            i = m.end()
+            continue
         start = i
-        out: list[str] = []
-        raw: list[str] = []
-        while i < n:
-            m = _DOCKER_PLAIN.match(s, i)
-            if m:
-                out.append(m.group())
-                raw.append(m.group())
-                i = m.end()
-                continue
-            c = s[i]
-            if c in " \t\r\n":
-                break
-            if c == "\\":
-                if s.startswith("\n", i + 1):
-                    i += 2
-                    continue
-                nxt = s[i + 1 : i + 2]
-                out.append(nxt)
-                raw.append(c + nxt)
-                i += 2
-            elif c == "'":
-                k = s.find("'", i + 1)
-                if k < 0:
-                    raise ValueError("unterminated single quote")
-                out.append(s[i + 1 : k])
-                raw.append(s[i : k + 1])
-                i = k + 1
-            else:
-                i = _double_quoted(s, i, out, raw)
-        words.append(Word("".join(out), "".join(raw), text.line_at(start)))
+        i, word_text, raw = _word(s, i, docker_plain, _DOCKER_STOPS)
+        words.append(Word(word_text, raw, text.line_at(start)))
     return words
 
 

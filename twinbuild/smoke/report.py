@@ -129,16 +129,36 @@ def markdown(summaries: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def collected(report_dir: Path) -> list[dict[str, Any]]:
+    """Every summary under ``report_dir``, by file name: ``smoke.md`` lists them all, so a run
+    for one platform or one image does not drop what earlier runs found."""
+    found = []
+    for path in sorted(report_dir.glob("smoke-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # not ours, or half-written by a run that died: the table skips it
+        if isinstance(data, dict) and {"platform", "profile", "image", "counts"} <= data.keys():
+            found.append(data)
+    return found
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())[:400]
 
 
-def write(data: Mapping[str, Any], report_dir: Path) -> dict[str, Path]:
-    """Write ``smoke-<platform>-<profile>[-host].json`` and ``.junit.xml`` under ``report_dir``."""
+def write(data: Mapping[str, Any], report_dir: Path, *, keyed: bool = False) -> dict[str, Path]:
+    """Write ``smoke-<platform>-<profile>[-host|-<image>].json`` and ``.junit.xml``.
+
+    ``keyed`` adds the image id (12 hex) to the name: an image other than the one the last build
+    recorded (``smoke --image``) gets its own report instead of overwriting the built one's.
+    """
     report_dir.mkdir(parents=True, exist_ok=True)
     stem = f"smoke-{data['platform']}-{data['profile']}"
     if data["image"]["id"] is None:
         stem += "-host"
+    elif keyed:
+        stem += "-" + str(data["image"]["id"]).removeprefix("sha256:")[:12]
     paths = {"json": report_dir / f"{stem}.json", "junit": report_dir / f"{stem}.junit.xml"}
     paths["json"].write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     paths["junit"].write_text(junit_xml(data), encoding="utf-8")

@@ -359,6 +359,18 @@ def build_spec(
 # -- running -------------------------------------------------------------------------------------
 
 
+def heading(target: Target) -> str:
+    """The line above each suite's output: which platform, and which image (id and tag)."""
+    what = f"smoke {target.platform} ({target.profile})"
+    if target.image_id is None:
+        return f"== {what}: this machine =="
+    tags = list(target.inspect.get("RepoTags") or [])
+    if target.record is not None and target.record.get("tag"):
+        tags = [str(target.record["tag"])]
+    named = f" ({', '.join(tags[:2])})" if tags else ""
+    return f"== {what}: image {target.image_id.removeprefix('sha256:')[:12]}{named} =="
+
+
 def start_container(
     eng: engine_mod.EngineAPI, image_id: str, access: engine_mod.GpuAccess | None
 ) -> str:
@@ -372,15 +384,22 @@ def run_pytest(
     *,
     docker_host: str | None,
     echo: bool,
+    verbose: bool = False,
     extra: Sequence[str] = (),
 ) -> tuple[int, str]:
-    """Run the packaged suite in a subprocess; return its exit code and output."""
+    """Run the packaged suite in a subprocess; return its exit code and output.
+
+    Quiet by default: no header (it named the temporary ini as ``../../../../tmp/...``), one
+    progress line, failures and errors in full; ``verbose`` lists every skip with its reason.
+    It runs from the package's smoke folder, so test paths read ``suite/test_....py``.
+    """
     ini = workdir / "pytest.ini"
     ini.write_text("[pytest]\naddopts = --strict-markers\n", encoding="utf-8")
     argv = [
         sys.executable, "-m", "pytest", str(SUITE), "-c", str(ini), "--rootdir", str(SUITE),
-        "-p", "no:cacheprovider", "-p", "no:testinfra", "-o", "console_output_style=classic",
-        "-rfEs", f"--twinbuild-spec={spec_path}", *extra,
+        "-p", "no:cacheprovider", "-p", "no:testinfra", "-p", "no:xdist",
+        "-o", "console_output_style=classic", "--no-header", "-q",
+        "-rfEs" if verbose else "-rfE", f"--twinbuild-spec={spec_path}", *extra,
     ]  # fmt: skip
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -390,7 +409,7 @@ def run_pytest(
         env["DOCKER_HOST"] = docker_host
     try:
         proc = subprocess.run(
-            argv, env=env, cwd=workdir, capture_output=True, text=True,
+            argv, env=env, cwd=SUITE.parent, capture_output=True, text=True,
             timeout=PYTEST_TIMEOUT_S, check=False,
         )  # fmt: skip
     except subprocess.TimeoutExpired as exc:
@@ -414,10 +433,13 @@ def smoke_target(
     rerun_failed_once: bool = False,
     report_dir: Path,
     echo: bool = True,
+    verbose: bool = False,
     detect: Callable[[Platform], gpu_mod.GpuInfo | None] = gpu_mod.detect,
 ) -> Outcome:
     """Smoke one target; write its JSON summary and JUnit XML under ``report_dir``."""
     started = time.monotonic()
+    if echo:
+        print(heading(target), flush=True)
     info = detect(target.platform)
     if gpu is True and info is None:
         raise ConfigError(
@@ -448,6 +470,7 @@ def smoke_target(
                 work,
                 docker_host=eng.docker_host if eng is not None else None,
                 echo=echo,
+                verbose=verbose,
             )
         finally:
             if cid is not None and eng is not None:
@@ -472,7 +495,9 @@ def smoke_target(
         tests=ran["tests"],
         holds=ran["holds"],
     )
-    paths = report.write(data, report_dir)
+    paths = report.write(
+        data, report_dir, keyed=target.image_id is not None and target.record is None
+    )
     return Outcome(summary=data, paths=paths, seconds=time.monotonic() - started)
 
 
@@ -490,6 +515,7 @@ class SmokeOptions:
     python: str | None = None  # with host: the interpreter holding torch and torch_memory_saver
     rerun_failed_once: bool = False
     report_dir: Path = Path("build/smoke")
+    verbose: bool = False  # list every skip with its reason
 
 
 def smoke_images(options: SmokeOptions) -> list[Outcome]:
@@ -498,7 +524,7 @@ def smoke_images(options: SmokeOptions) -> list[Outcome]:
         load(options.manifest), root=options.root, platform=options.platform,
         profile=options.profile, image=options.image, host=options.host, gpu=options.gpu,
         python=options.python, rerun_failed_once=options.rerun_failed_once,
-        report_dir=options.report_dir,
+        report_dir=options.report_dir, verbose=options.verbose,
     )  # fmt: skip
 
 
@@ -515,6 +541,7 @@ def smoke(
     rerun_failed_once: bool = False,
     report_dir: Path = Path("build/smoke"),
     echo: bool = True,
+    verbose: bool = False,
     connect: Callable[[], engine_mod.EngineAPI] = engine_mod.connect,
 ) -> list[Outcome]:
     """``twinbuild smoke``: each platform's built image, ``--image REF``, or ``--host``.
@@ -548,6 +575,7 @@ def smoke(
                     rerun_failed_once=rerun_failed_once,
                     report_dir=report_dir,
                     echo=echo,
+                    verbose=verbose,
                 )
             )
     else:
@@ -570,13 +598,16 @@ def smoke(
                         rerun_failed_once=rerun_failed_once,
                         report_dir=report_dir,
                         echo=echo,
+                        verbose=verbose,
                     )
                 )
         finally:
             eng.close()
     md = report.markdown([o.summary for o in outcomes])
     report_dir.mkdir(parents=True, exist_ok=True)
-    (report_dir / "smoke.md").write_text(md, encoding="utf-8")
+    (report_dir / "smoke.md").write_text(
+        report.markdown(report.collected(report_dir)), encoding="utf-8"
+    )
     github.append_summary(github.step_summary(), md)
     failures = [
         f"{o.summary['platform']} ({o.summary['profile']}): {t['message'] or t['id']}"

@@ -1,0 +1,50 @@
+"""One Docker engine for the whole test session, with a data root of its own.
+
+Started once by the controlling pytest process (before any xdist worker exists, so workers
+inherit its DOCKER_HOST) and stopped at the end, its folder removed: the images and containers
+the tests make never land in the engine that holds the user's builds, and nothing is left behind.
+The base image comes from the root filesystem saved in the user's cache (one debootstrap, the
+first time only), so a session pays seconds for it, not a minute.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from twinbuild.engine import base, daemon
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEngine:
+    docker_host: str
+    paths: daemon.EnginePaths | None  # None: an engine we were given (not root, or not Debian)
+    folder: Path | None
+
+    def stop(self) -> None:
+        if self.paths is None or self.folder is None:
+            return
+        daemon.down(self.paths)
+        base._remove_tree(self.folder, base.run_command)  # unmounts first, never crosses mounts
+
+
+def start() -> SessionEngine:
+    """A private engine under a fresh /tmp folder, or the one DOCKER_HOST or the default socket
+    names where we cannot start one (not root, not Debian) or are told to use it
+    (``TWINBUILD_TEST_ENGINE=given``: CI that provides an engine, or a pytest run inside a test)."""
+    given = os.environ.get("TWINBUILD_TEST_ENGINE") == "given"
+    if given or os.geteuid() != 0 or not Path("/etc/debian_version").exists():
+        state = daemon.status()
+        return SessionEngine(docker_host=state.docker_host, paths=None, folder=None)
+    # A short path: the socket's must fit in 107 bytes.
+    folder = Path(tempfile.mkdtemp(prefix="tb-test-", dir="/tmp"))
+    paths = daemon.EnginePaths.under(folder)
+    try:
+        state = daemon.up(paths, private=True)
+    except BaseException:
+        base._remove_tree(folder, base.run_command)
+        raise
+    os.environ["DOCKER_HOST"] = state.docker_host
+    return SessionEngine(docker_host=state.docker_host, paths=paths, folder=folder)

@@ -1,0 +1,114 @@
+"""The wheel stage: a few pip calls in parallel, each file filed under its own pin."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import mini_project
+from twinbuild.build import wheelhouse
+from twinbuild.errors import BuildFailed
+from twinbuild.manifest.model import load
+from twinbuild.manifest.render import render, requirement
+
+
+class FakePip:
+    """Stands in for ``pip download --no-deps``: one wheel per requirement, or a failure."""
+
+    def __init__(self, refuse: str | None = None) -> None:
+        self.calls: list[list[str]] = []
+        self.refuse = refuse
+        self.lock = threading.Lock()
+
+    def __call__(
+        self, dest: Path, reqs: Sequence[str], index: str | None
+    ) -> subprocess.CompletedProcess[str]:
+        with self.lock:
+            self.calls.append(list(reqs))
+        if self.refuse is not None and any(r.startswith(self.refuse) for r in reqs):
+            return subprocess.CompletedProcess([], 1, "", "ERROR: No matching distribution")
+        for req in reqs:
+            name = re.split(r"[<>=!~ ]", req, maxsplit=1)[0]
+            version = req.partition("==")[2] or "1.0"
+            (dest / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"w")
+        return subprocess.CompletedProcess([], 0, "", "")
+
+
+def test_one_call_per_group_and_each_wheel_in_its_layer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pip = FakePip()
+    monkeypatch.setattr(wheelhouse, "_pip", pip)
+    monkeypatch.setattr(wheelhouse, "PER_CALL", 2)
+    rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), "rocm", "local",
+                      local_base="x")  # fmt: skip
+    pins = [p for p in rendered.installed if p.install == "pip" and p.kind != "git"]
+    said: list[str] = []
+    counts = wheelhouse.download_wheels(rendered, tmp_path / "ctx", tmp_path / "cache", said.append)
+    assert sum(counts.values()) == len(pins)
+    assert all(len(call) <= 2 for call in pip.calls)
+    assert sorted(r for call in pip.calls for r in call) == sorted(requirement(p) for p in pins)
+    assert said[0] == f"wheelhouse: downloading {len(pins)} pins ({len(counts)} layers): started"
+    for pin in pins:
+        (wheel,) = (tmp_path / "ctx/.twinbuild/wheels" / pin.layer).glob(
+            f"{(pin.dist or pin.name).replace('-', '_')}-*.whl"
+        )
+        assert wheel.is_file()
+    pip.calls.clear()
+    wheelhouse.download_wheels(rendered, tmp_path / "ctx2", tmp_path / "cache", said.append)
+    assert pip.calls == []  # all cached now
+
+
+def test_a_failing_batch_names_the_pin_at_fault(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), "rocm", "local",
+                      local_base="x")  # fmt: skip
+    bad = next(p for p in rendered.installed if p.install == "pip" and p.kind != "git")
+    pip = FakePip(refuse=(bad.dist or bad.name))
+    monkeypatch.setattr(wheelhouse, "_pip", pip)
+    with pytest.raises(BuildFailed) as info:
+        wheelhouse.download_wheels(rendered, tmp_path / "ctx", tmp_path / "cache", lambda _: None)
+    assert str(info.value).startswith(f"pins.{bad.name}: pip could not download ")
+    assert [requirement(bad)] in pip.calls  # retried alone to find the culprit
+    assert not list((tmp_path / "cache/wheels").glob(".batch-*"))  # no batch folder left
+
+
+@pytest.mark.parametrize(
+    ("filename", "dist", "ok"),
+    [
+        ("torch_memory_saver-0.0.9-py3-none-any.whl", "torch-memory-saver", True),
+        ("numba-0.65.1-cp311-cp311-manylinux_2_17_x86_64.whl", "numba", True),
+        ("numba-0.65.1.tar.gz", "numba", True),
+        ("numpy-1.26.4.tar.gz", "numba", False),
+        ("README.txt", "numba", False),
+    ],
+)
+def test_names_dist(filename: str, dist: str, ok: bool) -> None:
+    assert wheelhouse._names_dist(filename, dist) is ok
+
+
+def test_both_platforms_in_one_round_each_requirement_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pip = FakePip()
+    monkeypatch.setattr(wheelhouse, "_pip", pip)
+    manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
+    renders = [render(manifest, p, "local", local_base="x") for p in ("cuda", "rocm")]
+    wanted = {
+        requirement(p)
+        for r in renders
+        for p in r.installed
+        if p.install == "pip" and p.kind != "git"
+    }
+    said: list[str] = []
+    assert wheelhouse.prefetch_wheels(renders, tmp_path / "cache", said.append) == len(wanted)
+    asked = [r for call in pip.calls for r in call]
+    assert sorted(asked) == sorted(wanted)  # a pin both platforms share is fetched once
+    assert len([line for line in said if line.endswith(": started")]) == 1  # one round
+    assert wheelhouse.prefetch_wheels(renders, tmp_path / "cache", said.append) == 0

@@ -1,0 +1,53 @@
+"""One HTTP/1.0 request to the Engine API over its socket, for the few small questions asked
+before anything is built (ping, inspect, list, tag).
+
+Not ``http.client``: it brings ``email`` and ``ssl`` along, and on a no-op build those imports
+cost more than the questions. HTTP/1.0 keeps the answer simple: the engine sends the body whole,
+without chunks, and closes the connection.
+"""
+
+from __future__ import annotations
+
+import socket
+from urllib.parse import urlsplit
+
+from twinbuild.errors import EngineError
+
+MAX_ANSWER = 64 * 2**20  # an image list of a busy engine is a few MB; more is not an answer
+
+
+def request(
+    docker_host: str, method: str, path: str, *, timeout: float = 120.0
+) -> tuple[int, bytes]:
+    """``(status, body)`` of ``METHOD path`` on ``docker_host`` (``unix://`` or ``tcp://``).
+
+    Raises OSError when nothing answers (the caller words the message).
+    """
+    parts = urlsplit(docker_host)
+    if parts.scheme == "unix":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        address: str | tuple[str, int] = parts.path
+    elif parts.scheme in ("tcp", "http"):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        address = (parts.hostname or "localhost", parts.port or 2375)
+    else:
+        raise EngineError(
+            f"DOCKER_HOST={docker_host}: scheme {parts.scheme!r} is not supported; "
+            "use unix:// or tcp://"
+        )
+    with sock:
+        sock.settimeout(timeout)
+        sock.connect(address)
+        sock.sendall(f"{method} {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode("ascii"))
+        chunks: list[bytes] = []
+        size = 0
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_ANSWER:
+                raise EngineError(f"{method} {path}: the engine's answer passed {MAX_ANSWER} bytes")
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line = head.split(b"\r\n", 1)[0].split()
+    if len(status_line) < 2 or not status_line[1].isdigit():
+        raise OSError(f"not an HTTP answer from {docker_host}: {head[:60]!r}")
+    return int(status_line[1]), body
