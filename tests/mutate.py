@@ -397,6 +397,9 @@ def _mutmut(work: Path, *args: str, check: bool = True) -> str:
     # pytest's numbered temp folders are shared by every pytest of this user; another run's
     # cleanup can race ours (a warning, an error under filterwarnings=error). One folder per copy.
     env["TMPDIR"] = str(work / "tmp")
+    # Nothing a mutant computes may land in the real cache (the inputs hash remembers recipe
+    # parses there); the tests' own fixture points it at their temp folder as well.
+    env["TWINBUILD_CACHE"] = str(work / "cache")
     (work / "tmp").mkdir(exist_ok=True)
     proc = subprocess.run(
         ["nice", "-n", "19", sys.executable, "-m", "mutmut", *args],
