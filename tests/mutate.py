@@ -132,6 +132,10 @@ _PRE_ALONE = (
     "prereleases is None, as prereleases=True does"
 )
 _SAME_DEFAULT = "a missing part gets the same default on both sides of the comparison"
+_MEMO = (
+    "where (and under which key) a parse is remembered is the memo's own business: any "
+    "consistent name finds the same answer"
+)
 _HAS_PATH = (
     "the manifest model refuses a checkout or file pin without a path, so the default is dead"
 )
@@ -202,6 +206,27 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         for t in ("None", f'"XX{name}XX"', f'"{name.upper()}"')
     },
     ("strict JSON", "loads", 'text = data.decode("UTF-8")'): _CODEC,
+    (
+        "inputs hash",
+        "recipe_copies",
+        "def x_recipe_copies__mutmut_orig(recipe: Path, data: bytes, *, remember: bool = False)"
+        " -> list[tuple[int, str]]:",
+    ): "its one caller, input_files, always passes remember",
+    (
+        "inputs hash",
+        "recipe_copies",
+        'key = hashlib.sha256(data + b"XX\\0XX" + _scanner_identity()).hexdigest()',
+    ): _MEMO,
+    (
+        "inputs hash",
+        "recipe_copies",
+        'memo = cache_root() / "XXrecipe-copiesXX" / f"{key}.json"',
+    ): _MEMO,
+    (
+        "inputs hash",
+        "recipe_copies",
+        'memo = cache_root() / "RECIPE-COPIES" / f"{key}.json"',
+    ): _MEMO,
     ("evidence gate", "check_one", "if accepted is None and checks.refusals:"): (
         "_check returns None exactly when it added a refusal, so 'and' and 'or' agree here"
     ),

@@ -574,3 +574,47 @@ def test_a_recipe_that_does_not_parse_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         input_files(root, "cuda", "production")
     assert str(info.value).startswith("images/cuda/Dockerfile:1: ")
+
+
+def test_a_cache_that_cannot_be_written_costs_only_a_parse(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = repo.parent / "cache"
+    cache.mkdir()
+    (cache / "recipe-copies").write_text("a file where the folder would go\n")
+    monkeypatch.setenv("TWINBUILD_CACHE", str(cache))
+    rendered = render(load(repo / MANIFEST), "cuda", "production")
+    builder = builder_settings(rendered)
+    assert inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder) == reference(
+        repo, rendered, BASE_ID, builder
+    )
+
+
+@needs_git
+def test_an_unparsable_recipe_in_a_commit_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = mini_project(tmp_path)
+    (root / "images/cuda/Dockerfile").write_text("RUN echo before any FROM\n")
+    isolate_git(monkeypatch, tmp_path / "home")
+    init(root)
+    commit_all(root, "bad recipe")
+    with pytest.raises(ConfigError) as info:
+        input_files(CommitTree(root, "HEAD"), "cuda", "production")
+    assert str(info.value).startswith("images/cuda/Dockerfile:1: ")
+
+
+@needs_git
+def test_a_commit_is_parsed_afresh_and_remembers_nothing(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The gate judges a commit: no parse remembered on the runner may stand in for it."""
+    cache = repo.parent / "gate-cache"
+    monkeypatch.setenv("TWINBUILD_CACHE", str(cache))
+    isolate_git(monkeypatch, repo.parent / "home")
+    init(repo)
+    commit_all(repo, "all of it")
+    input_files(CommitTree(repo, "HEAD"), "cuda", "production")
+    assert not (cache / "recipe-copies").exists()
+    input_files(repo, "cuda", "production")
+    assert len(list((cache / "recipe-copies").iterdir())) == 1

@@ -108,7 +108,8 @@ def recipe_copies(recipe: Path, data: bytes, *, remember: bool = True) -> list[t
     from twinbuild.util.atomic import write_atomic
 
     copies = scan.parse(recipe, data=data).copies  # raises on a bad recipe: nothing remembered
-    with contextlib.suppress(OSError):  # a read-only cache only costs the next run a parse
+    # write_atomic reports a failed write as ConfigError; a read-only cache must not fail the build.
+    with contextlib.suppress(OSError, ConfigError):  # it only costs the next run a parse
         write_atomic(memo, json.dumps(copies))
     return copies
 
