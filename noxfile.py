@@ -62,14 +62,17 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tests, plus Docker tests against an engine of their own, on parallel workers."""
+    """Unit tests on parallel workers, then the Docker tests against an engine of their own."""
     _install(session, "test")
-    # Workers: the Docker tests wait on the engine most of the time, so even 2 cores gain.
-    args = ["pytest", "-n", "auto", "--dist", "loadgroup", *session.posargs]
-    if os.environ.get("TWINBUILD_NO_DOCKER") != "1":
-        _engine_up(session)  # installs docker.io where it is missing, showing its progress
-        args.append("--run-docker")  # the tests then start an engine (and data root) of their own
-    session.run(*args)
+    # With a selection in posargs one of the two runs may select nothing (pytest's exit 5).
+    codes = [0, 5] if session.posargs else [0]
+    session.run("pytest", "-n", "auto", "-m", "not docker", *session.posargs, success_codes=codes)
+    if os.environ.get("TWINBUILD_NO_DOCKER") == "1":
+        return
+    _engine_up(session)  # installs docker.io where it is missing, showing its progress
+    # One after another in one process: they share the session's engine, whose image tags are
+    # global, and xdist's loadgroup does not group them with pytest 9 (seen here).
+    session.run("pytest", "--run-docker", "-m", "docker", *session.posargs, success_codes=codes)
 
 
 @nox.session(python=PYTHON)

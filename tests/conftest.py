@@ -76,19 +76,12 @@ def gpu_vendors() -> frozenset[str]:
 _PLATFORM_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     docker_on = _docker_enabled(config)
     skip_docker = pytest.mark.skip(reason="needs a Docker engine: pass --run-docker")
-    # Docker tests share the session's engine, where image tags are global: two of them on two
-    # workers at once can retag or remove each other's images. With --dist loadgroup they all go
-    # to one worker, one after another, while the unit tests spread over the rest.
-    same_worker = pytest.mark.xdist_group("docker-engine")
     for item in items:
-        if "docker" in item.keywords:
-            item.add_marker(same_worker)
-            if not docker_on:
-                item.add_marker(skip_docker)
+        if "docker" in item.keywords and not docker_on:
+            item.add_marker(skip_docker)
         gpu = item.get_closest_marker("gpu")
         if gpu is not None:
             # @pytest.mark.gpu("cuda") wants that platform's vendor; bare @pytest.mark.gpu any GPU.

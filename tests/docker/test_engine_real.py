@@ -28,8 +28,8 @@ from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import EnginePaths, EngineState
 from twinbuild.manifest.model import load
 
-# nox -s tests runs with --dist loadgroup: every Docker test runs on one worker, one after
-# another (they share the session engine's global image tags), beside the unit tests.
+# nox -s tests runs the Docker tests in one process, one after another: they share the
+# session engine, where image tags are global.
 pytestmark = pytest.mark.docker
 
 LOCAL = load(MINI / "pins/manifest.toml").local
