@@ -227,6 +227,11 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "recipe_copies",
         'memo = cache_root() / "RECIPE-COPIES" / f"{key}.json"',
     ): _MEMO,
+    (
+        "inputs hash",
+        "recipe_copies",
+        "with contextlib.suppress(ConfigError):  # it only costs the next run a parse",
+    ): "write_atomic turns every OSError into a ConfigError, so OSError never reaches here",
     ("evidence gate", "check_one", "if accepted is None and checks.refusals:"): (
         "_check returns None exactly when it added a refusal, so 'and' and 'or' agree here"
     ),
