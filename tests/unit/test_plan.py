@@ -11,6 +11,7 @@ from tests.unit.github_runner import runner_outputs
 from tests.unit.gitrepos import commit_all, git, init, isolate_git, needs_git
 from twinbuild.build.plan import Plan, plan
 from twinbuild.cli.main import main
+from twinbuild.errors import ConfigError
 
 pytestmark = [pytest.mark.git, needs_git]
 
@@ -65,6 +66,21 @@ def test_rocm_only_pin_change_plans_rocm(repo: Path) -> None:
     result = plan(repo, "HEAD")
     assert builds(result) == (False, True)
     assert result.reason_lines() == [f"rocm: {MANIFEST} (production, local): pins.numba changed"]
+
+
+def test_absolute_manifest_path_plans_like_the_relative_one(repo: Path, tmp_path: Path) -> None:
+    edit(repo / MANIFEST, 'version = "0.65.1"', 'version = "0.65.2"')
+    result = plan(repo, "HEAD", manifest=(repo / MANIFEST).resolve())
+    assert builds(result) == (False, True)
+    assert result.reason_lines() == [f"rocm: {MANIFEST} (production, local): pins.numba changed"]
+    outside = tmp_path / "elsewhere.toml"
+    outside.write_text("")
+    with pytest.raises(ConfigError) as info:
+        plan(repo, "HEAD", manifest=outside)
+    assert str(info.value) == (
+        f"--manifest {outside}: not inside the repository {repo.resolve()}; "
+        "plan compares revisions of a tracked manifest"
+    )
 
 
 def test_shared_pin_change_plans_both(repo: Path) -> None:

@@ -85,6 +85,7 @@ def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAU
     """Compare ``base`` (default: merge-base with origin/main, else HEAD~1) with the worktree."""
     if run_git(root, "rev-parse", "--is-inside-work-tree").returncode != 0:
         return _everything(base, f"{root} is not a git repository")
+    manifest = _in_repository(root, manifest)
     base, note = _choose_base(root, base)
     if run_git(root, "rev-parse", "--verify", "-q", f"{base}^{{commit}}").returncode != 0:
         shallow = run_git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
@@ -138,6 +139,20 @@ def _platforms_fed_by(path: str) -> tuple[Platform, ...]:
     if path.startswith(("images/common/", "images/local/")) or is_builder_code(path):
         return PLATFORMS
     return ()
+
+
+def _in_repository(root: Path, manifest: Path) -> Path:
+    """The manifest as git names it (relative to ``root``): an absolute path compared with git's
+    relative names would never match, and a manifest change would plan nothing."""
+    if not manifest.is_absolute():
+        return manifest
+    try:
+        return manifest.resolve().relative_to(root.resolve())
+    except ValueError:
+        raise ConfigError(
+            f"--manifest {manifest}: not inside the repository {root.resolve()}; "
+            "plan compares revisions of a tracked manifest"
+        ) from None
 
 
 def _manifest_reasons(root: Path, base: str, manifest: Path) -> list[tuple[Platform, str]]:
