@@ -85,10 +85,15 @@ def write_outputs(
             "or drop --github-output"
         )
     path = Path(name)
+    append_outputs(path, values)
+    return path
+
+
+def append_outputs(path: Path, values: Mapping[str, str]) -> None:
+    """Append ``values`` to the step outputs file ``path`` (see :func:`format_outputs`)."""
     text = format_outputs(values)  # formatted first: a refused value writes nothing
     # a folder, a missing folder or a FIFO is refused with one line, never a traceback or a hang
     append_text(path, text, what="step outputs ($GITHUB_OUTPUT)")
-    return path
 
 
 def step_summary(environ: Mapping[str, str] = os.environ) -> Path | None:

@@ -137,9 +137,7 @@ def push(
         say(result.describe())
         results.append(result)
     if options.github_output is not None:
-        from twinbuild.ci.github import format_outputs
-        from twinbuild.util.append import append_text
+        from twinbuild.ci.github import append_outputs
 
-        text = format_outputs({f"{r.platform}-image": r.ref for r in results})
-        append_text(options.github_output, text, what="step outputs ($GITHUB_OUTPUT)")
+        append_outputs(options.github_output, {f"{r.platform}-image": r.ref for r in results})
     return results
