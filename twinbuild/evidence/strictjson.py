@@ -21,8 +21,8 @@ from twinbuild.util import bounded
 
 MAX_BYTES = 4 * 1024 * 1024
 """Largest evidence file we read: a smoke run of thousands of tests is a few hundred KiB."""
-MAX_DEPTH = 32
-"""Deepest nesting of objects and arrays: a statement nests five levels."""
+MAX_DEPTH = bounded.MAX_DEPTH
+"""Deepest nesting of objects and arrays (every parsed file's bound): a statement nests five."""
 MAX_NUMBER_CHARS = 32
 """Longest number we convert: a run id has 19 digits; thousands of digits only cost time."""
 
