@@ -57,14 +57,14 @@ def bench_recipes(s: Session) -> None:
         got_lint = [child({"kind": "lint", "root": str(project)}, s.env) for _ in range(runs)]
         for what, got in (("import", got_import), ("lint", got_lint)):
             medians[what][n] = median([x.seconds for x in got])
-            cpus[what][n] = median([float(x.data.get("cpu_s", 0.0)) for x in got])
+            cpus[what][n] = _cpu(got)
             s.rows.append(_row(what, n, got))
         if n == TARGET_LINES:  # the target's case: one recipe of n lines, the other as written
             (work / "rocm-real.Dockerfile").write_text(rocm_src)
             one = {**job, "rocm": str(work / "rocm-real.Dockerfile")}
             got = [child(one, s.env) for _ in range(3)]
             seconds = median([x.seconds for x in got])
-            cpu = median([float(x.data.get("cpu_s", 0.0)) for x in got])
+            cpu = _cpu(got)
             s.rows.append(
                 measured(
                     f"6 import, {n:,}-line recipe",
@@ -99,9 +99,14 @@ def bench_recipes(s: Session) -> None:
     s.extra["recipe_growth"] = growth
 
 
+def _cpu(got: list[Sample]) -> float:
+    """The median CPU seconds of ``got`` (each child's own ``process_time``)."""
+    return median([float(x.data.get("cpu_s", 0.0)) for x in got])
+
+
 def _row(what: str, n: int, got: list[Sample]) -> Row:
     pair = " (CUDA + ROCm, n lines each)" if what == "import" else " (CUDA recipe of n lines)"
-    cpu = median([float(x.data.get("cpu_s", 0.0)) for x in got])
+    cpu = _cpu(got)
     at_target = n == TARGET_LINES and what == "lint"  # import's target row is the one above
     return measured(
         f"6 {what}, {n:,}-line recipe",

@@ -10,7 +10,6 @@ and takes every unchanged layer from the registry (BuildKit inline cache).
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 import socket
@@ -82,7 +81,7 @@ def bench_registry_cache(s: Session) -> None:
 
     paths = registry.RegistryPaths.under(s.work / "registry-cache")
     address = registry.up(paths, port=_free_port()).address
-    host_cache = os.environ.get("TWINBUILD_CACHE") or str(cache_root())
+    host_cache = str(cache_root())  # $TWINBUILD_CACHE, else ~/.cache/twinbuild
     job = {"kind": "build", "root": str(s.root), "platforms": ["cuda", "rocm"], "cache": host_cache}
     try:
         s.fresh()  # this run's layers: the registry learns them from the warm-up push only
