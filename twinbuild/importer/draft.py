@@ -23,6 +23,7 @@ from tomlkit.items import Table
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.importer import report as drift
 from twinbuild.recipe import scan as recipe
+from twinbuild.recipe.pin_rules import HEX, SHA40
 from twinbuild.recipe.scan import RecipePin, Unrecognised
 from twinbuild.util.atomic import write_atomic
 
@@ -30,9 +31,6 @@ Platform = Literal["cuda", "rocm"]
 PLATFORMS: tuple[Platform, ...] = ("cuda", "rocm")
 Verdict = Literal["same", "differs", "only CUDA", "only ROCm", "floating"]
 TODO = "TODO"
-_HEX40 = re.compile(r"[0-9a-f]{40}")
-_HEX = re.compile(r"[0-9a-f]{7,40}")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _VALUE_ORDER = (
     "kind", "dist", "package", "version", "range", "repo", "commit", "ref", "url", "sha256",
     "subdirectory", "install", "path",
@@ -198,7 +196,7 @@ def _repo_name(repo: str) -> str:
 
 
 def _git_values(ref: str) -> tuple[dict[str, str], bool]:
-    if _HEX.fullmatch(ref):
+    if HEX.fullmatch(ref):
         return {"commit": ref}, False
     return {"ref": ref or "HEAD"}, True
 
@@ -341,7 +339,7 @@ def _git(
     dest = next((p.dest for p in pins if p.source == "git-clone" and p.dest), last.dest)
     name = _repo_name(repo)
     notes: tuple[str, ...] = ()
-    if "commit" in values and not _HEX40.fullmatch(values["commit"]):
+    if "commit" in values and not SHA40.fullmatch(values["commit"]):
         notes += (f"TODO: commit {values['commit']} is short; the manifest needs all 40 hex: "
                   f"git rev-parse {values['commit']}",)  # fmt: skip
     pip = pip_dirs.get(dest)
