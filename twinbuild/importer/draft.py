@@ -23,6 +23,7 @@ from tomlkit.items import Table
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.importer import report as drift
 from twinbuild.recipe import scan as recipe
+from twinbuild.recipe.pin_rules import HEX, SHA40
 from twinbuild.recipe.scan import RecipePin, Unrecognised
 from twinbuild.util.atomic import write_atomic
 
@@ -30,9 +31,6 @@ Platform = Literal["cuda", "rocm"]
 PLATFORMS: tuple[Platform, ...] = ("cuda", "rocm")
 Verdict = Literal["same", "differs", "only CUDA", "only ROCm", "floating"]
 TODO = "TODO"
-_HEX40 = re.compile(r"[0-9a-f]{40}")
-_HEX = re.compile(r"[0-9a-f]{7,40}")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _VALUE_ORDER = (
     "kind", "dist", "package", "version", "range", "repo", "commit", "ref", "url", "sha256",
     "subdirectory", "install", "path",
@@ -198,7 +196,7 @@ def _repo_name(repo: str) -> str:
 
 
 def _git_values(ref: str) -> tuple[dict[str, str], bool]:
-    if _HEX.fullmatch(ref):
+    if HEX.fullmatch(ref):
         return {"commit": ref}, False
     return {"ref": ref or "HEAD"}, True
 
@@ -241,8 +239,8 @@ def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base, recipe.Recipe
             if p.source != "git-clone" and p.value and p.resolved == "":
                 c.notes.append(f"{c.at(p)}: git {p.source[4:]} {p.text} moves nothing by "
                                "default (the build arg's default is empty)")  # fmt: skip
-            elif "$" in p.resolved or (p.repo is not None and "$" in p.repo):
-                c.unfaithful(p, _depends(p.resolved if "$" in p.resolved else p.repo or ""))
+            elif (varying := _varying(p.resolved, p.repo)) is not None:
+                c.unfaithful(p, _depends(varying))
             elif p.repo is None:
                 c.unrecognised.append(Unrecognised(
                     path=p.path, line=p.line, text=f"git {p.source[4:]} {p.text} in {p.dest} "
@@ -268,6 +266,11 @@ def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base, recipe.Recipe
     return c, base, parsed
 
 
+def _varying(*values: str | None) -> str | None:
+    """The first of ``values`` that uses a variable (``$NAME``), which only the build resolves."""
+    return next((v for v in values if v and "$" in v), None)
+
+
 def _depends(value: str) -> str:
     names = ", ".join(dict.fromkeys("$" + n for n in re.findall(r"\$\{?(\w+|@|\*)", value)))
     return (f"its value depends on {names or value}, which only the build knows (a build arg "
@@ -279,8 +282,8 @@ def _url(c: _Collect, p: RecipePin) -> None:
         c.unfaithful(p, "downloaded to stdout and piped on, so no file of it is in the image; "
                         "pin what it installs by hand")  # fmt: skip
         return
-    if "$" in p.resolved or (p.dest and "$" in p.dest):
-        c.unfaithful(p, _depends(p.resolved if "$" in p.resolved else p.dest or ""))
+    if (varying := _varying(p.resolved, p.dest)) is not None:
+        c.unfaithful(p, _depends(varying))
         return
     name = _url_key(p.resolved)
     # A url pin is exact by its sha256; it never floats (the lint refuses floating on it).
@@ -302,8 +305,8 @@ def _pip(c: _Collect, p: RecipePin, clone_dirs: set[str | None]) -> None:
         if p.dest not in clone_dirs:  # a clone's install is noted on its git pin
             c.notes.append(f"{c.at(p)}: pip install {p.text} installs a local path, not a pin")
         return
-    if "$" in p.resolved or (p.repo is not None and "$" in p.repo):
-        c.unfaithful(p, _depends(p.resolved if "$" in p.resolved else p.repo or ""))
+    if (varying := _varying(p.resolved, p.repo)) is not None:
+        c.unfaithful(p, _depends(varying))
         return
     if p.repo is not None:
         name = _repo_name(p.repo)
@@ -336,7 +339,7 @@ def _git(
     dest = next((p.dest for p in pins if p.source == "git-clone" and p.dest), last.dest)
     name = _repo_name(repo)
     notes: tuple[str, ...] = ()
-    if "commit" in values and not _HEX40.fullmatch(values["commit"]):
+    if "commit" in values and not SHA40.fullmatch(values["commit"]):
         notes += (f"TODO: commit {values['commit']} is short; the manifest needs all 40 hex: "
                   f"git rev-parse {values['commit']}",)  # fmt: skip
     pip = pip_dirs.get(dest)

@@ -9,7 +9,6 @@ manifest lint before anything is written, and the write is atomic.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +18,7 @@ from packaging.version import InvalidVersion, Version
 from tomlkit.items import Null, Table, Whitespace
 
 from twinbuild.errors import ConfigError
-from twinbuild.lint.checks import FULL_SHA, HEX_PREFIX, is_placeholder, lint_manifest
+from twinbuild.lint.checks import ANY_HEX40, FULL_SHA, HEX_PREFIX, is_placeholder, lint_manifest
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
     PLATFORMS,
@@ -40,7 +39,6 @@ Field = Literal["commit", "version"]
 _FITS: dict[Field, tuple[Kind, ...]] = {"commit": ("git",), "version": ("pypi", "url", "apt")}
 #: The floating counterpart a new exact value replaces in the same table.
 _REPLACES: dict[Field, str] = {"commit": "ref", "version": "range"}
-_ANY_HEX40 = re.compile(r"^[0-9a-fA-F]{40}\Z")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -239,10 +237,10 @@ def _carriers(old: Manifest, pin: Pin, request: BumpRequest) -> list[Platform]:
 
 
 def _check_commit(where: str, commit: str) -> None:
-    if FULL_SHA.match(commit) or _ANY_HEX40.match(commit):
-        if not FULL_SHA.match(commit):
-            raise ConfigError(f"{where}: '{commit}' has upper-case hex; pass it in lower case")
+    if FULL_SHA.match(commit):
         return
+    if ANY_HEX40.match(commit):
+        raise ConfigError(f"{where}: '{commit}' has upper-case hex; pass it in lower case")
     if HEX_PREFIX.match(commit.lower()):
         raise ConfigError(
             f"{where}: '{commit}' is a short SHA; pass the full 40-hex commit "

@@ -158,8 +158,8 @@ def command(scan: Scan, cmd: list[Word]) -> None:
         _shell_set(scan, prog, args)
     elif _PIP.fullmatch(prog):
         _pip(scan, args)
-    elif _PYTHON.fullmatch(prog) and _python_m_pip(args) is not None:
-        _pip(scan, _python_m_pip(args) or [])
+    elif _PYTHON.fullmatch(prog) and (pip_args := _python_m_pip(args)) is not None:
+        _pip(scan, pip_args)
     elif prog == "uv" and len(args) >= 2 and [a.text for a in args[:2]] == ["pip", "install"]:
         pip_install(scan, args[2:])
     elif prog == "git":

@@ -67,8 +67,6 @@ _PIP_VALUE_OPTS = frozenset(
         "--report",
         "--log-file",
         "--build-option",
-        "--keyring-provider",
-        "--index-strategy",
         "--python-platform",
         "--upgrade-package",
         "-P",

@@ -48,11 +48,7 @@ class Text:
         return self.lines[max(bisect_right(self.starts, offset) - 1, 0)]
 
 
-_OPS2 = frozenset(["&&", "||", ";;", ">>", "&>", "<<"])
-_OPS1 = frozenset("|&;()<>")
 _PLAIN = re.compile(r"[^\s'\"\\$`&|;()<>]+")
-_BLANKS = re.compile(r"[ \t\r]+")
-_DIGITS_REDIRECT = re.compile(r"\d+(?=[<>])")
 _DQ_PLAIN = re.compile(r'[^"\\]+')
 _DOCKER_PLAIN = re.compile(r"[^\s'\"\\]+")
 _SHELL_STOPS = " \t\r\n&|;()<>"  # where _PLAIN stops and a shell word ends
