@@ -9,6 +9,7 @@ import pytest
 
 from tests.fake_engine import FakeEngine
 from tests.helpers import mini_project
+from twinbuild.build.image import record_path
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.manifest.model import load
 from twinbuild.smoke import runner
@@ -85,7 +86,7 @@ def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
         f"{tmp_path}/build/local/cuda/image.json: no build record; run `twinbuild build "
         "--platform cuda --profile local` first, or pass --image REF"
     )
-    path = runner.record_path(tmp_path, "local", "cuda")
+    path = record_path(tmp_path, "local", "cuda")
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"image_id": "sha256:gone"}))
     with pytest.raises(ConfigError) as err:

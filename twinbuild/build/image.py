@@ -34,6 +34,7 @@ from twinbuild.engine.client import Builder, BuilderUnavailable, EngineAPI
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import (
     BuildFailed,
+    ConfigError,
     DiskFull,
     EngineError,
     Interrupted,
@@ -488,9 +489,19 @@ def _write_record(path: Path, data: Mapping[str, Any]) -> None:
     write_atomic(path, text)
 
 
-def read_record(root: Path, platform: Platform, profile: Profile) -> dict[str, Any] | None:
-    path = root / "build" / profile / platform / "image.json"
-    if not path.exists():
+def record_path(root: Path, profile: Profile, platform: Platform) -> Path:
+    """Where ``twinbuild build`` (default out dir) records the image it made."""
+    return root / "build" / profile / platform / "image.json"
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The build record at ``path``; None when there is none, ConfigError when it is unusable."""
+    if not path.is_file():
         return None
-    data: dict[str, Any] = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable build record ({exc}); rebuild the image") from exc
+    if not isinstance(data, dict) or not str(data.get("image_id", "")).startswith("sha256:"):
+        raise ConfigError(f"{path}: no image_id in the build record; rebuild the image")
     return data

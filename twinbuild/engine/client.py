@@ -448,11 +448,7 @@ class Engine:
         return image_id
 
     def tag(self, image: str, ref: str) -> None:
-        repository, _, tag = ref.rpartition(":")
-        if not repository or "/" in tag:
-            raise ConfigError(
-                f"image reference {ref!r} needs a repository and a tag, e.g. twinbuild/base:1"
-            )
+        repository, tag = split_tag(ref)
         if self._api is None:
             query = urlencode({"repo": repository, "tag": tag, "force": "1"})
             what = f"tag {image} as {ref}"

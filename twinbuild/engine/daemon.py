@@ -221,20 +221,26 @@ class SystemHost:
         return time.monotonic()
 
 
-def _read_pid(paths: EnginePaths) -> int | None:
+def read_int(path: Path) -> int | None:
+    """The number a pidfile or portfile holds; None when it is missing or holds something else."""
     try:
-        text = paths.pidfile.read_text().strip()
+        text = path.read_text().strip()
     except OSError:
         return None
     return int(text) if text.isdigit() else None
 
 
-def _private_pid(paths: EnginePaths, host: Host) -> int | None:
-    """The pid of our private dockerd if its pidfile names a live dockerd, else None."""
-    pid = _read_pid(paths)
-    if pid is None or not host.alive(pid) or "dockerd" not in host.cmdline(pid):
+def own_pid(pidfile: Path, program: str, host: Host) -> int | None:
+    """The pid in ``pidfile`` if it names a live ``program`` process, else None."""
+    pid = read_int(pidfile)
+    if pid is None or not host.alive(pid) or program not in host.cmdline(pid):
         return None
     return pid
+
+
+def _private_pid(paths: EnginePaths, host: Host) -> int | None:
+    """The pid of our private dockerd if its pidfile names a live dockerd, else None."""
+    return own_pid(paths.pidfile, "dockerd", host)
 
 
 def docker_host(paths: EnginePaths | None = None, host: Host | None = None) -> str:
@@ -383,7 +389,7 @@ def _wait_answering(
                 f"log {paths.log}: {_log_tail(paths)}"
             )
         if host.now() >= deadline:
-            _stop_pid(host, pid, STOP_TIMEOUT_S)
+            stop_pid(host, pid, STOP_TIMEOUT_S, "dockerd")
             raise EngineError(
                 f"dockerd (pid {pid}) did not answer on {paths.docker_host} within {timeout:.0f}s "
                 f"and was stopped; log {paths.log}: {_log_tail(paths)}"
@@ -409,7 +415,7 @@ def _stop_orphaned_containerd(paths: EnginePaths, host: Host) -> None:
     except (OSError, ValueError):
         return
     if host.alive(pid) and "containerd" in cmdline and str(paths.exec_root) in cmdline:
-        _stop_pid(host, pid, STOP_TIMEOUT_S)
+        stop_pid(host, pid, STOP_TIMEOUT_S, "containerd")
     pidfile.unlink(missing_ok=True)
 
 
@@ -418,7 +424,8 @@ def _write_env(paths: EnginePaths) -> None:
     paths.env_file.write_text(f"export DOCKER_HOST={paths.docker_host}\n")
 
 
-def _stop_pid(host: Host, pid: int, timeout: float) -> None:
+def stop_pid(host: Host, pid: int, timeout: float, program: str) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds; only ever a pid our own pidfile names."""
     host.kill(pid, signal.SIGTERM)
     deadline = host.now() + timeout
     while host.alive(pid):
@@ -427,10 +434,10 @@ def _stop_pid(host: Host, pid: int, timeout: float) -> None:
             kill_deadline = host.now() + 5.0
             while host.alive(pid):
                 if host.now() >= kill_deadline:
-                    raise EngineError(f"dockerd (pid {pid}) survived SIGKILL; stop it by hand")
+                    raise EngineError(f"{program} (pid {pid}) survived SIGKILL; stop it by hand")
                 host.sleep(0.1)
             return
-        host.sleep(0.2)
+        host.sleep(0.1)
 
 
 def down(
@@ -451,7 +458,7 @@ def down(
         paths.pidfile.unlink(missing_ok=True)
         paths.env_file.unlink(missing_ok=True)
         return EngineState(docker_host=paths.docker_host, source="private", running=False)
-    _stop_pid(host, pid, timeout)
+    stop_pid(host, pid, timeout, "dockerd")
     paths.pidfile.unlink(missing_ok=True)
     paths.env_file.unlink(missing_ok=True)
     return EngineState(

@@ -15,13 +15,12 @@ from __future__ import annotations
 import errno
 import os
 import re
-import signal
 import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from twinbuild.engine.daemon import Host, SystemHost, cache_root
+from twinbuild.engine.daemon import Host, SystemHost, cache_root, own_pid, read_int, stop_pid
 from twinbuild.errors import ConfigError, EngineError
 
 ENV_VAR = "TWINBUILD_REGISTRY"
@@ -172,19 +171,8 @@ class SystemRegistryHost(SystemHost):
         return port_free(port)
 
 
-def _read_int(path: Path) -> int | None:
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
 def _private_pid(paths: RegistryPaths, host: RegistryHost) -> int | None:
-    pid = _read_int(paths.pidfile)
-    if pid is None or not host.alive(pid) or PROGRAM not in host.cmdline(pid):
-        return None
-    return pid
+    return own_pid(paths.pidfile, PROGRAM, host)
 
 
 def _port(paths: RegistryPaths, port: int | None) -> int:
@@ -195,13 +183,13 @@ def _port(paths: RegistryPaths, port: int | None) -> int:
         if not env.isdigit() or not 0 < int(env) < 65536:
             raise ConfigError(f"{PORT_ENV_VAR}={env!r}: expected a TCP port number, e.g. 5000")
         return int(env)
-    return _read_int(paths.portfile) or DEFAULT_PORT
+    return read_int(paths.portfile) or DEFAULT_PORT
 
 
 def private_address(paths: RegistryPaths | None = None) -> str:
     """Where the private registry listens: the port it was started on, else the one `up` picks."""
     paths = paths or RegistryPaths.under()
-    return f"{LISTEN}:{_read_int(paths.portfile) or _port(paths, None)}"
+    return f"{LISTEN}:{read_int(paths.portfile) or _port(paths, None)}"
 
 
 def resolve(flag: str | None = None, paths: RegistryPaths | None = None) -> str:
@@ -302,7 +290,7 @@ def up(
     host = host or SystemRegistryHost()
     pid = _private_pid(paths, host)
     if pid is not None:
-        running_port = _read_int(paths.portfile) or DEFAULT_PORT
+        running_port = read_int(paths.portfile) or DEFAULT_PORT
         address = f"{LISTEN}:{running_port}"
         if port is not None and port != running_port:
             raise ConfigError(
@@ -353,7 +341,7 @@ def _wait_answering(
                 f"log {paths.log}: {_log_tail(paths)}"
             )
         if host.now() >= deadline:
-            _stop(host, pid, STOP_TIMEOUT_S)
+            stop_pid(host, pid, STOP_TIMEOUT_S, PROGRAM)
             paths.pidfile.unlink(missing_ok=True)
             raise EngineError(
                 f"{PROGRAM} (pid {pid}) did not answer on {address} within {timeout:.0f}s and was "
@@ -384,27 +372,11 @@ def down(
     if pid is None:
         paths.pidfile.unlink(missing_ok=True)
         return RegistryState(address=address, private=True, running=False, storage=paths.data)
-    _stop(host, pid, timeout)
+    stop_pid(host, pid, timeout, PROGRAM)
     paths.pidfile.unlink(missing_ok=True)
     return RegistryState(
         address=address, private=True, running=False, stopped=True, pid=pid, storage=paths.data
     )
-
-
-def _stop(host: RegistryHost, pid: int, timeout: float) -> None:
-    """SIGTERM, then SIGKILL after ``timeout`` seconds; only ever our own pidfile's process."""
-    host.kill(pid, signal.SIGTERM)
-    deadline = host.now() + timeout
-    while host.alive(pid):
-        if host.now() >= deadline:
-            host.kill(pid, signal.SIGKILL)
-            deadline = host.now() + 5.0
-            while host.alive(pid):
-                if host.now() >= deadline:
-                    raise EngineError(f"{PROGRAM} (pid {pid}) survived SIGKILL; stop it by hand")
-                host.sleep(0.1)
-            return
-        host.sleep(0.1)
 
 
 def run(options: RegistryOptions) -> RegistryState:

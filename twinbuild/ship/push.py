@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from twinbuild.build.image import read_record, record_path
 from twinbuild.engine.client import EngineAPI
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile
@@ -63,21 +64,12 @@ def cache_ref(registry: str, platform: Platform, profile: Profile) -> str:
     return f"{repository(registry, platform)}:{profile}"
 
 
-def record_path(root: Path, profile: Profile, platform: Platform) -> Path:
-    return root / "build" / profile / platform / "image.json"
-
-
 def _record(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
+    data = read_record(path)
+    if data is None:
         raise ConfigError(
             f"{path}: no build record; run `twinbuild build` first (push sends what it built)"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: unreadable build record ({exc}); rebuild the image") from exc
-    if not isinstance(data, dict) or not str(data.get("image_id", "")).startswith("sha256:"):
-        raise ConfigError(f"{path}: no image_id in the build record; rebuild the image")
+        )
     return data
 
 

@@ -121,8 +121,10 @@ def load_evidence(
     source: Path | Blob, *, platform: Platform, image: ImageRef, trust: Trust, now: datetime
 ) -> tuple[bytes, Accepted]:
     """The envelope's bytes and what it proves, or EvidenceRefused with one line."""
-    # The same bounded reader `verify` uses: a FIFO or a huge file is refused, not read.
-    data = source.data if isinstance(source, Blob) else strictjson.read_bytes(source)
+    # Read once, with the bounded reader `verify` uses (a FIFO or a huge file is refused, not
+    # read): the bytes verified are the bytes stored.
+    if not isinstance(source, Blob):
+        source = Blob(name=str(source), data=strictjson.read_bytes(source))
     if not trust.keys:
         raise EvidenceRefused(
             "no trusted evidence key: commit the public key to evidence/keys/ on the default "
@@ -130,7 +132,7 @@ def load_evidence(
         )
     verified = verify(source, trusted=trust.keys)  # a bad signature: EvidenceRefused, one line
     accepted = check_evidence(verified, platform=platform, image=image, trust=trust, now=now)
-    return data, accepted
+    return source.data, accepted
 
 
 def release(options: ReleaseOptions, client: Client | None = None, say: Say = print) -> Released:

@@ -22,6 +22,7 @@ from typing import Any
 from dockerfile_parse import DockerfileParser
 
 import twinbuild
+from twinbuild.build.image import read_record, record_path
 from twinbuild.ci import github
 from twinbuild.engine import client as engine_mod
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
@@ -77,22 +78,6 @@ class Outcome:
 
 
 # -- what to smoke ---------------------------------------------------------------------------------
-
-
-def record_path(root: Path, profile: Profile, platform: Platform) -> Path:
-    return root / "build" / profile / platform / "image.json"
-
-
-def read_record(path: Path) -> dict[str, Any] | None:
-    if not path.is_file():
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: unreadable build record ({exc}); rebuild the image") from exc
-    if not isinstance(data, dict) or not str(data.get("image_id", "")).startswith("sha256:"):
-        raise ConfigError(f"{path}: no image_id in the build record; rebuild the image")
-    return data
 
 
 def built_target(
