@@ -112,3 +112,46 @@ def test_both_platforms_in_one_round_each_requirement_once(
     assert sorted(asked) == sorted(wanted)  # a pin both platforms share is fetched once
     assert len([line for line in said if line.endswith(": started")]) == 1  # one round
     assert wheelhouse.prefetch_wheels(renders, tmp_path / "cache", said.append) == 0
+
+
+def test_two_builds_at_once_fetch_each_wheel_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`build --jobs 2` prefetches from two threads into one cache: without a lock both saw the
+    same wheels missing and filed them through the same `.partial` folders."""
+    both_in = threading.Barrier(2)
+    pip = FakePip()
+
+    def slow_pip(
+        dest: Path, reqs: Sequence[str], index: str | None
+    ) -> subprocess.CompletedProcess[str]:
+        threading.Event().wait(0.05)  # long enough for the other thread to look at the cache
+        return pip(dest, reqs, index)
+
+    monkeypatch.setattr(wheelhouse, "_pip", slow_pip)
+    manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
+    renders = [render(manifest, p, "local", local_base="x") for p in ("cuda", "rocm")]
+    wanted = sorted(
+        {
+            requirement(p)
+            for r in renders
+            for p in r.installed
+            if p.install == "pip" and p.kind != "git"
+        }
+    )
+    errors: list[BaseException] = []
+
+    def prefetch() -> None:
+        both_in.wait()
+        try:
+            wheelhouse.prefetch_wheels(renders, tmp_path / "cache", lambda _: None)
+        except BaseException as exc:  # a race shows up as an exception in either thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=prefetch) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(r for call in pip.calls for r in call) == wanted

@@ -34,18 +34,33 @@ def prefetch_wheels(renders: Sequence[Rendered], cache: Path, say: Say = to_stde
     A build of both platforms calls this first: otherwise the second platform's own few pins
     cost a second round of pip starts after the first build. Returns how many were fetched.
     """
-    missing: dict[str, tuple[ResolvedPin, str]] = {}
-    for rendered in renders:
-        for pin in rendered.installed:
-            if pin.install == "pip" and pin.kind != "git":
-                req = requirement(pin)
-                if req not in missing and not _cached(cache / "wheels" / _safe(req)):
-                    missing[req] = (pin, req)
-    if missing:
-        layers = len({pin.layer for pin, _ in missing.values()})
-        with step(f"wheelhouse: downloading {len(missing)} pins ({layers} layers)", say):
-            _download_missing(list(missing.values()), cache)
-    return len(missing)
+    import filelock  # here, not at the top: a no-op build never fetches
+
+    # One fetcher of the cache at a time (`build --jobs 2`, or two builds at once): each decides
+    # what is missing only once it holds the lock, so no wheel is fetched twice and no two pips
+    # share a requirement's `.partial` folder.
+    cache.mkdir(parents=True, exist_ok=True)
+    lock = filelock.FileLock(cache / "wheels.lock")
+    try:
+        lock.acquire(timeout=0.1)
+    except filelock.Timeout:
+        say(f"wheelhouse: another build is filling {cache}; waiting for it")
+        lock.acquire()
+    try:
+        missing: dict[str, tuple[ResolvedPin, str]] = {}
+        for rendered in renders:
+            for pin in rendered.installed:
+                if pin.install == "pip" and pin.kind != "git":
+                    req = requirement(pin)
+                    if req not in missing and not _cached(cache / "wheels" / _safe(req)):
+                        missing[req] = (pin, req)
+        if missing:
+            layers = len({pin.layer for pin, _ in missing.values()})
+            with step(f"wheelhouse: downloading {len(missing)} pins ({layers} layers)", say):
+                _download_missing(list(missing.values()), cache)
+        return len(missing)
+    finally:
+        lock.release()
 
 
 def download_wheels(
