@@ -4,7 +4,9 @@ Started once by the controlling pytest process (before any xdist worker exists, 
 inherit its DOCKER_HOST) and stopped at the end, its folder removed: the images and containers
 the tests make never land in the engine that holds the user's builds, and nothing is left behind.
 The base image comes from the root filesystem saved in the user's cache (one debootstrap, the
-first time only), so a session pays seconds for it, not a minute.
+first time only), so a session pays seconds for it, not a minute. That cache is pinned in
+``TWINBUILD_CACHE`` when the session starts: tests that give git a HOME of their own would
+otherwise each look for it under that HOME, and debootstrap again (50 s a test, seen here).
 """
 
 from __future__ import annotations
@@ -30,10 +32,18 @@ class SessionEngine:
         base._remove_tree(self.folder, base.run_command)  # unmounts first, never crosses mounts
 
 
+def pin_cache() -> Path:
+    """Fix the session's cache folder to the user's, whatever HOME a test sets later."""
+    cache = daemon.cache_root().resolve()
+    os.environ["TWINBUILD_CACHE"] = str(cache)
+    return cache
+
+
 def start() -> SessionEngine:
     """A private engine under a fresh /tmp folder, or the one DOCKER_HOST or the default socket
     names where we cannot start one (not root, not Debian) or are told to use it
     (``TWINBUILD_TEST_ENGINE=given``: CI that provides an engine, or a pytest run inside a test)."""
+    pin_cache()
     given = os.environ.get("TWINBUILD_TEST_ENGINE") == "given"
     if given or os.geteuid() != 0 or not Path("/etc/debian_version").exists():
         state = daemon.status()
