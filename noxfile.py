@@ -62,17 +62,14 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tests on parallel workers, then the Docker tests against an engine of their own."""
+    """The whole suite in one pytest run on parallel workers; the Docker tests on one of them,
+    against an engine of their own (tests/conftest.py), while the others share the rest."""
     _install(session, "test")
-    # With a selection in posargs one of the two runs may select nothing (pytest's exit 5).
-    codes = [0, 5] if session.posargs else [0]
-    session.run("pytest", "-n", "auto", "-m", "not docker", *session.posargs, success_codes=codes)
-    if os.environ.get("TWINBUILD_NO_DOCKER") == "1":
-        return
-    _engine_up(session)  # installs docker.io where it is missing, showing its progress
-    # One after another in one process: they share the session's engine, whose image tags are
-    # global, and xdist's loadgroup does not group them with pytest 9 (seen here).
-    session.run("pytest", "--run-docker", "-m", "docker", *session.posargs, success_codes=codes)
+    docker = []
+    if os.environ.get("TWINBUILD_NO_DOCKER") != "1":
+        _engine_up(session)  # installs docker.io where it is missing, showing its progress
+        docker = ["--run-docker"]
+    session.run("pytest", "-n", "auto", *docker, *session.posargs)
 
 
 @nox.session(python=PYTHON)

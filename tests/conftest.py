@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.session_engine import SessionEngine, start
+from tests.xdist_docker import make_scheduler
 
 
 class DockerBlocked(RuntimeError):
@@ -46,6 +47,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if not _docker_enabled(config) or hasattr(config, "workerinput"):
         return
     config.stash[_ENGINE] = start()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under xdist, all Docker tests on one worker, one after another (tests/xdist_docker.py)."""
+    return make_scheduler(config, log)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
