@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.session_engine import SessionEngine, start
-from tests.xdist_docker import make_scheduler
+from tests.xdist_docker import make_scheduler, misplaced
 
 
 class DockerBlocked(RuntimeError):
@@ -86,6 +86,9 @@ _PLATFORM_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     docker_on = _docker_enabled(config)
     skip_docker = pytest.mark.skip(reason="needs a Docker engine: pass --run-docker")
+    problem = misplaced(items)
+    if problem is not None:
+        raise pytest.UsageError(problem)
     for item in items:
         if "docker" in item.keywords and not docker_on:
             item.add_marker(skip_docker)

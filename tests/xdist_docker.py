@@ -1,25 +1,53 @@
-"""An xdist scheduler that runs every Docker test on one worker, in order, beside the others.
+"""An xdist scheduler that runs the Docker tests that share an engine on one worker, in order.
 
 The Docker tests share the session's engine, whose image tags are global, so no two of them may
 run at once. As one unit of work (the largest, so handed out first) they run on one worker while
-the other workers share the unit tests, each test its own unit. xdist's own ``--dist loadgroup``
-does not group tests under pytest 9 (seen here), hence this scheduler, chosen by conftest's
+the other workers share the rest, each test its own unit. A module under ``own_engine/`` starts an
+engine of its own for its tests (they must use its ``private`` fixture; conftest checks), so it is
+a unit of its own and may run beside the session engine's. xdist's own ``--dist loadgroup`` does
+not group tests under pytest 9 (seen here), hence this scheduler, chosen by conftest's
 ``pytest_xdist_make_scheduler``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 #: Where the Docker tests live, as pytest's node ids (relative to the rootdir) begin.
 DOCKER_TESTS = "tests/docker/"
+#: Docker test modules that start an engine of their own, one unit per module.
+OWN_ENGINE = "tests/docker/own_engine/"
+#: The fixture an own-engine test must use.
+OWN_ENGINE_FIXTURE = "private"
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: no two tests of one unit run at once."""
+    if nodeid.startswith(OWN_ENGINE):
+        return nodeid.split("::", 1)[0]
+    if nodeid.startswith(DOCKER_TESTS):
+        return DOCKER_TESTS
+    return nodeid
+
+
+def misplaced(items: Iterable[Any]) -> str | None:
+    """The first test under ``own_engine/`` that does not use its module's own engine, if any."""
+    for item in items:
+        if item.nodeid.startswith(OWN_ENGINE) and OWN_ENGINE_FIXTURE not in item.fixturenames:
+            return (
+                f"{item.nodeid}: a test under {OWN_ENGINE} runs beside the session engine's "
+                f"tests, so it must use the '{OWN_ENGINE_FIXTURE}' engine; move it to "
+                f"{DOCKER_TESTS}"
+            )
+    return None
 
 
 def make_scheduler(config: Any, log: Any) -> Any:
     from xdist.scheduler import LoadScopeScheduling  # here: only an xdist run needs it
 
-    class DockerOnOneWorker(LoadScopeScheduling):  # type: ignore[misc]
+    class DockerUnits(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:
-            return DOCKER_TESTS if nodeid.startswith(DOCKER_TESTS) else nodeid
+            return unit_of(nodeid)
 
-    return DockerOnOneWorker(config, log)
+    return DockerUnits(config, log)

@@ -22,8 +22,8 @@ from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
 from twinbuild.manifest.model import PLATFORMS, Platform, load
 
-# nox -s tests runs the Docker tests in one process, one after another: they share the
-# session engine, where image tags are global.
+# The session engine's tests run on one xdist worker, one after another (tests/xdist_docker.py):
+# they share the session engine, where image tags are global.
 pytestmark = pytest.mark.docker
 
 CUDA_ONLY = """

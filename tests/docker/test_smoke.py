@@ -24,8 +24,8 @@ from twinbuild.errors import FindingsError
 from twinbuild.manifest.model import Manifest, load, loads
 from twinbuild.smoke import runner
 
-# nox -s tests runs the Docker tests in one process, one after another: they share the
-# session engine, where image tags are global.
+# The session engine's tests run on one xdist worker, one after another (tests/xdist_docker.py):
+# they share the session engine, where image tags are global.
 pytestmark = pytest.mark.docker
 
 IMAGE_DIR = Path(__file__).parent / "smoke_image"

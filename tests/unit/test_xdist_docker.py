@@ -10,11 +10,21 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.xdist_docker import misplaced, unit_of
 
 REPO = Path(__file__).resolve().parents[2]
 RECORD = """
 import os, time
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from tests.xdist_docker import misplaced, unit_of
 
 def _record(name):
     start = time.monotonic()
@@ -38,6 +48,7 @@ def _tree(root: Path, *, ours: bool) -> Path:
     for folder, module, tests, pause in (
         ("docker", "d1", range(3), 0.3),
         ("docker", "d2", range(3, 6), 0.3),
+        ("docker/own_engine", "o", range(2), 0.3),
         *(("unit", f"u{i}", range(i, i + 1), 0.05) for i in range(4)),
     ):
         (root / "tests" / folder).mkdir(parents=True, exist_ok=True)
@@ -69,6 +80,35 @@ def test_docker_tests_share_one_worker_and_never_overlap(tmp_path: Path) -> None
     assert all(a[2] <= b[1] for a, b in itertools.pairwise(docker))
     units = {worker for name, (worker, _, _) in ran.items() if name.startswith("u")}
     assert units - {docker[0][0]}, "the other worker ran no unit test"
+    # a module with an engine of its own is one unit of its own, beside the shared one
+    assert len({worker for name, (worker, _, _) in ran.items() if name.startswith("o")}) == 1
+    assert ran["o0"][0] != docker[0][0]
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "unit"),
+    [
+        ("tests/docker/test_build.py::test_a", "tests/docker/"),
+        ("tests/docker/test_ship.py::test_b[x]", "tests/docker/"),
+        ("tests/docker/own_engine/test_e.py::test_c", "tests/docker/own_engine/test_e.py"),
+        ("tests/unit/test_lint.py::test_d", "tests/unit/test_lint.py::test_d"),
+        ("tests/dockerfile/test_x.py::test_e", "tests/dockerfile/test_x.py::test_e"),
+    ],
+)
+def test_the_unit_of_each_test(nodeid: str, unit: str) -> None:
+    assert unit_of(nodeid) == unit
+
+
+def test_an_own_engine_test_without_its_engine_is_refused() -> None:
+    item = SimpleNamespace(nodeid="tests/docker/own_engine/test_e.py::test_c", fixturenames=[])
+    fine = SimpleNamespace(nodeid=item.nodeid, fixturenames=["tmp_path", "private"])
+    shared = SimpleNamespace(nodeid="tests/docker/test_build.py::test_a", fixturenames=[])
+    assert misplaced([fine, shared]) is None
+    assert misplaced([fine, item]) == (
+        "tests/docker/own_engine/test_e.py::test_c: a test under tests/docker/own_engine/ runs "
+        "beside the session engine's tests, so it must use the 'private' engine; move it to "
+        "tests/docker/"
+    )
 
 
 def test_without_it_xdist_spreads_them(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """The real thing: start a private engine of our own, put the base image in it, stop it.
 
 Its engine lives in a fresh folder (its own socket and data root), apart from the session's, since
-one test here kills it. The base is the one every Docker test uses (the mini project's [local]
+one test here kills it; so this module runs beside the session engine's tests (tests/xdist_docker.py),
+and every test here uses the ``private`` fixture. The base is the one every Docker test uses (the mini project's [local]
 packages), from the root filesystem saved in the user's cache: debootstrap runs only the first
 time on a machine.
 """
@@ -28,8 +29,6 @@ from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import EnginePaths, EngineState
 from twinbuild.manifest.model import load
 
-# nox -s tests runs the Docker tests in one process, one after another: they share the
-# session engine, where image tags are global.
 pytestmark = pytest.mark.docker
 
 LOCAL = load(MINI / "pins/manifest.toml").local
