@@ -155,3 +155,35 @@ def test_two_builds_at_once_fetch_each_wheel_once(
         t.join()
     assert errors == []
     assert sorted(r for call in pip.calls for r in call) == wanted
+
+
+@pytest.mark.parametrize(
+    ("count", "most", "sizes"),
+    [
+        (0, 12, []),
+        (1, 12, [1]),
+        (12, 12, [12]),
+        (13, 12, [7, 6]),
+        (25, 12, [9, 8, 8]),
+        (46, 12, [12, 12, 11, 11]),
+        (3, 1, [1, 1, 1]),
+    ],
+)
+def test_split_evenly(count: int, most: int, sizes: list[int]) -> None:
+    parts = wheelhouse.split_evenly(list(range(count)), most)
+    assert [len(part) for part in parts] == sizes
+    assert [x for part in parts for x in part] == list(range(count))  # in order, none lost
+
+
+def test_one_pin_at_a_time_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the benchmark's baseline asks for: one pip call per pin, one call at a time."""
+    pip = FakePip()
+    monkeypatch.setattr(wheelhouse, "_pip", pip)
+    rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), "rocm", "local",
+                      local_base="x")  # fmt: skip
+    pins = [p for p in rendered.installed if p.install == "pip" and p.kind != "git"]
+    fetched = wheelhouse.prefetch_wheels(
+        [rendered], tmp_path / "cache", lambda _: None, jobs=1, per_call=1
+    )
+    assert fetched == len(pins) >= 2
+    assert sorted(pip.calls) == sorted([requirement(p)] for p in pins)

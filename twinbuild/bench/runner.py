@@ -32,6 +32,7 @@ from twinbuild.bench.session import Say, Session
 from twinbuild.bench.smoke import bench_smoke
 from twinbuild.bench.stats import Row, table
 from twinbuild.bench.suite import bench_suite
+from twinbuild.bench.wheels import bench_wheels
 
 if TYPE_CHECKING:
     from twinbuild.engine.client import EngineAPI
@@ -114,6 +115,7 @@ def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> 
                 ("lint", bench_lint),
                 ("recipe size", bench_recipes),
                 ("test suite", bench_suite),
+                ("wheel stage", bench_wheels),
             ]
             for name, step in steps:
                 t0 = time.perf_counter()
