@@ -119,3 +119,10 @@ def test_missing_recipe_writes_no_bake_file(root: Path) -> None:
         bake(load(root / "pins/manifest.toml"), root)
     assert str(caught.value) == f"images/rocm/Dockerfile: recipe not found under {root}"
     assert not (root / "docker-bake.json").exists()
+
+
+def test_the_manifests_source_labels_the_bake_targets(root: Path) -> None:
+    path = root / "pins/manifest.toml"
+    path.write_text('source = "https://git.example.org/team/tb"\n' + path.read_text())
+    labels = definition(load(path), repository=REPO)["target"]["cuda"]["labels"]
+    assert labels["org.opencontainers.image.source"] == "https://git.example.org/team/tb"

@@ -9,6 +9,7 @@ import pytest
 from tests.helpers import mini_project
 from tests.unit.gitrepos import git, init, isolate_git, needs_git
 from twinbuild.build import provenance
+from twinbuild.manifest.model import ManifestError, load
 
 
 @pytest.mark.parametrize(
@@ -54,3 +55,65 @@ def test_outside_a_checkout_no_labels(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
     assert provenance.revision(tmp_path, {}) is None
     assert provenance.source(tmp_path, {}) is None
+
+
+def test_the_manifests_source_wins(tmp_path: Path) -> None:
+    env = {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "fork/tb"}
+    declared = "https://github.com/acme/twinbuild"
+    assert provenance.source(tmp_path, env, declared=declared) == declared
+    assert provenance.source(tmp_path, env) == "https://github.com/fork/tb"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["https://github.com/acme/twinbuild", "https://git.example.org:8443/team/tb", None],
+)
+def test_a_manifest_source_is_read(tmp_path: Path, value: str | None) -> None:
+    root = mini_project(tmp_path)
+    manifest = root / "pins/manifest.toml"
+    if value is not None:
+        manifest.write_text(f'source = "{value}"\n' + manifest.read_text())
+    assert load(manifest).source == value
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "http://github.com/acme/twinbuild",
+        "https://user:token@github.com/acme/twinbuild",
+        "git@github.com:acme/twinbuild.git",
+        "https://github.com/acme/twin build",
+        "https://github.com/acme/tb?x=1",
+        "https://github.com",
+    ],
+)
+def test_a_bad_manifest_source_is_one_line_naming_it(tmp_path: Path, value: str) -> None:
+    root = mini_project(tmp_path)
+    manifest = root / "pins/manifest.toml"
+    manifest.write_text(f'source = "{value}"\n' + manifest.read_text())
+    with pytest.raises(ManifestError) as info:
+        load(manifest)
+    assert str(info.value) == (
+        f"{manifest}:1: source: {value!r} is not a repository's web address; write it as "
+        "'https://github.com/OWNER/NAME' (https, no credentials), or leave source out to take it "
+        "from the git remote"
+    )
+
+
+def test_the_build_labels_the_manifests_source(tmp_path: Path) -> None:
+    from twinbuild.build.image import BuildOptions, _labels
+
+    root = mini_project(tmp_path)
+    manifest = root / "pins/manifest.toml"
+    manifest.write_text('source = "https://github.com/acme/twinbuild"\n' + manifest.read_text())
+    labels = _labels(
+        load(manifest),
+        "cuda",
+        BuildOptions(root=root),
+        "sha256:" + "0" * 64,
+        {"id": "i", "ref": "r"},
+    )
+    assert labels["org.opencontainers.image.source"] == "https://github.com/acme/twinbuild"
+    given = BuildOptions(root=root, source="https://example.org/x/y")  # the option still wins
+    labels = _labels(load(manifest), "rocm", given, "sha256:" + "0" * 64, {"id": "i", "ref": "r"})
+    assert labels["org.opencontainers.image.source"] == "https://example.org/x/y"

@@ -76,6 +76,7 @@ def definition(
     repository = check_repository(repository)
     contexts = contexts or {p: (STAGE / p).as_posix() for p in PLATFORMS}
     targets: dict[str, Any] = {}
+    source = source or manifest.source or source_url(repository)
     for platform in PLATFORMS:
         rendered = render(manifest, platform, PROFILE)
         spec = manifest.platforms[platform]
@@ -90,7 +91,7 @@ def definition(
                 "org.twinbuild.profile": PROFILE,
                 "org.twinbuild.manifest-hash": manifest.digest(),
                 "org.twinbuild.base-digest": spec.base.digest,
-                "org.opencontainers.image.source": source or source_url(repository),
+                "org.opencontainers.image.source": source,
                 "org.opencontainers.image.title": f"twinbuild-{platform}",
             },
             "platforms": list(TARGET_PLATFORMS[platform]),
@@ -176,7 +177,7 @@ class BakeOptions:
     root: Path = Path()
     out: Path = DEFAULT_OUT  # relative: under root
     repository: str = DEFAULT_REPOSITORY
-    source: str | None = None  # default: from a ghcr.io repository
+    source: str | None = None  # default: the manifest's source, else from a ghcr.io repository
 
 
 def bake_images(options: BakeOptions) -> BakeResult:

@@ -66,7 +66,7 @@ class BuildOptions:
     # local base) are pulled or used as BuildKit inline cache, so a fresh engine rebuilds only what
     # changed. None: no registry, everything builds here.
     registry: str | None = None
-    source: str | None = None  # default: from the run or the git remote (build/provenance.py)
+    source: str | None = None  # default: the manifest's, else the run's or the git remote's
     revision: str | None = None  # default: GITHUB_SHA in Actions, else the checkout's HEAD
 
 
@@ -327,7 +327,7 @@ def _labels(
 
     found = {
         "revision": options.revision or provenance.revision(options.root),
-        "source": options.source or provenance.source(options.root),
+        "source": options.source or provenance.source(options.root, declared=manifest.source),
     }
     labels.update({f"{oci}.{key}": value for key, value in found.items() if value})
     return labels

@@ -1,6 +1,7 @@
 """Where an image comes from: the OCI ``revision`` and ``source`` labels of a build.
 
-In GitHub Actions they come from the run (``GITHUB_SHA``, the server and repository); elsewhere from
+A manifest may declare ``source`` (the canonical repository, whoever builds). Otherwise, in GitHub
+Actions, they come from the run (``GITHUB_SHA``, the server and repository); elsewhere from
 the checkout itself: ``HEAD``'s commit and the ``origin`` remote, so a local build says which
 commit it is and where that lives instead of a made-up URL. Outside a git checkout both are
 absent, and the labels are left off rather than guessed.
@@ -32,8 +33,13 @@ def revision(root: Path, env: Mapping[str, str] | None = None) -> str | None:
     return commit if head.returncode == 0 and re.fullmatch(r"[0-9a-f]{40,64}", commit) else None
 
 
-def source(root: Path, env: Mapping[str, str] | None = None) -> str | None:
-    """The repository's web address: the Actions run's, else the ``origin`` remote's."""
+def source(
+    root: Path, env: Mapping[str, str] | None = None, *, declared: str | None = None
+) -> str | None:
+    """The repository's web address: the manifest's ``source`` where it declares one (``declared``),
+    else the Actions run's, else the ``origin`` remote's."""
+    if declared:
+        return declared
     env = os.environ if env is None else env
     if env.get("GITHUB_ACTIONS") == "true" and env.get("GITHUB_REPOSITORY"):
         server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")

@@ -117,7 +117,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--source",
-        help="org.opencontainers.image.source (default: from a ghcr.io "
-        "repository, https://github.com/OWNER/NAME)",
+        help="org.opencontainers.image.source (default: the manifest's source, else from a "
+        "ghcr.io repository, https://github.com/OWNER/NAME)",
     )
     p.set_defaults(func=cmd_bake)

@@ -204,6 +204,10 @@ class ResolvedPin:
         )  # fmt: skip
 
 
+#: https://host[:port]/path, no credentials, spaces or query: what an OCI source label holds.
+_SOURCE = re.compile(r"https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?/[A-Za-z0-9._~/-]+")
+
+
 def arg_prefix(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
 
@@ -216,6 +220,8 @@ class Manifest:
     local: LocalProfile
     pins: Mapping[str, Pin]
     keylines: KeyLines = field(repr=False)
+    #: The images' OCI ``source`` label where declared; else the run or the git remote says.
+    source: str | None = None
     _resolved: dict[Platform, list[ResolvedPin]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -494,12 +500,13 @@ class _Reader:
     # the manifest ------------------------------------------------------------------------------
 
     def read(self, raw: dict[str, Any]) -> Manifest:
-        self.unknown_keys(raw, (), ("schema", "platforms", "local", "pins"))
+        self.unknown_keys(raw, (), ("schema", "source", "platforms", "local", "pins"))
         schema = self._get(raw, ("schema",), int, "schema")
         if "schema" not in raw:
             self.error(("schema",), f"missing; add 'schema = {SCHEMA}' at the top")
         elif schema is not None and schema != SCHEMA:
             self.error(("schema",), f"unsupported schema {schema}; this twinbuild reads {SCHEMA}")
+        source = self.read_source(raw)
         platforms = self.read_platforms(raw)
         local = self.read_local(raw)
         pins = self.read_pins(raw)
@@ -512,7 +519,21 @@ class _Reader:
             local=local,
             pins=pins,
             keylines=self.keylines,
+            source=source,
         )
+
+    def read_source(self, raw: dict[str, Any]) -> str | None:
+        """The repository's web address for the images' ``org.opencontainers.image.source``."""
+        value = self.get_str(raw, ("source",))
+        if value is not None and not _SOURCE.fullmatch(value):
+            self.error(
+                ("source",),
+                f"{value!r} is not a repository's web address; write it as "
+                "'https://github.com/OWNER/NAME' (https, no credentials), or leave source out "
+                "to take it from the git remote",
+            )
+            return None
+        return value
 
     def read_platforms(self, raw: dict[str, Any]) -> dict[Platform, PlatformSpec]:
         table = self.need_table(
