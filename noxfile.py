@@ -121,7 +121,7 @@ def ship(session: nox.Session) -> None:
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks side by side with docker; writes build/bench/bench.md and bench.json."""
-    _install(session)
+    _install(session, "test")  # row 6 runs the test suite as nox -s tests does (xdist)
     _engine_up(session)
     session.run("twinbuild", "bench", *session.posargs)
 
