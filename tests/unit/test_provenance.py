@@ -57,6 +57,14 @@ def test_outside_a_checkout_no_labels(tmp_path: Path, monkeypatch: pytest.Monkey
     assert provenance.source(tmp_path, {}) is None
 
 
+def _declaring(tmp_path: Path, value: str | None) -> Path:
+    """The mini project's manifest, with a top-level ``source = value`` unless None."""
+    manifest = mini_project(tmp_path) / "pins/manifest.toml"
+    if value is not None:
+        manifest.write_text(f'source = "{value}"\n' + manifest.read_text())
+    return manifest
+
+
 def test_the_manifests_source_wins(tmp_path: Path) -> None:
     env = {"GITHUB_ACTIONS": "true", "GITHUB_REPOSITORY": "fork/tb"}
     declared = "https://github.com/acme/twinbuild"
@@ -69,11 +77,7 @@ def test_the_manifests_source_wins(tmp_path: Path) -> None:
     ["https://github.com/acme/twinbuild", "https://git.example.org:8443/team/tb", None],
 )
 def test_a_manifest_source_is_read(tmp_path: Path, value: str | None) -> None:
-    root = mini_project(tmp_path)
-    manifest = root / "pins/manifest.toml"
-    if value is not None:
-        manifest.write_text(f'source = "{value}"\n' + manifest.read_text())
-    assert load(manifest).source == value
+    assert load(_declaring(tmp_path, value)).source == value
 
 
 @pytest.mark.parametrize(
@@ -88,9 +92,7 @@ def test_a_manifest_source_is_read(tmp_path: Path, value: str | None) -> None:
     ],
 )
 def test_a_bad_manifest_source_is_one_line_naming_it(tmp_path: Path, value: str) -> None:
-    root = mini_project(tmp_path)
-    manifest = root / "pins/manifest.toml"
-    manifest.write_text(f'source = "{value}"\n' + manifest.read_text())
+    manifest = _declaring(tmp_path, value)
     with pytest.raises(ManifestError) as info:
         load(manifest)
     assert str(info.value) == (
@@ -103,9 +105,8 @@ def test_a_bad_manifest_source_is_one_line_naming_it(tmp_path: Path, value: str)
 def test_the_build_labels_the_manifests_source(tmp_path: Path) -> None:
     from twinbuild.build.image import BuildOptions, _labels
 
-    root = mini_project(tmp_path)
-    manifest = root / "pins/manifest.toml"
-    manifest.write_text('source = "https://github.com/acme/twinbuild"\n' + manifest.read_text())
+    manifest = _declaring(tmp_path, "https://github.com/acme/twinbuild")
+    root = manifest.parent.parent
     labels = _labels(
         load(manifest),
         "cuda",
