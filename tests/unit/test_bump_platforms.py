@@ -230,10 +230,11 @@ def test_folding_the_last_pin_of_the_file(tmp_path: Path) -> None:
         path.read_text() + "\n" + PER_PLATFORM.replace("flash-linear-attention", "fla2")
     )
     bump(path, BumpRequest(name="fla2", version="0.4.3", why="fla2 0.4.3"))
-    # The folded table gets the blank line that separates pins, also at the end of the file.
+    # The folded table ends the file as the file ended: one newline, no blank line after it.
     assert path.read_text().endswith(
-        '\n\n[pins.fla2]\nkind = "pypi"\nwhy = "fla2 0.4.3"\nversion = "0.4.3"\n\n'
+        '\n\n[pins.fla2]\nkind = "pypi"\nwhy = "fla2 0.4.3"\nversion = "0.4.3"\n'
     )
+    assert not path.read_text().endswith("\n\n")
 
 
 HALF_FLOATING = """[pins.apex]

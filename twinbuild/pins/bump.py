@@ -292,7 +292,11 @@ def _tidy(moved: Manifest, text: str, name: str) -> str:
             table.add(tomlkit.nl())
     if unfloat:
         del table["floating"]
-    return tomlkit.dumps(doc)
+    out = tomlkit.dumps(doc)
+    # The blank line added after a folded table is not wanted when that table ends the file.
+    if not text.endswith("\n\n"):
+        out = out.rstrip("\n") + "\n"
+    return out
 
 
 # -- tomlkit and model helpers -------------------------------------------------------------------
