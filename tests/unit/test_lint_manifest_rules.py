@@ -3,7 +3,8 @@
 One manifest breaks each symmetry and pinning rule in its own pin; the lint must report exactly
 these lines, in this order: a dropped rule, a wrong code, key, line or message fails. Found by
 mutation testing (``nox -s mutate``). The lines were checked against the manifest text by hand
-(``TB005`` for a range points at the pin's table line: the finding is keyed on ``ref``).
+(``TB005`` points at the key that floats: a git pin's ``ref``, a pip pin's ``range``, else the
+pin's table line, as for an unpinned apt package).
 The cuda base is written as a table so that TB008's line is the digest's own.
 """
 
@@ -203,7 +204,7 @@ FINDINGS = [
     'pins/manifest.toml:43: TB003 pins.lonely: only on rocm; add asymmetry = "why the other platform does without it"',
     "pins/manifest.toml:49: TB004 pins.short.commit: 'abc1234' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump short --commit <40 hex>",
     "pins/manifest.toml:55: TB005 pins.branchy: git ref 'main' on cuda and rocm; pin it, or declare floating = \"why\"",
-    "pins/manifest.toml:58: TB005 pins.ranged: range '>=1,<2' on cuda and rocm; pin it, or declare floating = \"why\"",
+    "pins/manifest.toml:60: TB005 pins.ranged: range '>=1,<2' on cuda and rocm; pin it, or declare floating = \"why\"",
     'pins/manifest.toml:63: TB005 pins.aptish: apt package unpinned on cuda and rocm; pin it, or declare floating = "why"',
     "pins/manifest.toml:69: TB006 pins.badver.version: '1.x' is not a PEP 440 version",
     "pins/manifest.toml:74: TB006 pins.badrange.range: '=>1' is not a PEP 440 specifier",
@@ -221,7 +222,7 @@ FINDINGS = [
     "pins/manifest.toml:161: TB004 pins.shortrocm.rocm.commit: 'fedcba9' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump shortrocm --commit <40 hex>",
     "pins/manifest.toml:166: TB004 pins.upper.commit: 'ABCDEF0123456789ABCDEF0123456789ABCDEF01' has upper-case hex; git names commits in lower case: write 'abcdef0123456789abcdef0123456789abcdef01'",
     "pins/manifest.toml:173: TB006 pins.wheel2.version: '1.x' is not a PEP 440 version",
-    'pins/manifest.toml:176: TB005 pins.anyver: unpinned on cuda and rocm; pin it, or declare floating = "why"',
+    'pins/manifest.toml:178: TB005 pins.anyver: unpinned on cuda and rocm; pin it, or declare floating = "why"',
 ]
 FLOATING = [
     "pins/manifest.toml:75: TB010 pins.badrange: floating (range '=>1' on cuda and rocm): any",

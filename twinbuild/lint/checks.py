@@ -173,13 +173,13 @@ def _lint_pin(
     for platform, r in resolved.items():
         where = (*key, platform) if platform in pin.overrides else key
         found = _lint_values(out, r, where)
-        if found and not floats:
-            float_key = where
+        if found and not floats:  # the line of the first key that floats: its ref or range
+            float_key = (*where, "ref" if r.ref is not None else "range")
         floats += found
     if floats and pin.floating is None:
         out.add("TB005",
                 f"pins.{pin.name}: {_joined(floats)}; pin it, or declare floating = \"why\"",
-                *float_key, "ref")  # fmt: skip
+                *float_key)  # fmt: skip
     elif floats and pin.floating is not None:
         finding = Finding(
             path=str(manifest.path), line=manifest.line_of(*key, "floating"), code="TB010",
