@@ -127,5 +127,10 @@ def test_grow_repeats_a_real_recipe_to_exactly_n_lines() -> None:
     grown = grow(source, 1000)
     assert grown.count("\n") == 1000
     assert grown.startswith(source)
+    # every size parses: a cut inside a continued RUN used to leave an open quote at 100,000
+    from twinbuild.recipe.scan import parse_text
+
+    for n in (100_000, 1000, 999, len(source.splitlines()) + 7):
+        parse_text(grow(source, n), Path(f"grown-{n}"))
     with pytest.raises(ValueError, match="empty source recipe"):
         grow("", 10)

@@ -12,6 +12,7 @@ are findings: the time is the point).
 from __future__ import annotations
 
 import itertools
+import re
 import shutil
 from pathlib import Path
 
@@ -27,12 +28,35 @@ LINEAR = 1.15  # a fitted exponent above this is not linear growth (noise stays 
 
 
 def grow(source: str, lines: int) -> str:
-    """``source`` repeated until it has exactly ``lines`` lines."""
+    """``source`` repeated until it has exactly ``lines`` lines, never cut inside an instruction.
+
+    The last copy stops before the first instruction it cannot finish (a cut inside a continued
+    ``RUN`` left an open quote, and the 100,000-line import then failed to parse); the lines
+    left over are comments.
+    """
     have = source.splitlines()
     if not have:
         raise ValueError("grow: empty source recipe")
-    out = list(itertools.islice(itertools.cycle(have), lines))
+    whole, rest = divmod(lines, len(have))
+    tail = have[: _last_boundary(have, rest)]
+    out = have * whole + tail + ["# grown"] * (rest - len(tail))
     return "\n".join(out) + "\n"
+
+
+def _last_boundary(lines: list[str], most: int) -> int:
+    """The largest k <= ``most`` where an instruction starts at ``lines[k]`` (or the end)."""
+    for k in range(min(most, len(lines)), 0, -1):
+        if k == len(lines):
+            return k
+        before, line = lines[k - 1].rstrip(), lines[k]
+        if not before.endswith("\\") and _STARTS.match(line):
+            return k
+    return 0
+
+
+#: A line that starts an instruction (or is a comment or blank) at column 0.
+_STARTS = re.compile(r"(?i)^(?:$|#|(?:FROM|RUN|CMD|LABEL|EXPOSE|ENV|ADD|COPY|ENTRYPOINT|VOLUME|"
+                     r"USER|WORKDIR|ARG|ONBUILD|STOPSIGNAL|HEALTHCHECK|SHELL)\b)")  # fmt: skip
 
 
 def bench_recipes(s: Session) -> None:
