@@ -361,3 +361,35 @@ def test_a_symmetric_pin_at_the_end_of_the_file_is_edited_in_place(tmp_path: Pat
     assert path.read_text() == before.replace(old, "4" * 40).replace(
         'why = "miles\' Megatron-LM"', 'why = "the new commit"'
     )
+
+
+INLINE = """[pins.flash-linear-attention]
+kind = "pypi"
+why = "Qwen3-Next linear attention kernels"
+cuda = { version = "0.4.2" }
+rocm = { version = "0.4.1" }
+divergence = "rocm waits for a fix"
+"""
+
+
+def test_inline_overrides_move_and_fold_like_tables(tmp_path: Path) -> None:
+    """Overrides written inline (``cuda = { version = ... }``) were skipped: the bump set the pin's
+    own version, which the overrides still hid, so the pin did not move on either platform."""
+    path = _manifest(tmp_path, INLINE)
+    text = path.read_text()
+    bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
+    assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.3", "rocm": "0.4.3"}
+    assert path.read_text() == text.replace(
+        INLINE,
+        '[pins.flash-linear-attention]\nkind = "pypi"\nwhy = "fla 0.4.3"\nversion = "0.4.3"\n',
+    )
+
+
+def test_one_inline_override_moves_alone(tmp_path: Path) -> None:
+    path = _manifest(tmp_path, INLINE)
+    request = BumpRequest(
+        name="flash-linear-attention", version="0.4.2", why="rocm catches up", platform="rocm"
+    )
+    bump(path, request)
+    assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.2", "rocm": "0.4.2"}
+    assert "{ version" not in path.read_text()  # equal again: folded into one table

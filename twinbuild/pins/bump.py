@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import tomlkit
 from packaging.version import InvalidVersion, Version
-from tomlkit.items import Null, Table, Whitespace
+from tomlkit.items import InlineTable, Null, Table, Whitespace
 
 from twinbuild.errors import ConfigError
 from twinbuild.lint.checks import ANY_HEX40, FULL_SHA, HEX_PREFIX, is_placeholder, lint_manifest
@@ -283,8 +283,11 @@ def _tidy(moved: Manifest, text: str, name: str) -> str:
                 continue
             for key in list(sub.keys()):
                 value = sub[key]
-                if table.get(key) != value:
-                    table[key] = value
+                if table.get(key) == value:
+                    continue
+                if isinstance(sub, InlineTable):  # its values have no line end of their own
+                    value = tomlkit.item(value.unwrap())
+                table[key] = value
             del table[platform]
         if "divergence" in table:
             del table["divergence"]
@@ -309,9 +312,12 @@ def _pin_table(doc: Any, name: str) -> Table:
     return table
 
 
-def _sub(table: Table, platform: Platform) -> Table | None:
+def _sub(table: Table, platform: Platform) -> Table | InlineTable | None:
+    """The pin's override for ``platform``: a ``[pins.NAME.P]`` table or ``P = { ... }`` inline
+    (an inline one was once skipped: the bump then set the pin's own value, which the override
+    still hid, and the pin did not move)."""
     sub = table.get(platform)
-    return sub if isinstance(sub, Table) else None
+    return sub if isinstance(sub, Table | InlineTable) else None
 
 
 def _ends_blank(table: Table) -> bool:
@@ -320,7 +326,7 @@ def _ends_blank(table: Table) -> bool:
     return bool(items) and isinstance(items[-1], Whitespace)
 
 
-def _set(table: Table, field: Field, value: str) -> None:
+def _set(table: Table | InlineTable, field: Field, value: str) -> None:
     """Set ``field``; an exact value takes the place (and line) of the floating key it replaces."""
     replaced = _REPLACES[field]
     if replaced in table and field not in table:
