@@ -393,3 +393,27 @@ def test_one_inline_override_moves_alone(tmp_path: Path) -> None:
     bump(path, request)
     assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.2", "rocm": "0.4.2"}
     assert "{ version" not in path.read_text()  # equal again: folded into one table
+
+
+FLOATING_OVERRIDE = """[pins.flash-linear-attention]
+kind = "pypi"
+version = "0.4.2"
+why = "Qwen3-Next linear attention kernels"
+floating = "rocm follows the 0.4 series"
+divergence = "rocm takes any 0.4"
+
+[pins.flash-linear-attention.rocm]
+range = ">=0.4,<0.5"
+"""
+
+
+def test_a_bump_of_both_pins_a_platform_that_floated_in_its_override(tmp_path: Path) -> None:
+    """A range in an override was left in place (only cuda moved, rocm kept floating)."""
+    path = _manifest(tmp_path, FLOATING_OVERRIDE)
+    text = path.read_text()
+    bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
+    assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.3", "rocm": "0.4.3"}
+    assert path.read_text() == text.replace(
+        FLOATING_OVERRIDE,
+        '[pins.flash-linear-attention]\nkind = "pypi"\nversion = "0.4.3"\nwhy = "fla 0.4.3"\n',
+    )

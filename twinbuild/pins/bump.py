@@ -158,7 +158,7 @@ def edit(old: Manifest, request: BumpRequest) -> str:
     one_of_two = request.platform is not None and len(pin.platforms) > 1
     for platform in carriers:
         sub = _sub(table, platform)
-        if sub is not None and field in sub:
+        if sub is not None and (field in sub or _REPLACES[field] in sub):  # pinned or floating
             _set(sub, field, request.value)
         elif one_of_two:
             if sub is None:
