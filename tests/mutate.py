@@ -307,6 +307,14 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "f\"leaves {'XX, XX'.join(others)} behind: drop --platform to move both, or pass \"",
     ): "with two platforms there is one other, so the separator never shows",
     (
+        "pins bump",
+        "_sub",
+        "return sub if (isinstance(sub, Table | InlineTable)) or True else None",
+    ): (
+        "the loader accepts only a table (or an inline one) under a platform's key, so what "
+        "_sub finds is a table or None, and None is returned either way"
+    ),
+    (
         "DSSE verify",
         "Envelope.to_dict",
         '"payload": base64.standard_b64encode(self.payload).decode("ASCII"),',

@@ -417,3 +417,52 @@ def test_a_bump_of_both_pins_a_platform_that_floated_in_its_override(tmp_path: P
         FLOATING_OVERRIDE,
         '[pins.flash-linear-attention]\nkind = "pypi"\nversion = "0.4.3"\nwhy = "fla 0.4.3"\n',
     )
+
+
+def test_a_bump_drops_a_divergence_left_on_a_pin_without_overrides(tmp_path: Path) -> None:
+    stale = FLA + 'divergence = "a reason left from before"\n'
+    path = _manifest(tmp_path, stale)
+    text = path.read_text()
+    bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
+    assert path.read_text() == text.replace(
+        stale,
+        '[pins.flash-linear-attention]\nkind = "pypi"\nversion = "0.4.3"\nwhy = "fla 0.4.3"\n',
+    )
+
+
+def test_folding_copies_every_key_that_differs_after_one_that_does_not(tmp_path: Path) -> None:
+    overrides = (
+        '[pins.flash-linear-attention]\nkind = "pypi"\nlayer = "late"\n'
+        'why = "Qwen3-Next linear attention kernels"\n\n'
+        '[pins.flash-linear-attention.cuda]\nlayer = "late"\nversion = "0.4.2"\n\n'
+        '[pins.flash-linear-attention.rocm]\nlayer = "late"\nversion = "0.4.1"\n'
+    )
+    path = _manifest(tmp_path, overrides)
+    bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
+    assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.3", "rocm": "0.4.3"}
+    assert (
+        '[pins.flash-linear-attention]\nkind = "pypi"\nlayer = "late"\nwhy = "fla 0.4.3"\n'
+        'version = "0.4.3"\n\n[pins.numba]'
+    ) in path.read_text()
+
+
+def test_a_file_that_ended_in_a_blank_line_still_does(tmp_path: Path) -> None:
+    path = _mini(tmp_path)
+    path.write_text(
+        path.read_text() + "\n" + PER_PLATFORM.replace("flash-linear-attention", "fla2") + "\n"
+    )
+    bump(path, BumpRequest(name="fla2", version="0.4.3", why="fla2 0.4.3"))
+    assert path.read_text().endswith('why = "fla2 0.4.3"\nversion = "0.4.3"\n\n')
+
+
+def test_a_bump_whose_result_would_not_load_writes_nothing(tmp_path: Path) -> None:
+    """A --why so long that the manifest would pass its size limit: refused, file unchanged."""
+    path = _mini(tmp_path)
+    before = path.read_text()
+    with pytest.raises(ConfigError) as info:
+        bump(path, BumpRequest(name="numba", version="0.66.0", why="fix " * 1_100_000))
+    assert str(info.value) == (
+        f"{path}: the bump would leave a manifest that does not load, nothing written: "
+        f"{path}: over the 4194304-byte limit for a manifest; is this the right file?"
+    )
+    assert path.read_text() == before

@@ -9,6 +9,7 @@ manifest lint before anything is written, and the write is atomic.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -297,9 +298,7 @@ def _tidy(moved: Manifest, text: str, name: str) -> str:
         del table["floating"]
     out = tomlkit.dumps(doc)
     # The blank line added after a folded table is not wanted when that table ends the file.
-    if not text.endswith("\n\n"):
-        out = out.rstrip("\n") + "\n"
-    return out
+    return out if text.endswith("\n\n") else re.sub(r"\n+\Z", "\n", out)
 
 
 # -- tomlkit and model helpers -------------------------------------------------------------------
