@@ -372,19 +372,6 @@ divergence = "rocm waits for a fix"
 """
 
 
-def test_inline_overrides_move_and_fold_like_tables(tmp_path: Path) -> None:
-    """Overrides written inline (``cuda = { version = ... }``) were skipped: the bump set the pin's
-    own version, which the overrides still hid, so the pin did not move on either platform."""
-    path = _manifest(tmp_path, INLINE)
-    text = path.read_text()
-    bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
-    assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.3", "rocm": "0.4.3"}
-    assert path.read_text() == text.replace(
-        INLINE,
-        '[pins.flash-linear-attention]\nkind = "pypi"\nwhy = "fla 0.4.3"\nversion = "0.4.3"\n',
-    )
-
-
 def test_one_inline_override_moves_alone(tmp_path: Path) -> None:
     path = _manifest(tmp_path, INLINE)
     request = BumpRequest(
@@ -407,27 +394,38 @@ range = ">=0.4,<0.5"
 """
 
 
-def test_a_bump_of_both_pins_a_platform_that_floated_in_its_override(tmp_path: Path) -> None:
-    """A range in an override was left in place (only cuda moved, rocm kept floating)."""
-    path = _manifest(tmp_path, FLOATING_OVERRIDE)
+WHY_THEN_VERSION = (
+    '[pins.flash-linear-attention]\nkind = "pypi"\nwhy = "fla 0.4.3"\nversion = "0.4.3"\n'
+)
+VERSION_THEN_WHY = (
+    '[pins.flash-linear-attention]\nkind = "pypi"\nversion = "0.4.3"\nwhy = "fla 0.4.3"\n'
+)
+
+
+@pytest.mark.parametrize(
+    ("pin_text", "folded"),
+    [
+        # Overrides written inline were skipped: the bump set the pin's own version, which the
+        # overrides still hid, so the pin did not move on either platform.
+        pytest.param(INLINE, WHY_THEN_VERSION, id="inline-overrides"),
+        # A range in an override was left in place: only cuda moved, rocm kept floating.
+        pytest.param(FLOATING_OVERRIDE, VERSION_THEN_WHY, id="floating-override"),
+        # A divergence left on a pin without overrides goes once the pin is equal on both.
+        pytest.param(
+            FLA + 'divergence = "a reason left from before"\n',
+            VERSION_THEN_WHY,
+            id="stale-divergence",
+        ),
+    ],
+)
+def test_a_bump_of_both_folds_the_pin_into_one_table(
+    tmp_path: Path, pin_text: str, folded: str
+) -> None:
+    path = _manifest(tmp_path, pin_text)
     text = path.read_text()
     bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
     assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.3", "rocm": "0.4.3"}
-    assert path.read_text() == text.replace(
-        FLOATING_OVERRIDE,
-        '[pins.flash-linear-attention]\nkind = "pypi"\nversion = "0.4.3"\nwhy = "fla 0.4.3"\n',
-    )
-
-
-def test_a_bump_drops_a_divergence_left_on_a_pin_without_overrides(tmp_path: Path) -> None:
-    stale = FLA + 'divergence = "a reason left from before"\n'
-    path = _manifest(tmp_path, stale)
-    text = path.read_text()
-    bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
-    assert path.read_text() == text.replace(
-        stale,
-        '[pins.flash-linear-attention]\nkind = "pypi"\nversion = "0.4.3"\nwhy = "fla 0.4.3"\n',
-    )
+    assert path.read_text() == text.replace(pin_text, folded)
 
 
 def test_folding_copies_every_key_that_differs_after_one_that_does_not(tmp_path: Path) -> None:
