@@ -51,7 +51,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Under xdist, all Docker tests on one worker, one after another (tests/xdist_docker.py)."""
+    """Under xdist, the session engine's tests on one worker, one after another, and each
+    own-engine module as a unit of its own (tests/xdist_docker.py)."""
     return make_scheduler(config, log)
 
 
