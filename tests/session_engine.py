@@ -3,10 +3,10 @@
 Started once by the controlling pytest process (before any xdist worker exists, so workers
 inherit its DOCKER_HOST) and stopped at the end, its folder removed: the images and containers
 the tests make never land in the engine that holds the user's builds, and nothing is left behind.
-The base image comes from the root filesystem saved in the user's cache (one debootstrap, the
+The base image comes from the root filesystem saved in the user's cache (one mmdebstrap, the
 first time only), so a session pays seconds for it, not a minute. That cache is pinned in
 ``TWINBUILD_CACHE`` when the session starts: tests that give git a HOME of their own would
-otherwise each look for it under that HOME, and debootstrap again (50 s a test, seen here).
+otherwise each look for it under that HOME, and mmdebstrap again (50 s a test, seen here).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The base image decisions with the shared fake engine and a fake command runner: no debootstrap
+"""The base image decisions with the shared fake engine and a fake command runner: no mmdebstrap
 runs."""
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ INPUTS = BaseInputs(
     suite=SUITE,
     mirror=MIRROR,
     packages=tuple(PACKAGES),
-    debootstrap_version="1.0.128",
+    mmdebstrap_version="1.3.5",
     arch="amd64",
 )
 
 
 @dataclass
 class FakeRunner:
-    """Answers dpkg queries; 'debootstrap' makes a tiny tree, 'tar' writes a marker file."""
+    """Answers dpkg queries; 'mmdebstrap' makes a tiny tree, 'tar' writes a marker file."""
 
     calls: list[list[str]] = field(default_factory=list)
     results: dict[str, tuple[int, str]] = field(default_factory=dict)
@@ -40,11 +40,11 @@ class FakeRunner:
         if argv[0] in self.results:
             return self.results[argv[0]]
         if argv[0] == "dpkg-query":
-            return 0, "1.0.128"
+            return 0, "1.3.5"
         if argv[0] == "dpkg":
             return 0, "amd64\n"
-        if argv[0] == "debootstrap":
-            rootfs = Path(argv[4])
+        if argv[0] == "mmdebstrap":
+            rootfs = Path(argv[-2])  # mmdebstrap [options] SUITE TARGET MIRROR
             (rootfs / "var/cache/apt/archives").mkdir(parents=True)
             (rootfs / "var/cache/apt/archives/git_1_amd64.deb").write_text("deb")
             (rootfs / "etc").mkdir()
@@ -76,14 +76,16 @@ def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
     assert first.built is True
     assert first.tag == f"twinbuild/base:{digest[:12]}"
     assert first.inputs_hash == digest
-    assert run.names() == ["dpkg-query", "dpkg", "debootstrap", "tar"]
-    debootstrap = run.calls[2]
-    assert debootstrap[:3] == [
-        "debootstrap",
+    assert run.names() == ["dpkg-query", "dpkg", "mmdebstrap", "tar"]
+    mmdebstrap = run.calls[2]
+    assert mmdebstrap[:5] == [
+        "mmdebstrap",
         "--variant=minbase",
+        "--mode=root",
+        "--format=directory",
         "--include=python3,python3-venv,python3-pip,git,ca-certificates",
     ]
-    assert (debootstrap[3], debootstrap[5]) == (SUITE, MIRROR)
+    assert (mmdebstrap[5], mmdebstrap[7]) == (SUITE, MIRROR)
     assert engine.imported == [
         (
             b"TAR",
@@ -98,7 +100,7 @@ def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
     second = _ensure(engine, run, tmp_path)
     assert second.built is False
     assert (second.tag, second.image_id) == (first.tag, first.image_id)
-    assert "debootstrap" not in run.names()
+    assert "mmdebstrap" not in run.names()
     assert len(engine.imported) == 1
     assert second.describe() == f"{first.tag} is up to date (sha256:000000000000, 1 MiB)"
 
@@ -106,10 +108,10 @@ def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
 def test_a_fresh_engine_imports_the_saved_root_filesystem(tmp_path: Path) -> None:
     first = _ensure(FakeEngine(), FakeRunner(), tmp_path)
     saved = base.saved_rootfs(tmp_path, first.inputs_hash)
-    assert saved.read_bytes() == b"TAR"  # the tar debootstrap's tree became, kept
+    assert saved.read_bytes() == b"TAR"  # the tar mmdebstrap's tree became, kept
     engine, run = FakeEngine(), FakeRunner()  # a new data root: no base image in it
     again = _ensure(engine, run, tmp_path)
-    assert "debootstrap" not in run.names()
+    assert "mmdebstrap" not in run.names()
     assert (again.built, again.saved, again.tag) == (True, str(saved), first.tag)
     assert engine.imported == [
         (
@@ -120,7 +122,7 @@ def test_a_fresh_engine_imports_the_saved_root_filesystem(tmp_path: Path) -> Non
     ]
     assert engine.tagged == [(again.image_id, again.tag)]
     assert again.describe().startswith(f"imported {again.tag} (sha256:")
-    assert again.describe().endswith(f"from {saved} in 0s (no debootstrap)")
+    assert again.describe().endswith(f"from {saved} in 0s (no mmdebstrap)")
 
 
 def test_slim_drops_downloaded_debs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -145,7 +147,7 @@ def test_labelled_untagged_image_is_tagged_not_rebuilt(tmp_path: Path) -> None:
     result = _ensure(engine, run, tmp_path)
     assert (result.built, result.image_id) == (False, "sha256:9")
     assert engine.tagged == [("sha256:9", INPUTS.tag)]
-    assert "debootstrap" not in run.names()
+    assert "mmdebstrap" not in run.names()
 
 
 def test_tag_with_foreign_label_is_rebuilt(tmp_path: Path) -> None:
@@ -156,18 +158,18 @@ def test_tag_with_foreign_label_is_rebuilt(tmp_path: Path) -> None:
     assert engine.images[INPUTS.tag]["Id"] != "sha256:8"
 
 
-def test_debootstrap_failure_keeps_log_and_no_tag(tmp_path: Path) -> None:
+def test_mmdebstrap_failure_keeps_log_and_no_tag(tmp_path: Path) -> None:
     engine = FakeEngine()
     run = FakeRunner(
-        results={"debootstrap": (1, "I: Retrieving InRelease\nE: Failed getting release file")}
+        results={"mmdebstrap": (1, "I: Retrieving InRelease\nE: Failed getting release file")}
     )
     with pytest.raises(BuildFailed) as info:
         _ensure(engine, run, tmp_path)
     assert str(info.value) == (
-        f"debootstrap bookworm from {MIRROR} failed (exit 1): I: Retrieving InRelease | "
-        f"E: Failed getting release file; full log: {tmp_path}/base-debootstrap.log"
+        f"mmdebstrap bookworm from {MIRROR} failed (exit 1): I: Retrieving InRelease | "
+        f"E: Failed getting release file; full log: {tmp_path}/base-mmdebstrap.log"
     )
-    assert (tmp_path / "base-debootstrap.log").read_text().startswith("I: Retrieving InRelease")
+    assert (tmp_path / "base-mmdebstrap.log").read_text().startswith("I: Retrieving InRelease")
     assert engine.tagged == []
     assert not (tmp_path / "base-tmp").exists()
 
@@ -189,7 +191,10 @@ def test_tar_failure_message(tmp_path: Path) -> None:
     assert str(info.value).endswith("failed (exit 2): tar: ./dev/console: Cannot open")
 
 
-def test_missing_debootstrap_is_installed_with_apt(tmp_path: Path) -> None:
+TOOLS = ["mmdebstrap", "debian-archive-keyring"]  # the keyring for hosts that are not Debian
+
+
+def test_missing_mmdebstrap_is_installed_with_apt(tmp_path: Path) -> None:
     run = FakeRunner()
     base.ensure_base(
         FakeEngine(),
@@ -198,11 +203,11 @@ def test_missing_debootstrap_is_installed_with_apt(tmp_path: Path) -> None:
         packages=PACKAGES,
         cache=tmp_path,
         run=run,
-        which=lambda name: None if name == "debootstrap" else f"/usr/bin/{name}",
+        which=lambda name: None if name == "mmdebstrap" else f"/usr/bin/{name}",
     )
     assert run.calls[:2] == [
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
+        ["apt-get", "install", "-y", "--no-install-recommends", *TOOLS],
     ]
 
 
@@ -211,8 +216,8 @@ def test_building_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     run = FakeRunner()
     with pytest.raises(BuildFailed) as info:
         _ensure(FakeEngine(), run, tmp_path)
-    assert str(info.value) == "twinbuild base runs debootstrap, which needs root; rerun it as root"
-    assert "debootstrap" not in run.names()
+    assert str(info.value) == "twinbuild base runs mmdebstrap, which needs root; rerun it as root"
+    assert "mmdebstrap" not in run.names()
 
 
 def test_reuse_does_not_need_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,7 +233,7 @@ def test_inputs_hash_covers_every_input() -> None:
         BaseInputs(**{**_fields(INPUTS), "suite": "trixie"}),
         BaseInputs(**{**_fields(INPUTS), "mirror": "http://ftp.de.debian.org/debian"}),
         BaseInputs(**{**_fields(INPUTS), "packages": ("python3",)}),
-        BaseInputs(**{**_fields(INPUTS), "debootstrap_version": "1.0.129"}),
+        BaseInputs(**{**_fields(INPUTS), "mmdebstrap_version": "1.3.6"}),
         BaseInputs(**{**_fields(INPUTS), "arch": "arm64"}),
     ]
     assert len({v.digest() for v in variants}) == len(variants)
@@ -243,7 +248,7 @@ def _fields(inputs: BaseInputs) -> dict[str, Any]:
         "suite": inputs.suite,
         "mirror": inputs.mirror,
         "packages": inputs.packages,
-        "debootstrap_version": inputs.debootstrap_version,
+        "mmdebstrap_version": inputs.mmdebstrap_version,
         "arch": inputs.arch,
     }
 
@@ -311,9 +316,9 @@ def test_describe_built() -> None:
         inputs_hash="abc",
         built=True,
         size=300 * 2**20,
-        debootstrap_s=44.3,
+        mmdebstrap_s=44.3,
         import_s=3.2,
     )
     assert result.describe() == (
-        "built twinbuild/base:abc (sha256:0123456789ab, 300 MiB): debootstrap 44s, import 3s"
+        "built twinbuild/base:abc (sha256:0123456789ab, 300 MiB): mmdebstrap 44s, import 3s"
     )

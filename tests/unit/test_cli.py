@@ -77,8 +77,8 @@ def test_render_defaults_to_the_local_profile_and_the_base_tag_build_uses(
     local = load(manifest).local
     try:
         tag = base_tag(suite=local.suite, mirror=local.mirror, packages=local.packages)
-    except TwinbuildError:  # no debootstrap on this machine: render says why it cannot know
-        assert "# BASE_IMAGE: unknown until debootstrap is installed" in out
+    except TwinbuildError:  # no mmdebstrap on this machine: render says why it cannot know
+        assert "# BASE_IMAGE: unknown until mmdebstrap is installed" in out
     else:
         assert f"  BASE_IMAGE={tag}\n" in out
         assert tag.startswith("twinbuild/base:")

@@ -67,7 +67,7 @@ def test_buildkit_step_that_runs_says_started_then_its_time(tmp_path: Path) -> N
 def test_step_lines_and_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     ticks = iter([10.0, 12.5, 20.0, 21.0])
     said: list[str] = []
-    with activity.step("base: debootstrap bookworm", said.append, clock=lambda: next(ticks)):
+    with activity.step("base: mmdebstrap bookworm", said.append, clock=lambda: next(ticks)):
         pass
     with (
         pytest.raises(RuntimeError),
@@ -75,8 +75,8 @@ def test_step_lines_and_failure(monkeypatch: pytest.MonkeyPatch) -> None:
     ):
         raise RuntimeError("boom")
     assert said == [
-        "base: debootstrap bookworm: started",
-        "base: debootstrap bookworm: done in 2.5s",
+        "base: mmdebstrap bookworm: started",
+        "base: mmdebstrap bookworm: done in 2.5s",
         "wheelhouse: downloading 3 pins: started",
         "wheelhouse: downloading 3 pins: failed after 1.0s",
     ]
@@ -103,10 +103,10 @@ def test_live_line_draws_the_running_step_and_goes_away(monkeypatch: pytest.Monk
     monkeypatch.setenv("TERM", "xterm")
     screen = _Tty()
     live = activity.LiveLine(screen)
-    task = live.add("base: debootstrap bookworm")
+    task = live.add("base: mmdebstrap bookworm")
     assert task is not None
     live.remove(task)
-    assert "base: debootstrap bookworm" in screen.getvalue()
+    assert "base: mmdebstrap bookworm" in screen.getvalue()
     again = live.add("x")  # a later step starts a fresh line
     assert again is not None
     live.remove(again)

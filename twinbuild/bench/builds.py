@@ -245,7 +245,7 @@ def bench_base(s: Session) -> None:
         return
     path = s.root / "pins/manifest.toml"
     text = path.read_text()
-    # A package list no other image was made from: its base hash is new, so debootstrap runs.
+    # A package list no other image was made from: its base hash is new, so mmdebstrap runs.
     old = 'packages = ["python3", "python3-venv", "git"]'
     path.write_text(text.replace(old, 'packages = ["python3", "python3-venv", "git", "less"]'))
     try:

@@ -3,7 +3,7 @@ against with the registry that `twinbuild push` filled, side by side in one run.
 
 Each sample starts its own private dockerd on an empty data root, so nothing is cached in the
 engine; the host's wheel cache is shared by both variants, as it would be by two builds on one
-runner. Cold makes the embedded base with debootstrap and builds every layer; warm pulls the base
+runner. Cold makes the embedded base with mmdebstrap and builds every layer; warm pulls the base
 and takes every unchanged layer from the registry (BuildKit inline cache).
 """
 
@@ -63,7 +63,7 @@ def fresh_engine(s: Session) -> Iterator[dict[str, str]]:
 def _machine_cache(s: Session, reg: str | None) -> Path:
     """The cache folder a sample builds with: a fresh machine's. It has the host's wheels (PyPI's
     latency is not what this row measures) but not the base root filesystem saved by earlier
-    builds, which would spare the cold variant its debootstrap (18.5 s against 15.9 s, seen)."""
+    builds, which would spare the cold variant its mmdebstrap (18.5 s against 15.9 s, seen)."""
     from twinbuild.engine.daemon import cache_root
 
     folder = s.work / f"cache-{uuid.uuid4().hex[:8]}"
@@ -123,7 +123,7 @@ def bench_registry_cache(s: Session) -> None:
     cached = {reg: f"{n} of {total} recipe steps cached" for reg, (n, total) in steps.items()}
     s.rows.append(
         measured(
-            BENCH, f"fresh engine, cold: debootstrap + build ({cached[None]})", cold,
+            BENCH, f"fresh engine, cold: mmdebstrap + build ({cached[None]})", cold,
             target="reported", ratio=1.0,
         )
     )  # fmt: skip

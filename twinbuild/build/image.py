@@ -184,7 +184,7 @@ def _base_fetcher(
         remote = f"{registry}/{tag}"
         try:
             engine.pull(remote)
-        except TwinbuildError as exc:  # not pushed yet, or the registry is away: debootstrap
+        except TwinbuildError as exc:  # not pushed yet, or the registry is away: mmdebstrap
             say(f"base: not taken from the registry ({str(exc)[:160]}); making it here")
             return False
         engine.tag(remote, tag)

@@ -1,10 +1,10 @@
 """The embedded default base image (`twinbuild base`): a Debian minbase root filesystem.
 
 No registry can be reached for a base image, so the local profile starts from one we make:
-``debootstrap --variant=minbase`` with the manifest's ``[local]`` packages, tarred and imported into
+``mmdebstrap --variant=minbase`` with the manifest's ``[local]`` packages, tarred and imported into
 the engine as ``twinbuild/base:<hash prefix>``. The hash covers every input (suite, mirror,
-packages, debootstrap version, host arch, this module's format), so the tag names its content and a
-second call with the same inputs reuses the image without running debootstrap.
+packages, mmdebstrap version, host arch, this module's format), so the tag names its content and a
+second call with the same inputs reuses the image without running mmdebstrap.
 """
 
 from __future__ import annotations
@@ -33,10 +33,11 @@ if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK cost
 
 REPOSITORY = "twinbuild/base"
 INPUTS_LABEL = "org.twinbuild.base-inputs"
-FORMAT = 1  # bump when the way the root filesystem is made changes, to invalidate old images
+FORMAT = 2  # bump when the way the root filesystem is made changes (2: mmdebstrap, not debootstrap)
 HASH_PREFIX = 12
 CHANGES = ('CMD ["/bin/bash"]',)
 LOG_TAIL_LINES = 5
+APT_INSTALL = ("apt-get", "install", "-y", "--no-install-recommends")
 
 Runner = Callable[[Sequence[str]], tuple[int, str]]
 Which = Callable[[str], str | None]
@@ -70,7 +71,7 @@ class BaseInputs:
     suite: str
     mirror: str
     packages: tuple[str, ...]
-    debootstrap_version: str
+    mmdebstrap_version: str
     arch: str
 
     def digest(self) -> str:
@@ -79,7 +80,7 @@ class BaseInputs:
             "suite": self.suite,
             "mirror": self.mirror.rstrip("/"),
             "packages": sorted(set(self.packages)),
-            "debootstrap": self.debootstrap_version,
+            "mmdebstrap": self.mmdebstrap_version,
             "arch": self.arch,
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
@@ -96,12 +97,12 @@ class BaseResult:
     tag: str
     image_id: str
     inputs_hash: str
-    built: bool  # False: an image with these inputs existed and debootstrap did not run
+    built: bool  # False: an image with these inputs existed and mmdebstrap did not run
     size: int
-    debootstrap_s: float = 0.0
+    mmdebstrap_s: float = 0.0
     import_s: float = 0.0
     total_s: float = 0.0
-    saved: str | None = None  # imported from this saved root filesystem: no debootstrap ran
+    saved: str | None = None  # imported from this saved root filesystem: no mmdebstrap ran
 
     def describe(self) -> str:
         mib = self.size / 2**20
@@ -110,11 +111,11 @@ class BaseResult:
         if self.saved is not None:
             return (
                 f"imported {self.tag} ({self.image_id[:19]}, {mib:.0f} MiB) from {self.saved} "
-                f"in {self.import_s:.0f}s (no debootstrap)"
+                f"in {self.import_s:.0f}s (no mmdebstrap)"
             )
         return (
-            f"built {self.tag} ({self.image_id[:19]}, {mib:.0f} MiB): debootstrap "
-            f"{self.debootstrap_s:.0f}s, import {self.import_s:.0f}s"
+            f"built {self.tag} ({self.image_id[:19]}, {mib:.0f} MiB): mmdebstrap "
+            f"{self.mmdebstrap_s:.0f}s, import {self.import_s:.0f}s"
         )
 
 
@@ -150,18 +151,19 @@ def _need_root(what: str) -> None:
         raise BuildFailed(f"twinbuild base {what}, which needs root; rerun it as root")
 
 
-def _ensure_debootstrap(run: Runner, which: Which, say: Say) -> None:
-    if which("debootstrap") is not None:
+def _ensure_mmdebstrap(run: Runner, which: Which, say: Say) -> None:
+    if which("mmdebstrap") is not None:
         return
-    _need_root("installs debootstrap with apt-get")
+    _need_root("installs mmdebstrap with apt-get")
     if which("apt-get") is None:
-        raise BuildFailed("twinbuild base needs debootstrap; install it (Debian/Ubuntu: apt-get)")
-    with step("base: installing debootstrap with apt-get", say):
-        _must(run, ["apt-get", "update"], "install debootstrap")
+        raise BuildFailed("twinbuild base needs mmdebstrap; install it (Debian/Ubuntu: apt-get)")
+    with step("base: installing mmdebstrap with apt-get", say):
+        _must(run, ["apt-get", "update"], "install mmdebstrap")
         _must(
             run,
-            ["apt-get", "install", "-y", "--no-install-recommends", "debootstrap"],
-            "install debootstrap",
+            # the keyring: a Debian suite's signatures checked on a host that is not Debian
+            [*APT_INSTALL, "mmdebstrap", "debian-archive-keyring"],
+            "install mmdebstrap",
         )
 
 
@@ -169,7 +171,7 @@ def base_tag(*, suite: str, mirror: str, packages: Sequence[str], run: Runner = 
     """The tag ``ensure_base`` gives the base of these inputs on this host.
 
     ``twinbuild render --profile local`` shows it and ``twinbuild build`` builds on it: one
-    derivation, so render prints the tag the build really uses. Needs debootstrap installed (its
+    derivation, so render prints the tag the build really uses. Needs mmdebstrap installed (its
     version is an input).
     """
     return base_inputs(suite=suite, mirror=mirror, packages=packages, run=run).tag
@@ -178,13 +180,13 @@ def base_tag(*, suite: str, mirror: str, packages: Sequence[str], run: Runner = 
 def base_inputs(
     *, suite: str, mirror: str, packages: Sequence[str], run: Runner = run_command
 ) -> BaseInputs:
-    """The inputs as they are on this host (debootstrap must be installed)."""
+    """The inputs as they are on this host (mmdebstrap must be installed)."""
     version, arch = _host_facts(run)
     return BaseInputs(
         suite=suite,
         mirror=mirror,
         packages=tuple(packages),
-        debootstrap_version=version,
+        mmdebstrap_version=version,
         arch=arch,
     )
 
@@ -193,14 +195,14 @@ _HOST_FACTS: list[tuple[str, str]] = []
 
 
 def _host_facts(run: Runner) -> tuple[str, str]:
-    """debootstrap's version and the host architecture (asked of the real host once a process)."""
+    """mmdebstrap's version and the host architecture (asked of the real host once a process)."""
     found = _HOST_FACTS[0] if _HOST_FACTS and run is run_command else None
     if found is None:
         found = (
             _must(
                 run,
-                ["dpkg-query", "-W", "-f=${Version}", "debootstrap"],
-                "read debootstrap version",
+                ["dpkg-query", "-W", "-f=${Version}", "mmdebstrap"],
+                "read mmdebstrap version",
             ),
             _must(run, ["dpkg", "--print-architecture"], "read host architecture"),
         )
@@ -210,7 +212,8 @@ def _host_facts(run: Runner) -> tuple[str, str]:
 
 
 def _mounts_under(root: Path) -> list[str]:
-    """Mount points at or below ``root`` (debootstrap mounts /proc and /sys in the target)."""
+    """Mount points at or below ``root`` (mmdebstrap mounts /proc, /sys and /dev in the target
+    while it runs, and a killed run can leave them)."""
     found = []
     prefix = str(root.resolve())
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
@@ -221,7 +224,7 @@ def _mounts_under(root: Path) -> list[str]:
 
 
 def _remove_tree(root: Path, run: Runner) -> None:
-    """Remove a work dir, unmounting anything debootstrap left mounted inside it first.
+    """Remove a work dir, unmounting anything mmdebstrap left mounted inside it first.
 
     rmtree crosses mount points: deleting a still-mounted /proc or a bind mount would reach the
     host. Refuse to delete rather than risk that.
@@ -263,10 +266,14 @@ def _existing(engine: EngineAPI, inputs_hash: str, tag: str) -> str | None:
     return None
 
 
-def _debootstrap(inputs: BaseInputs, rootfs: Path, cache: Path, run: Runner) -> None:
+def _bootstrap(inputs: BaseInputs, rootfs: Path, cache: Path, run: Runner) -> None:
+    # mmdebstrap, not debootstrap: apt fetches the packages in parallel and installs them in one
+    # go, 25 s against 49 s for the same minbase bookworm with three packages (seen here).
     argv = [
-        "debootstrap",
+        "mmdebstrap",
         "--variant=minbase",
+        "--mode=root",
+        "--format=directory",
         f"--include={','.join(inputs.packages)}",
         inputs.suite,
         str(rootfs),
@@ -274,12 +281,11 @@ def _debootstrap(inputs: BaseInputs, rootfs: Path, cache: Path, run: Runner) -> 
     ]
     rc, out = run(argv)
     if rc != 0:
-        # The work dir goes away; keep debootstrap's own log where a person can read it.
-        log = cache / "base-debootstrap.log"
-        inner = rootfs / "debootstrap" / "debootstrap.log"
-        log.write_text(out + (inner.read_text(errors="replace") if inner.exists() else ""))
+        # The work dir goes away; keep mmdebstrap's output where a person can read it.
+        log = cache / "base-mmdebstrap.log"
+        log.write_text(out)
         raise BuildFailed(
-            f"debootstrap {inputs.suite} from {inputs.mirror} failed (exit {rc}): {_tail(out)}; "
+            f"mmdebstrap {inputs.suite} from {inputs.mirror} failed (exit {rc}): {_tail(out)}; "
             f"full log: {log}"
         )
 
@@ -323,7 +329,7 @@ def ensure_base(
 ) -> BaseResult:
     """Make sure ``twinbuild/base:<hash>`` exists for these inputs; build it if not.
 
-    Debootstrap runs only when no image with the same inputs hash is in the engine (or, with
+    mmdebstrap runs only when no image with the same inputs hash is in the engine (or, with
     ``fetch``, in the registry: ``fetch(tag)`` pulls it and says whether it could). The image is
     imported untagged and tagged only once complete, so a failure never leaves a tag behind, and the
     work dir under ``<cache>/base-tmp`` is removed whatever happens.
@@ -333,7 +339,7 @@ def ensure_base(
     cache = cache if cache is not None else cache_root()
     cache.mkdir(parents=True, exist_ok=True)
     inputs: BaseInputs | None = None
-    if which("debootstrap") is not None:  # the usual case, the base exists: no lock to take
+    if which("mmdebstrap") is not None:  # the usual case, the base exists: no lock to take
         inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
         if _existing(engine, inputs.digest(), inputs.tag) is not None:
             return _result(
@@ -343,12 +349,12 @@ def ensure_base(
 
     # One base build at a time per cache: a second caller waits, then reuses the first one's image.
     with filelock.FileLock(cache / "base.lock"):
-        _ensure_debootstrap(run, which, say)
+        _ensure_mmdebstrap(run, which, say)
         if inputs is None:
             inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
         inputs_hash, tag = inputs.digest(), inputs.tag
         existing = _existing(engine, inputs_hash, tag)
-        # A fresh engine takes the same base from the registry rather than debootstrap a new one:
+        # A fresh engine takes the same base from the registry rather than make a new one:
         # the same image id keeps the inputs hash and the registry build cache of the layers above.
         if existing is None and fetch is not None and fetch(tag):
             existing = _existing(engine, inputs_hash, tag)
@@ -362,14 +368,14 @@ def ensure_base(
                 engine, tag, inputs_hash, built=True, import_s=clock() - t1,
                 total_s=clock() - start, saved=str(saved),
             )  # fmt: skip
-        _need_root("runs debootstrap")
+        _need_root("runs mmdebstrap")
         with _workdir(cache, run) as work:
             rootfs = work / "rootfs"
             t0 = clock()
             # About a minute with nothing to show: say so before it starts.
-            with step(f"base: debootstrap {suite} ({len(packages)} extra packages)", say):
-                _debootstrap(inputs, rootfs, cache, run)
-            debootstrap_s = clock() - t0
+            with step(f"base: mmdebstrap {suite} ({len(packages)} extra packages)", say):
+                _bootstrap(inputs, rootfs, cache, run)
+            mmdebstrap_s = clock() - t0
             _slim(rootfs)
             tar = work / "rootfs.tar"
             _must(
@@ -392,7 +398,7 @@ def ensure_base(
             _import(engine, tar, tag, inputs_hash, suite, "", say)
             import_s = clock() - t1
             # Kept: the next engine with no such image (a test engine, a pruned or new data
-            # root) imports it in seconds instead of a minute of debootstrap.
+            # root) imports it in seconds instead of running mmdebstrap again.
             saved.parent.mkdir(parents=True, exist_ok=True)
             tar.replace(saved)
         return _result(
@@ -400,7 +406,7 @@ def ensure_base(
             tag,
             inputs_hash,
             built=True,
-            debootstrap_s=debootstrap_s,
+            mmdebstrap_s=mmdebstrap_s,
             import_s=import_s,
             total_s=clock() - start,
         )
@@ -410,7 +416,7 @@ def _import(
     engine: EngineAPI, tar: Path, tag: str, inputs_hash: str, suite: str, whence: str, say: Say
 ) -> None:
     """Import a root filesystem tar as the base image and tag it once the image is complete:
-    the same for a fresh debootstrap and a saved root filesystem (``whence`` says which)."""
+    the same for a fresh mmdebstrap and a saved root filesystem (``whence`` says which)."""
     with step(f"base: importing {tag}{whence}", say):
         image_id = engine.import_rootfs(
             tar,
@@ -432,7 +438,7 @@ def _result(
     *,
     built: bool,
     saved: str | None = None,
-    debootstrap_s: float = 0.0,
+    mmdebstrap_s: float = 0.0,
     import_s: float = 0.0,
     total_s: float = 0.0,
 ) -> BaseResult:
@@ -446,7 +452,7 @@ def _result(
         inputs_hash=inputs_hash,
         built=built,
         size=int(found.get("Size") or 0),
-        debootstrap_s=debootstrap_s,
+        mmdebstrap_s=mmdebstrap_s,
         import_s=import_s,
         total_s=total_s,
         saved=saved,

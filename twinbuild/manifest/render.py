@@ -19,7 +19,7 @@ RECIPES: Mapping[Profile, Mapping[Platform, Path]] = {
     "production": {"cuda": Path("images/cuda/Dockerfile"), "rocm": Path("images/rocm/Dockerfile")},
     "local": {"cuda": Path("images/local/Dockerfile"), "rocm": Path("images/local/Dockerfile")},
 }
-#: BASE_IMAGE where the base's tag cannot be known here (no debootstrap to ask its version).
+#: BASE_IMAGE where the base's tag cannot be known here (no mmdebstrap to ask its version).
 UNKNOWN_BASE = "twinbuild/base:<unknown>"
 #: Where the local profile finds git mirrors and wheels inside the image during the build.
 CONTEXT_IN_IMAGE = "/twinbuild"
@@ -124,7 +124,7 @@ def render_manifest(options: RenderOptions) -> Rendered:
     """Load the manifest and render what a build of ``options.platform`` receives.
 
     For the local profile ``BASE_IMAGE`` is the tag ``twinbuild build`` gives the base, from the
-    one derivation (``engine.base.base_tag``); it needs debootstrap installed (its version is an
+    one derivation (``engine.base.base_tag``); it needs mmdebstrap installed (its version is an
     input), and where it is not the rendering says so instead of naming a tag that does not exist.
     """
     manifest = load(options.manifest)
@@ -140,7 +140,7 @@ def render_manifest(options: RenderOptions) -> Rendered:
         rendered = render(manifest, options.platform, "local", mirrors=options.mirrors,
                           local_base=UNKNOWN_BASE)  # fmt: skip
         return replace(
-            rendered, notes=[f"BASE_IMAGE: unknown until debootstrap is installed ({exc})"]
+            rendered, notes=[f"BASE_IMAGE: unknown until mmdebstrap is installed ({exc})"]
         )
     return render(manifest, options.platform, "local", local_base=tag, mirrors=options.mirrors)
 

@@ -74,7 +74,7 @@ def _record(path: Path) -> dict[str, Any]:
 
 
 def _push_base(engine: EngineAPI, registry: str, data: dict[str, Any], say: Say) -> None:
-    """The local profile's base goes too: a fresh engine pulls it instead of running debootstrap,
+    """The local profile's base goes too: a fresh engine pulls it instead of running mmdebstrap,
     and only the very same base keeps the registry build cache of the layers above it."""
     base = data.get("base") or {}
     ref = str(base.get("ref", ""))

@@ -1,6 +1,6 @@
 """Say when a long step starts and how long it took; on a terminal, keep a live status line.
 
-Installing docker.io, debootstrap, wheel downloads and build steps each take from seconds to a
+Installing docker.io, mmdebstrap, wheel downloads and build steps each take from seconds to a
 minute. Each prints ``<what>: started`` and then ``<what>: done in 12.3s`` (or ``failed after``),
 so a CI log shows where the time went. On an interactive terminal a live line under the log also
 shows every step still running with its elapsed time. ``rich`` draws it and is imported only then,

@@ -3,7 +3,7 @@
 Its engine lives in a fresh folder (its own socket and data root), apart from the session's, since
 one test here kills it; so this module runs beside the session engine's tests (tests/xdist_docker.py),
 and every test here uses the ``private`` fixture. The base is the one every Docker test uses (the mini project's [local]
-packages), from the root filesystem saved in the user's cache: debootstrap runs only the first
+packages), from the root filesystem saved in the user's cache: mmdebstrap runs only the first
 time on a machine.
 """
 
@@ -100,12 +100,12 @@ def test_base_builds_then_reuses(private: Private) -> None:
         assert first.built is True  # this engine's data root is new: the image was not there
         # On a machine with no saved base, the session engine's worker may be making it while
         # this test waits for the cache's base lock; then this engine imports what it saved.
-        if first.saved is not None:  # imported from the saved root filesystem: no debootstrap
-            assert "debootstrap" not in ran
+        if first.saved is not None:  # imported from the saved root filesystem: no mmdebstrap
+            assert "mmdebstrap" not in ran
             assert first.saved == str(saved)
-        else:  # the first time on this machine: debootstrap, and the tar is kept for next time
+        else:  # the first time on this machine: mmdebstrap, and the tar is kept for next time
             assert not had_saved
-            assert "debootstrap" in ran
+            assert "mmdebstrap" in ran
             assert saved.is_file()
         assert eng.image_labels(first.tag)[base.INPUTS_LABEL] == first.inputs_hash
         assert eng.inspect_image(first.tag) is not None
@@ -115,7 +115,7 @@ def test_base_builds_then_reuses(private: Private) -> None:
             eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, cache=private.user_cache, run=run
         )
         assert second.built is False
-        assert "debootstrap" not in ran
+        assert "mmdebstrap" not in ran
         assert second.image_id == first.image_id
         assert second.total_s < 5
 
