@@ -78,14 +78,15 @@ def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
     assert first.inputs_hash == digest
     assert run.names() == ["dpkg-query", "dpkg", "mmdebstrap", "tar"]
     mmdebstrap = run.calls[2]
-    assert mmdebstrap[:5] == [
+    assert mmdebstrap[:6] == [
         "mmdebstrap",
         "--variant=minbase",
         "--mode=root",
         "--format=directory",
+        "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg",
         "--include=python3,python3-venv,python3-pip,git,ca-certificates",
     ]
-    assert (mmdebstrap[5], mmdebstrap[7]) == (SUITE, MIRROR)
+    assert (mmdebstrap[6], mmdebstrap[8]) == (SUITE, MIRROR)
     assert engine.imported == [
         (
             b"TAR",

@@ -38,6 +38,7 @@ HASH_PREFIX = 12
 CHANGES = ('CMD ["/bin/bash"]',)
 LOG_TAIL_LINES = 5
 APT_INSTALL = ("apt-get", "install", "-y", "--no-install-recommends")
+DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"  # debian-archive-keyring's
 
 Runner = Callable[[Sequence[str]], tuple[int, str]]
 Which = Callable[[str], str | None]
@@ -274,6 +275,9 @@ def _bootstrap(inputs: BaseInputs, rootfs: Path, cache: Path, run: Runner) -> No
         "--variant=minbase",
         "--mode=root",
         "--format=directory",
+        # Named, not looked up: on a host that is not Debian (an Ubuntu runner) mmdebstrap finds
+        # a Debian suite's keyring only with libdistro-info-perl, a recommends we do not install.
+        f"--keyring={DEBIAN_KEYRING}",
         f"--include={','.join(inputs.packages)}",
         inputs.suite,
         str(rootfs),
