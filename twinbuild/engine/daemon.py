@@ -308,20 +308,27 @@ def _log_tail(paths: EnginePaths) -> str:
     return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:]) or "(empty log)"
 
 
+def apt_install(host: Host, package: str, *, update_first: bool = True) -> None:
+    """``apt-get install`` one Debian package, with ``apt-get update`` before it, or (with
+    ``update_first=False``) only once the install alone has failed. A failure is one line
+    naming the command, its exit code and the end of its output."""
+    install = ["apt-get", "install", "-y", "--no-install-recommends", package]
+    if not update_first and host.run(install)[0] == 0:
+        return
+    for argv in (["apt-get", "update"], install):
+        rc, out = host.run(argv)
+        if rc != 0:
+            tail = " | ".join(out.strip().splitlines()[-3:])
+            raise EngineError(
+                f"`{' '.join(argv)}` failed (exit {rc}): {tail}; "
+                f"install {package} by hand and rerun"
+            )
+
+
 def _install_dockerd(host: Host, say: Say) -> str:
     # apt-get takes a minute or more here and prints nothing we keep: say when it starts and ends.
     with step("engine: installing Debian's docker.io with apt-get", say):
-        for argv in (
-            ["apt-get", "update"],
-            ["apt-get", "install", "-y", "--no-install-recommends", "docker.io"],
-        ):
-            rc, out = host.run(argv)
-            if rc != 0:
-                tail = " | ".join(out.strip().splitlines()[-3:])
-                raise EngineError(
-                    f"`{' '.join(argv)}` failed (exit {rc}): {tail}; "
-                    "install docker.io by hand and rerun"
-                )
+        apt_install(host, "docker.io")
     found = host.which("dockerd")
     if found is None:
         raise EngineError("apt installed docker.io but no dockerd is on PATH; check /usr/sbin")

@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from twinbuild.engine.daemon import Host, SystemHost, cache_root, own_pid, read_int, stop_pid
+from twinbuild.engine.daemon import (
+    Host,
+    SystemHost,
+    apt_install,
+    cache_root,
+    own_pid,
+    read_int,
+    stop_pid,
+)
 from twinbuild.errors import ConfigError, EngineError
 
 ENV_VAR = "TWINBUILD_REGISTRY"
@@ -249,17 +257,7 @@ def status(paths: RegistryPaths | None = None, host: RegistryHost | None = None)
 
 def _install(host: RegistryHost) -> str:
     """``apt-get install docker-registry``, with ``apt-get update`` first only when it is needed."""
-    install = ["apt-get", "install", "-y", "--no-install-recommends", PROGRAM]
-    rc, out = host.run(install)
-    if rc != 0:
-        for argv in (["apt-get", "update"], install):
-            rc, out = host.run(argv)
-            if rc != 0:
-                tail = " | ".join(out.strip().splitlines()[-3:])
-                raise EngineError(
-                    f"`{' '.join(argv)}` failed (exit {rc}): {tail}; install {PROGRAM} by hand "
-                    "and rerun"
-                )
+    apt_install(host, PROGRAM, update_first=False)
     found = host.which(PROGRAM)
     if found is None:
         raise EngineError(f"apt installed {PROGRAM} but it is not on PATH; check /usr/bin")
