@@ -11,8 +11,8 @@ are findings: the time is the point).
 
 from __future__ import annotations
 
+import io
 import itertools
-import re
 import shutil
 from pathlib import Path
 
@@ -30,33 +30,25 @@ LINEAR = 1.15  # a fitted exponent above this is not linear growth (noise stays 
 def grow(source: str, lines: int) -> str:
     """``source`` repeated until it has exactly ``lines`` lines, never cut inside an instruction.
 
-    The last copy stops before the first instruction it cannot finish (a cut inside a continued
-    ``RUN`` left an open quote, and the 100,000-line import then failed to parse); the lines
-    left over are comments.
+    The last copy stops where an instruction of ``source`` starts, as dockerfile-parse (the
+    recipe scanner's parser) finds them: a cut inside a continued ``RUN`` left an open quote, and
+    the 100,000-line import then failed to parse. The lines left over are comments.
     """
     have = source.splitlines()
     if not have:
         raise ValueError("grow: empty source recipe")
     whole, rest = divmod(lines, len(have))
-    tail = have[: _last_boundary(have, rest)]
-    out = have * whole + tail + ["# grown"] * (rest - len(tail))
+    cut = max(b for b in _instruction_starts(source, len(have)) if b <= rest)
+    out = have * whole + have[:cut] + ["# grown"] * (rest - cut)
     return "\n".join(out) + "\n"
 
 
-def _last_boundary(lines: list[str], most: int) -> int:
-    """The largest k <= ``most`` where an instruction starts at ``lines[k]`` (or the end)."""
-    for k in range(min(most, len(lines)), 0, -1):
-        if k == len(lines):
-            return k
-        before, line = lines[k - 1].rstrip(), lines[k]
-        if not before.endswith("\\") and _STARTS.match(line):
-            return k
-    return 0
+def _instruction_starts(source: str, length: int) -> set[int]:
+    """Where ``source`` may be cut: the index of each instruction's first line, 0 and the end."""
+    from dockerfile_parse import DockerfileParser
 
-
-#: A line that starts an instruction (or is a comment or blank) at column 0.
-_STARTS = re.compile(r"(?i)^(?:$|#|(?:FROM|RUN|CMD|LABEL|EXPOSE|ENV|ADD|COPY|ENTRYPOINT|VOLUME|"
-                     r"USER|WORKDIR|ARG|ONBUILD|STOPSIGNAL|HEALTHCHECK|SHELL)\b)")  # fmt: skip
+    structure = DockerfileParser(fileobj=io.BytesIO(source.encode())).structure
+    return {0, length} | {int(item["startline"]) for item in structure}
 
 
 def bench_recipes(s: Session) -> None:
