@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twinbuild.engine.daemon import cache_root
+from twinbuild.engine.daemon import APT_INSTALL, cache_root
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 from twinbuild.util.activity import Say, step, to_stderr
 
@@ -37,7 +37,6 @@ FORMAT = 2  # bump when the way the root filesystem is made changes (2: mmdebstr
 HASH_PREFIX = 12
 CHANGES = ('CMD ["/bin/bash"]',)
 LOG_TAIL_LINES = 5
-APT_INSTALL = ("apt-get", "install", "-y", "--no-install-recommends")
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"  # debian-archive-keyring's
 
 Runner = Callable[[Sequence[str]], tuple[int, str]]

@@ -308,11 +308,15 @@ def _log_tail(paths: EnginePaths) -> str:
     return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:]) or "(empty log)"
 
 
+#: ``apt-get install`` as every installer here runs it (the package names follow).
+APT_INSTALL = ("apt-get", "install", "-y", "--no-install-recommends")
+
+
 def apt_install(host: Host, package: str, *, update_first: bool = True) -> None:
     """``apt-get install`` one Debian package, with ``apt-get update`` before it, or (with
     ``update_first=False``) only once the install alone has failed. A failure is one line
     naming the command, its exit code and the end of its output."""
-    install = ["apt-get", "install", "-y", "--no-install-recommends", package]
+    install = [*APT_INSTALL, package]
     if not update_first and host.run(install)[0] == 0:
         return
     for argv in (["apt-get", "update"], install):
