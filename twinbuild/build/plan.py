@@ -18,7 +18,7 @@ from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load, loads
 from twinbuild.pins.diff import compare, text_at
-from twinbuild.util.git import run_git
+from twinbuild.util.git import rev_arg, run_git
 
 DEFAULT_REMOTE_BRANCH = "origin/main"
 
@@ -83,6 +83,8 @@ def plan_change(options: PlanOptions) -> Plan:
 
 def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAULT_PATH) -> Plan:
     """Compare ``base`` (default: merge-base with origin/main, else HEAD~1) with the worktree."""
+    if base is not None:
+        rev_arg(base, option="--base")
     if run_git(root, "rev-parse", "--is-inside-work-tree").returncode != 0:
         return _everything(base, f"{root} is not a git repository")
     manifest = _in_repository(root, manifest)

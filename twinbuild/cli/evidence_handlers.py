@@ -27,6 +27,7 @@ from twinbuild.evidence.options import (
     SignOptions,
     VerifyOptions,
 )
+from twinbuild.util.git import rev_arg
 
 REPORT = "report.json"
 
@@ -115,6 +116,9 @@ def gate(options: GateOptions) -> int:
     repo_id = os.environ.get("GITHUB_REPOSITORY_ID") or str(repository.get("id", ""))
     if not repo_id.isdigit() or len(repo_id) > 19:
         raise ConfigError("evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions")
+    rev_arg(options.head, option="--head")
+    if options.base is not None:
+        rev_arg(options.base, option="--base")
     blobs: list[Path | Blob] = list(options.evidence)
     if options.evidence_ref:
         blobs += evidence_blobs(options.evidence_ref, repo=options.repo)

@@ -22,7 +22,7 @@ from twinbuild.evidence.options import InputsOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.manifest.model import DEFAULT_PATH, MAX_BYTES, PLATFORMS, Platform, load_bytes
 from twinbuild.manifest.render import render
-from twinbuild.util.git import run_git
+from twinbuild.util.git import rev_arg, run_git
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,14 +72,14 @@ def commit_inputs(
 
 def inputs_report(options: InputsOptions) -> str:
     """What ``evidence inputs`` prints: the text lines, or the JSON the issue fixes."""
+    rev_arg(options.head, option="--head")
     found = commit_inputs(options.head, repo=options.repo, manifest=options.manifest)
     return found.json() if options.format == "json" else found.text()
 
 
 def evidence_blobs(ref: str, *, repo: Path = Path()) -> list[Blob]:
     """``evidence/<platform>.dsse.json`` at ``ref`` as git objects; [] when ``ref`` is absent."""
-    if ref.startswith("-"):
-        raise ConfigError(f"--evidence-ref {ref!r}: not a ref; pass e.g. refs/twinbuild/evidence")
+    rev_arg(ref, option="--evidence-ref")
     if run_git(repo, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}").returncode != 0:
         return []  # no validate/pr-N branch: the gate judges without evidence
     tree = CommitTree(repo, ref)
