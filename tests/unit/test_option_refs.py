@@ -43,18 +43,30 @@ def _cases(out: Path) -> list[tuple[str, list[str]]]:
         ("REV_A", ["pins", "diff", "--", bad]),
         ("REV_B", ["pins", "diff", "--", "HEAD", bad]),
         ("--head", ["evidence", "inputs", f"--head={bad}"]),
-        ("--head", ["evidence", "gate", f"--head={bad}", "--pr", "42"]),
+        ("--head", ["evidence", "gate", f"--head={bad}", "--base", head, "--pr", "42"]),
         ("--base", ["evidence", "gate", "--head", head, f"--base={bad}", "--pr", "42"]),
-        ("--evidence-ref", ["evidence", "gate", "--head", head, f"--evidence-ref={bad}"]),
+        (
+            "--evidence-ref",
+            ["evidence", "gate", "--head", head, "--base", head, f"--evidence-ref={bad}"],
+        ),
         (
             "--evidence-ref",
             ["release", "--platform", "cuda", "--image", IMAGE, "--tag", "v1",
              f"--evidence-ref={bad}", "--keys", "."],
         ),
+        (
+            "--commit",
+            ["evidence", "record", "--platform", "cuda", "--report-dir", ".", "--out", "st",
+             f"--commit={bad}", "--pr", "42"],
+        ),
+        (
+            "--commit",
+            ["evidence", "sign", "--in", ".", "--out", "signed", f"--commit={bad}", "--pr", "42"],
+        ),
     ]  # fmt: skip
 
 
-@pytest.mark.parametrize("index", range(8))
+@pytest.mark.parametrize("index", range(10))
 def test_an_option_shaped_ref_is_refused(
     repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], index: int
 ) -> None:
@@ -71,4 +83,4 @@ def test_an_option_shaped_ref_is_refused(
 
 
 def test_the_cases_cover_every_command_that_takes_a_ref(tmp_path: Path) -> None:
-    assert len(_cases(tmp_path)) == 8
+    assert len(_cases(tmp_path)) == 10
