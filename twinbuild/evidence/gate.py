@@ -72,6 +72,7 @@ class Accepted:
     statement: Statement
     matched_by: Literal["commit", "inputs"]
     flaky: tuple[str, ...]  # tests that passed only on a rerun
+    landing: str | None = None  # the PR lags: its merge with the base, which has these inputs
 
     def summary(self) -> str:
         p = self.statement.predicate
@@ -83,6 +84,8 @@ class Accepted:
             if self.matched_by == "commit"
             else f"commit {p.source.commit[:12]} with the same inputs as the PR head"
         )
+        if self.landing is not None:
+            bound = f"commit {p.source.commit[:12]}, whose inputs {self.landing} has too"
         return (
             f"{self.platform}: {c.passed} passed, {c.skipped} skipped{flaky} on {on}; "
             f"run {p.run.run_id} attempt {p.run.run_attempt} on {p.source.ref}, {bound}, "
@@ -239,6 +242,7 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
         statement=v.statement,
         matched_by=matched_by,
         flaky=flaky,
+        landing=policy.landing,
     )
 
 
