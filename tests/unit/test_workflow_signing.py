@@ -65,6 +65,7 @@ def test_a_push_workflow_that_holds_the_signing_environment_is_refused(tmp_path:
         ("workflow_call:", "evidence-signing"),  # called by a push workflow
         ("pull_request_target:\n    branches: [main]", "evidence-signing"),
         ("workflow_dispatch:", "${{ inputs.where }}"),  # an expression may name it
+        ("push:", "Evidence-Signing"),  # GitHub ignores the case of environment names
     ],
 )
 def test_the_signing_environment_only_in_workflow_run_or_schedule(
@@ -195,3 +196,18 @@ def test_workflows_check_fails_on_an_uncovered_trust_root(
         in out[0]
     )
     assert "zizmor: clean" in out
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "secrets.TWINBUILD_EVIDENCE_KEY",
+        "secrets['TWINBUILD_EVIDENCE_KEY']",
+        "secrets.twinbuild_evidence_key",
+    ],
+)
+def test_every_spelling_of_the_key_is_seen(tmp_path: Path, spelling: str) -> None:
+    text = STEALS_THE_KEY.replace("    environment: evidence-signing\n", "").replace(
+        "secrets.TWINBUILD_EVIDENCE_KEY", spelling
+    )
+    assert _check(tmp_path, text) == [(12, "TB-W007")]

@@ -343,7 +343,9 @@ class _Workflow:
         others = self._reachable()
         if not others:
             return
-        for match in re.finditer(r"secrets\.\s*" + SIGNING_SECRET + r"\b", self.text):
+        # secrets.NAME or secrets['NAME'], in any case: GitHub's secret names ignore it.
+        named = rf"secrets\s*(?:\.\s*{SIGNING_SECRET}\b|\[\s*['\"]{SIGNING_SECRET}['\"]\s*\])"
+        for match in re.finditer(named, self.text, flags=re.IGNORECASE):
             self.add(
                 self.text.count("\n", 0, match.start()) + 1,
                 "TB-W007",
@@ -359,7 +361,8 @@ class _Workflow:
             return
         node = _value(pair[1], "name") if isinstance(pair[1], MappingNode) else pair[1]
         name = _scalar(node) or ""
-        if name != SIGNING_ENVIRONMENT and "${{" not in name:
+        # GitHub matches environment names without regard to case.
+        if name.strip().casefold() != SIGNING_ENVIRONMENT and "${{" not in name:
             return
         what = (
             f"environment '{name}'"
