@@ -16,6 +16,7 @@ from tests.helpers import edit
 from tests.unit.gate_repos import PR, GateRepo, make_repo, run_gate, sign_evidence
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.evidence.head import commit_inputs
+from twinbuild.manifest.model import PLATFORMS, Platform
 
 pytestmark = needs_git
 
@@ -45,7 +46,7 @@ def test_a_head_that_lags_a_base_which_moved_image_inputs_is_refused(
         f"{merge} has {_merged_inputs(repo, moved)[p]}; the head lags the base, whose changes "
         "moved the image inputs, so that merge was never built: rebase the PR on the base and "
         f"push the new head to validate/pr-{PR}"
-        for p in ("cuda", "rocm")
+        for p in PLATFORMS
     ]
 
 
@@ -105,6 +106,6 @@ def test_a_docs_pr_that_lags_needs_no_evidence_for_the_bases_inputs(
     assert "merged into it" in out[0]
 
 
-def _merged_inputs(repo: GateRepo, base: str) -> dict[str, str]:
+def _merged_inputs(repo: GateRepo, base: str) -> dict[Platform, str]:
     tree = git(repo.root, "merge-tree", "--write-tree", "--no-messages", base, repo.tested)
-    return dict(commit_inputs(tree.splitlines()[0]).inputs)
+    return commit_inputs(tree.splitlines()[0]).inputs
