@@ -113,16 +113,23 @@ class WorkTree:
 
     def _git_files(self) -> list[str] | None:
         """Tracked files, and untracked ones git does not ignore, less the caches Python writes
-        (a committed ``__pycache__`` file still counts: Python may load it)."""
+        (a committed ``__pycache__`` file still counts: Python may load it). One ``ls-files``:
+        ``-t`` tags each name, ``?`` for an untracked one."""
         if shutil.which("git") is None:
             return None
-        tracked = run_git(self.root, "ls-files", "-z", "--cached", binary=True)
-        if tracked.returncode != 0:
+        proc = run_git(
+            self.root, "ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard",
+            binary=True,
+        )  # fmt: skip
+        if proc.returncode != 0:
             return None  # not a git work tree
-        others = run_git(self.root, "ls-files", "-z", "--others", "--exclude-standard", binary=True)
-        new = {os.fsdecode(n) for n in others.stdout.split(b"\0") if n}
-        names = {os.fsdecode(n) for n in tracked.stdout.split(b"\0") if n}
-        return sorted(names | {n for n in new if "__pycache__" not in n.split("/")})
+        names = set()
+        for record in proc.stdout.split(b"\0"):
+            tag, _, raw = record.partition(b" ")
+            name = os.fsdecode(raw)
+            if name and not (tag == b"?" and "__pycache__" in name.split("/")):
+                names.add(name)
+        return sorted(names)
 
     def _walk(self, start: Path, *, skip_outputs: bool = False) -> Iterator[Entry]:
         for folder, dirs, files in os.walk(start, followlinks=False):
