@@ -174,11 +174,6 @@ EQUIVALENT: dict[tuple[str, str, str], str] = {
         "_match",
         "if all(fnmatch.fnmatchcase(s, p) for s, p in zip(segments, parts, )):",
     ): _ZIP,
-    (
-        "inputs hash",
-        "builder_code",
-        'entries = [e for e in tree.entries(prefix.rstrip("XX/XX")) if is_builder_code(e.path)]',
-    ): "no BUILDER_CODE entry ends in 'X', so stripping X as well as '/' changes nothing",
     ("smoke conformance", "_checkout", 'path = pin.path or "XXXX"'): _HAS_PATH,
     (
         "smoke conformance",

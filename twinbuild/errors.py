@@ -61,6 +61,13 @@ class EvidenceRefused(TwinbuildError):
     exit_code = 7
 
 
+class TrustRootRefused(TwinbuildError):
+    """The gate refused: the PR changes a trust root (keys, workflows, CODEOWNERS, twinbuild's own
+    code) without a code owner's approval of its exact head commit."""
+
+    exit_code = 9
+
+
 class UpstreamRefused(TwinbuildError):
     """A pin bump points at a commit that is not on the upstream default branch."""
 

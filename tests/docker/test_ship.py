@@ -178,10 +178,12 @@ def _build_push_smoke(r: Rehearsal, made: list[str]) -> None:
 
 
 def _record_sign_commit(r: Rehearsal) -> None:
+    # validate-gpu.yml's run: workflow_run, the default branch's file; the validated commit and PR
+    # come from its trigger check (--commit, --pr), never from GITHUB_SHA.
     env = {
-        "GITHUB_REPOSITORY": REPO, "GITHUB_REPOSITORY_ID": REPO_ID, "GITHUB_SHA": r.head,
-        "GITHUB_REF": f"refs/heads/validate/pr-{PR}", "GITHUB_EVENT_NAME": "push",
-        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/validate.yml@refs/heads/validate/pr-{PR}",
+        "GITHUB_REPOSITORY": REPO, "GITHUB_REPOSITORY_ID": REPO_ID, "GITHUB_SHA": "0" * 40,
+        "GITHUB_REF": "refs/heads/main", "GITHUB_EVENT_NAME": "workflow_run",
+        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/validate-gpu.yml@refs/heads/main",
         "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": "maintainer",
         "RUNNER_NAME": "rehearsal", "RUNNER_ENVIRONMENT": "self-hosted",
     }  # fmt: skip
@@ -203,13 +205,15 @@ def _record_sign_commit(r: Rehearsal) -> None:
         (folder / path.name).write_text(json.dumps(report))
         recorded = r.cli(
             "evidence", "record", "--platform", platform, "--report-dir", str(folder),
-            "--out", str(r.work / "statements"), "--pr", str(PR), extra=env,
+            "--out", str(r.work / "statements"), "--commit", r.head, "--pr", str(PR),
+            "--repo", str(r.root), extra=env,
         )  # fmt: skip
         assert recorded.returncode == 0, recorded.stderr
         assert "verdict passed" in recorded.stdout
     signed = r.cli(
         "evidence", "sign", "--in", str(r.work / "statements"), "--out", "evidence",
-        "--key", str(r.work / "signing.key"),
+        "--key", str(r.work / "signing.key"), "--commit", r.head, "--pr", str(PR),
+        "--repo", str(r.root),
     )  # fmt: skip
     assert signed.returncode == 0, signed.stderr
     git(r.root, "add", "evidence")

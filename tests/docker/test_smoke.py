@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import MINI
-from tests.unit.evidence_builders import github_env
+from tests.unit.evidence_builders import github_env, validated
 from twinbuild import evidence
 from twinbuild.engine import client as engine_mod
 from twinbuild.engine.base import ensure_base
@@ -260,7 +260,8 @@ def test_smoke_production_by_image_id_passes(
     # The report is what `evidence record` reads: here, with no GPU, it records a failed run.
     # --image: the report is keyed by the image id; `evidence record` finds it by its glob
     (report,) = tmp_path.glob("smoke-cuda-production-*.json")
-    statement = evidence.record(report, env=github_env(), now=datetime.now(UTC))
+    about = validated(json.loads(report.read_text()))  # the commit's hashes: here, its labels
+    statement = evidence.record(report, env=github_env(), now=datetime.now(UTC), validated=about)
     assert statement.predicate.results.verdict == "failed"
     assert statement.predicate.build.inputs_hash == INPUTS
     assert statement.subject[0].sha256 == images["good"].removeprefix("sha256:")

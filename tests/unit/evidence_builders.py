@@ -16,12 +16,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from twinbuild.evidence import dsse, record, save, sign, strictjson
 from twinbuild.evidence.keys import keyid
+from twinbuild.evidence.statement import Validated
 from twinbuild.manifest.model import Platform
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 REPO = "twinbuild/twinbuild"
 REPO_ID = 700001
 HEAD = "0123456789abcdef0123456789abcdef01234567"
+MAIN = "fedcba9876543210fedcba9876543210fedcba98"  # the default branch: its workflow signs
+PR = 42
+WORKFLOW_REF = f"{REPO}/.github/workflows/validate-gpu.yml@refs/heads/main"
 MANIFEST = "sha256:" + "a" * 64
 INPUTS: dict[Platform, str] = {"cuda": "sha256:" + "c" * 64, "rocm": "sha256:" + "d" * 64}
 IMAGE_IDS: dict[Platform, str] = {"cuda": "sha256:" + "1" * 64, "rocm": "sha256:" + "2" * 64}
@@ -95,14 +99,16 @@ def counts_of(tests: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def github_env(**overrides: str) -> dict[str, str]:
-    """The variables a push run on validate/pr-42 sees."""
+    """The variables the default branch's validation run sees: validate-gpu.yml, started by
+    workflow_run once the build of validate/pr-42 finished (so GITHUB_SHA and GITHUB_REF are the
+    default branch's; the validated commit comes from the trigger check)."""
     env = {
         "GITHUB_REPOSITORY": REPO,
         "GITHUB_REPOSITORY_ID": str(REPO_ID),
-        "GITHUB_SHA": HEAD,
-        "GITHUB_REF": "refs/heads/validate/pr-42",
-        "GITHUB_EVENT_NAME": "push",
-        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/gpu.yml@refs/heads/validate/pr-42",
+        "GITHUB_SHA": MAIN,
+        "GITHUB_REF": "refs/heads/main",
+        "GITHUB_EVENT_NAME": "workflow_run",
+        "GITHUB_WORKFLOW_REF": WORKFLOW_REF,
         "GITHUB_RUN_ID": "9001",
         "GITHUB_RUN_ATTEMPT": "1",
         "GITHUB_ACTOR": "maintainer",
@@ -139,6 +145,13 @@ class Signer:
         return cls(key=Ed25519PrivateKey.generate())
 
 
+def validated(report: dict[str, Any], *, commit: str = HEAD, pr: int = PR) -> Validated:
+    """What the validation workflow's own code computed for ``commit``: here, what the report's
+    image label and manifest digest say, so that a test states each value once."""
+    inputs = {**INPUTS, report["platform"]: report["image"]["inputs_hash"]}
+    return Validated(commit=commit, pr=pr, inputs=inputs, manifest_digest=report["manifest_digest"])
+
+
 def evidence(
     tmp_path: Path,
     signer: Signer,
@@ -148,15 +161,19 @@ def evidence(
     report: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     now: datetime = NOW,
+    commit: str = HEAD,
+    pr: int = PR,
 ) -> Path:
-    """Record, save and sign one platform's evidence the way the workflow does."""
+    """Record, save and sign one platform's evidence the way the validation workflow does."""
     stem = name or platform
-    report_path = write_json(tmp_path / f"{stem}.smoke.json", report or smoke_report(platform))
-    statement = record(report_path, env=env or github_env(), now=now)
+    report = report or smoke_report(platform)
+    about = validated(report, commit=commit, pr=pr)
+    report_path = write_json(tmp_path / f"{stem}.smoke.json", report)
+    statement = record(report_path, env=env or github_env(), now=now, validated=about)
     statement_path = tmp_path / f"{stem}.statement.json"
     save(statement, statement_path)
     out = tmp_path / f"{stem}.dsse.json"
-    sign(statement_path, out, key=signer.key)
+    sign(statement_path, out, key=signer.key, validated=about)
     return out
 
 

@@ -1,8 +1,9 @@
 """A real repository for gate tests: a base commit, a GPU-tested commit and its signed evidence.
 
-Everything is real: git repositories made in tmp, twinbuild's own builder code committed under
-``twinbuild/`` (copied from this checkout), a key pair from ``evidence.keygen`` and evidence made
-by ``record`` and ``sign`` for the tested commit's inputs as ``evidence inputs`` computes them.
+Everything is real: git repositories made in tmp, twinbuild's own package and ``pyproject.toml``
+committed as this checkout holds them, this checkout's ``.github/CODEOWNERS``, a key pair from
+``evidence.keygen`` and evidence made by ``record`` and ``sign`` for the tested commit's inputs as
+``evidence inputs`` computes them.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ import pytest
 
 import twinbuild
 from tests.helpers import edit, mini_project
-from tests.unit.evidence_builders import REPO, REPO_ID, Signer, evidence, github_env, smoke_report
+from tests.unit.evidence_builders import REPO, REPO_ID, Signer, evidence, smoke_report
 from tests.unit.gitrepos import commit_all, git, isolate_git
+from tests.unit.reviews import OWNER, reviews_file
 from twinbuild import evidence as ev
-from twinbuild.build.inputs import BUILDER_CODE
 from twinbuild.cli.main import main
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.model import PLATFORMS
@@ -40,23 +41,31 @@ class GateRepo:
     signer: Signer  # the validation workflow's key (a forger who stole it would hold this)
 
 
+THIS_CHECKOUT = Path(twinbuild.__file__).resolve().parent.parent
+
+
 def copy_builder_code(root: Path) -> None:
-    """Commit twinbuild's real builder code into ``root``, as this repository holds it."""
-    package = Path(twinbuild.__file__).parent
+    """Put twinbuild's real package and ``pyproject.toml`` into ``root``, as this checkout has them.
+
+    Every installed file is an image input (deny by default), so the test repository holds the
+    same ones a clone of ours holds.
+    """
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for prefix in BUILDER_CODE:
-        if prefix.endswith("/"):
-            rel = prefix.removeprefix("twinbuild/").rstrip("/")
-            shutil.copytree(package / rel, root / prefix, ignore=ignore)
-        else:
-            (root / prefix).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(package.parent / prefix, root / prefix)
+    shutil.copytree(THIS_CHECKOUT / "twinbuild", root / "twinbuild", ignore=ignore)
+    shutil.copy2(THIS_CHECKOUT / "pyproject.toml", root / "pyproject.toml")
+
+
+def copy_codeowners(root: Path) -> None:
+    """This checkout's ``.github/CODEOWNERS``: the owners the gate reads on the base."""
+    (root / ".github").mkdir(exist_ok=True)
+    shutil.copy2(THIS_CHECKOUT / ".github/CODEOWNERS", root / ".github/CODEOWNERS")
 
 
 def make_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
     isolate_git(monkeypatch, tmp_path / "home")
     root = mini_project(tmp_path)
     copy_builder_code(root)
+    copy_codeowners(root)
     recipe = root / "images/cuda/Dockerfile"
     recipe.write_text(recipe.read_text() + COPY_LINE)
     (root / "images/common").mkdir()
@@ -84,12 +93,11 @@ def sign_evidence(root: Path, commit: str, signer: Signer) -> None:
     found = commit_inputs(commit, repo=root)
     out = root.parent / "signed"
     out.mkdir(exist_ok=True)
-    env = github_env(GITHUB_SHA=commit, GITHUB_REF=EVIDENCE_REF)
     git(root, "checkout", "-q", "-b", f"validate/pr-{PR}", commit)
     for platform in PLATFORMS:
         report = smoke_report(platform, manifest_digest=found.manifest_digest)
         report["image"]["inputs_hash"] = found.inputs[platform]
-        path = evidence(out, signer, platform, report=report, env=env, now=datetime.now(UTC))
+        path = evidence(out, signer, platform, report=report, now=datetime.now(UTC), commit=commit)
         (root / "evidence").mkdir(exist_ok=True)
         shutil.copy(path, root / f"evidence/{platform}.dsse.json")
     commit_all(root, f"evidence: GPU validation of {commit}")
@@ -109,3 +117,9 @@ def run_gate(
     )  # fmt: skip
     out, err = capsys.readouterr()
     return code, out.splitlines(), err.splitlines()
+
+
+def approved(repo: GateRepo, head: str, *, login: str = OWNER, commit: str | None = None) -> str:
+    """``--reviews FILE``: the list-reviews answer with ``login``'s approval of ``commit``."""
+    path = reviews_file(repo.root.parent / "reviews.json", (login, "APPROVED", commit or head))
+    return f"--reviews={path}"

@@ -2,9 +2,9 @@
 
 The build stamps ``org.twinbuild.inputs-hash`` and decides "up to date" with it; a test that
 compares that label with another value the build computed passes even with a constant hash. This
-module computes the expected value on its own: the files a recipe reads found by regex (COPY/ADD
-sources, bind-mount sources), not with the recipe scanner; the builder code by walking the folders
-written out below; the framing spelled out (format 2).
+module computes the expected value on its own: every file under the root but the ones written out
+below (deny by default), found with ``rglob``; the files a recipe reads found by regex (COPY/ADD
+sources, bind-mount sources), not with the recipe scanner; the framing spelled out (format 3).
 """
 
 from __future__ import annotations
@@ -17,14 +17,32 @@ from pathlib import Path
 
 from twinbuild.manifest.render import Rendered
 
-#: The build tool's code that decides an image's bytes, as the format describes it.
-BUILDER_CODE = (
-    "twinbuild/manifest",
-    "twinbuild/build",
-    "twinbuild/engine",
-    "twinbuild/util/exact_pin.py",
-    "pyproject.toml",
-)
+#: What is not an input, as the format describes it: folders end in "/".
+NOT_INPUTS = ("docs/", "tests/", "evidence/", "README.md", ".github/CODEOWNERS", "CODEOWNERS")
+#: What twinbuild writes into a tree, and what no commit holds.
+NEVER = ("build/", ".twinbuild/")
+PLATFORM_FOLDERS = {"cuda": "images/cuda/", "rocm": "images/rocm/"}
+
+
+def _left_out(rel: str, platform: str) -> bool:
+    parts = rel.split("/")
+    if ".git" in parts or "__pycache__" in parts:
+        return True
+    for prefix in (*NOT_INPUTS, *NEVER):
+        if rel.startswith(prefix) if prefix.endswith("/") else rel == prefix:
+            return True
+    return any(rel.startswith(f) for p, f in PLATFORM_FOLDERS.items() if p != platform)
+
+
+def every_input(root: Path, platform: str, manifest: str = "pins/manifest.toml") -> set[str]:
+    """Every file under ``root`` that the hash covers for ``platform`` (before the copies)."""
+    found = set()
+    for path in root.rglob("*"):
+        rel = path.relative_to(root).as_posix()
+        kept = (path.is_file() or path.is_symlink()) and rel != manifest
+        if kept and not _left_out(rel, platform):
+            found.add(rel)
+    return found
 
 
 def _files_under(root: Path, rel: str) -> set[str]:
@@ -63,10 +81,6 @@ def copied_by_regex(root: Path, recipe: Path) -> set[str]:
     return paths | {recipe.relative_to(root).as_posix()}
 
 
-def builder_code(root: Path) -> list[str]:
-    return sorted(p for part in BUILDER_CODE for p in _files_under(root, part))
-
-
 def _attributes(root: Path, paths: list[str]) -> list[str]:
     folders: set[str] = {""}
     for path in paths:
@@ -89,16 +103,14 @@ def reference(root: Path, rendered: Rendered, base_id: str, builder: Mapping[str
             out.update(len(chunk).to_bytes(8, "big"))
             out.update(chunk)
 
-    inputs = sorted(copied_by_regex(root, root / rendered.recipe))
-    code = builder_code(root)
-    part("format", "", b"2")
-    for rel in inputs:
+    copied = copied_by_regex(root, root / rendered.recipe)
+    files = sorted(
+        every_input(root, rendered.platform) | copied | set(_attributes(root, sorted(copied)))
+    )
+    part("format", "", b"3")
+    part("recipe", rendered.recipe.as_posix(), b"")
+    for rel in files:
         part("file", rel, (root / rel).read_bytes())
-        part("mode", rel, _mode(root / rel))
-    for rel in _attributes(root, [*inputs, *code]):
-        part("attributes", rel, (root / rel).read_bytes())
-    for rel in code:
-        part("code", rel, (root / rel).read_bytes())
         part("mode", rel, _mode(root / rel))
     part("args", "", json.dumps(rendered.args, sort_keys=True).encode())
     for name in sorted(rendered.files):

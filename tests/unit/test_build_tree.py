@@ -1,5 +1,6 @@
 """One inputs hash over a working tree (the build) and a commit (the gate): same bytes, same hash;
-what it covers (copied files, the exec bit, attributes, builder code) and what it refuses."""
+what it covers (every file but the not-inputs, the exec bit, attributes, copied files) and what
+it refuses."""
 
 from __future__ import annotations
 
@@ -12,13 +13,8 @@ from tests.helpers import mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
 from twinbuild.build.image import builder_settings
-from twinbuild.build.inputs import (
-    BUILDER_CODE,
-    builder_code,
-    input_files,
-    inputs_hash,
-    is_builder_code,
-)
+from twinbuild.build.input_paths import NOT_INPUTS, RULE, is_input
+from twinbuild.build.inputs import image_inputs, input_files, inputs_hash
 from twinbuild.build.tree import CommitTree, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import load
@@ -57,10 +53,24 @@ def test_the_working_tree_and_its_commit_hash_alike(root: Path) -> None:
     assert _hash(root, root) == _hash(CommitTree(root, "HEAD"), root)
     paths = [e.path for e in input_files(CommitTree(root, "HEAD"), "cuda", "production")]
     assert paths == ["images/common/a.sh", "images/cuda/Dockerfile"]  # the glob, not b.txt
-    code = [e.path for e in builder_code(root)]
-    assert "pyproject.toml" in code
-    assert "twinbuild/manifest/render.py" in code
-    assert not any("__pycache__" in p for p in code)
+    hashed = [e.path for e in image_inputs(root, "cuda", "production")]
+    assert hashed == [e.path for e in image_inputs(CommitTree(root, "HEAD"), "cuda", "production")]
+    assert {"pyproject.toml", "twinbuild/manifest/render.py", "images/common/b.txt"} <= set(hashed)
+    assert not any("__pycache__" in p or p.startswith("images/rocm/") for p in hashed)
+
+
+def test_an_untracked_file_counts_and_an_ignored_one_does_not(root: Path) -> None:
+    """The working tree counts what `git add -A` would commit: a new setup.py before it is
+    added, but not what .gitignore leaves out (a virtual environment, caches)."""
+    before = _hash(root, root)
+    (root / ".gitignore").write_text(".venv/\n")
+    commit_all(root, "ignore the venv")
+    ignored = _hash(root, root)
+    (root / ".venv/lib").mkdir(parents=True)
+    (root / ".venv/lib/site.py").write_text("import os\n")
+    assert _hash(root, root) == ignored != before
+    (root / "setup.py").write_text("from setuptools import setup\nsetup()\n")
+    assert _hash(root, root) != ignored
 
 
 @pytest.mark.parametrize(
@@ -86,22 +96,22 @@ def test_each_input_moves_the_hash_in_both_views(
 @pytest.mark.parametrize(
     ("path", "moves"),
     [
-        ("images/common/b.txt", False),  # not copied by the cuda recipe
+        ("images/common/b.txt", True),  # not copied, but a build may read it: deny by default
+        ("images/rocm/notes.txt", False),  # the other platform's own folder
         ("README.md", False),
         ("tests/test_x.py", False),
-        ("twinbuild/smoke/runner.py", False),  # twinbuild, but not builder code
+        ("docs/x.md", False),
+        ("twinbuild/smoke/runner.py", True),  # installed, so it may decide image bytes
         ("twinbuild/build/plan.py", True),
     ],
 )
-def test_what_does_not_decide_image_bytes_does_not_move_it(
-    root: Path, path: str, moves: bool
-) -> None:
+def test_only_the_listed_paths_do_not_move_it(root: Path, path: str, moves: bool) -> None:
     before = _hash(CommitTree(root, "HEAD"), root)
     (root / path).parent.mkdir(parents=True, exist_ok=True)
     (root / path).write_text("changed\n")
     commit_all(root, "change")
     assert (_hash(CommitTree(root, "HEAD"), root) != before) is moves
-    assert is_builder_code(path) is (moves and path.startswith("twinbuild/"))
+    assert is_input(path, "cuda") is moves
 
 
 def test_the_build_refuses_a_symlinked_input_too(root: Path) -> None:
@@ -124,15 +134,8 @@ def test_a_copy_from_outside_the_repository_is_refused(root: Path) -> None:
         input_files(root, "cuda", "production")
 
 
-def test_builder_code_is_the_documented_rule() -> None:
-    assert BUILDER_CODE == (
-        "twinbuild/manifest/",
-        "twinbuild/build/",
-        "twinbuild/engine/",
-        "twinbuild/util/exact_pin.py",
-        "pyproject.toml",
-    )
-    assert is_builder_code("twinbuild/build/inputs.py")
-    assert not is_builder_code("twinbuild/build/__pycache__/inputs.cpython-311.pyc")
-    assert not is_builder_code("twinbuild/evidence/gate.py")
-    assert not is_builder_code("twinbuild/buildx.py")
+def test_the_not_inputs_are_the_documented_list() -> None:
+    assert list(NOT_INPUTS) == [
+        "docs/", "tests/", "evidence/", "README.md", ".github/CODEOWNERS", "CODEOWNERS",
+    ]  # fmt: skip
+    assert RULE == "every file but docs/, tests/, evidence/, README.md and CODEOWNERS"

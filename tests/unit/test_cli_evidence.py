@@ -20,6 +20,7 @@ from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
 from twinbuild.build.image import BuildOptions, plan_inputs
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine
+from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.model import PLATFORMS, Platform, load
 
 pytestmark = needs_git
@@ -27,7 +28,8 @@ MANIFEST = Path("pins/manifest.toml")
 
 
 class Chain:
-    """One repository, one key pair, and the steps of the validation run."""
+    """One repository (a base and a PR head that bumps a pin), one key pair, and the steps of the
+    validation run, each the command the workflows run."""
 
     def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         isolate_git(monkeypatch, tmp_path / "home")
@@ -35,6 +37,8 @@ class Chain:
         self.monkeypatch = monkeypatch
         self.repo = mini_project(tmp_path)
         git(self.repo, "init", "-q", "-b", "main")
+        self.base = commit_all(self.repo, "the base")
+        edit(self.repo / MANIFEST, 'version = "0.4.2"', 'version = "0.4.3"')
         self.head = commit_all(self.repo, "the PR head")
         self.keys = tmp_path / "trusted-keys"  # the default branch's evidence/keys/
         self.private = tmp_path / "secret/evidence.key"
@@ -48,6 +52,8 @@ class Chain:
         monkeypatch.chdir(self.repo)
         for key in ("GITHUB_EVENT_PATH", "GITHUB_ACTIONS", "TWINBUILD_EVIDENCE_KEY"):
             monkeypatch.delenv(key, raising=False)
+        for key, value in github_env().items():
+            monkeypatch.setenv(key, value)
 
     def keygen(self) -> int:
         self.private.parent.mkdir()
@@ -56,38 +62,53 @@ class Chain:
              str(self.keys / "ci.pub")]
         )  # fmt: skip
 
-    def record(self, platform: Platform, *, commit: str, digest: str | None = None) -> int:
+    def record(self, platform: Platform, *, commit: str) -> int:
+        """validate-gpu.yml's record step, after a smoke run of ``commit``'s manifest."""
         folder = self.tmp / "reports" / platform
         folder.mkdir(parents=True, exist_ok=True)
-        report = smoke_report(platform, manifest_digest=digest or self.digest)
-        report["image"]["inputs_hash"] = self.inputs[platform]
+        report = smoke_report(platform, manifest_digest=commit_inputs(commit).manifest_digest)
         write_json(folder / f"smoke-{platform}-production.json", report)
-        for key, value in github_env(GITHUB_SHA=commit).items():
-            self.monkeypatch.setenv(key, value)
         return main(
             ["evidence", "record", "--platform", platform, "--report-dir", str(folder),
-             "--out", str(self.tmp / "statements")]
+             "--out", str(self.tmp / "statements"), "--commit", commit, "--pr", "42"]
         )  # fmt: skip
 
-    def sign(self) -> int:
+    def sign(self, commit: str) -> int:
         return main(
             ["evidence", "sign", "--in", str(self.tmp / "statements"), "--out",
-             str(self.repo / "evidence"), "--key", str(self.private)]
+             str(self.repo / "evidence"), "--key", str(self.private), "--commit", commit,
+             "--pr", "42"]
         )  # fmt: skip
 
-    def publish(self) -> None:
-        """Commit the signed evidence on validate/pr-42, as validate.yml does, and go back."""
-        git(self.repo, "checkout", "-q", "-b", "validate/pr-42")
+    def validate(self, commit: str) -> None:
+        for platform in PLATFORMS:
+            assert self.record(platform, commit=commit) == 0
+        assert self.sign(commit) == 0
+        self.publish(commit)
+
+    def publish(self, commit: str) -> None:
+        """Commit the signed evidence on validate/pr-42, as validate-gpu.yml does, and go back."""
+        git(self.repo, "checkout", "-q", "-b", "validate/pr-42", commit)
         commit_all(self.repo, "evidence")
+        git(self.repo, "checkout", "-q", "main")
+
+    def move_head(self, path: str, old: str | None, new: str) -> None:
+        """The contributor pushes again: one more commit on the PR head."""
+        git(self.repo, "checkout", "-q", "-B", "pr", self.head)
+        if old is None:
+            (self.repo / path).write_text(new)
+        else:
+            edit(self.repo / path, old, new)
+        self.head = commit_all(self.repo, f"edit {path}")
         git(self.repo, "checkout", "-q", "main")
 
     def gate(self, *extra: str) -> int:
         self.monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
         self.monkeypatch.setenv("GITHUB_REPOSITORY_ID", str(REPO_ID))
         return main(
-            ["evidence", "gate", "--head", self.head, "--evidence-ref", "validate/pr-42",
-             "--keys", str(self.keys), "--pr", "42", "--summary", str(self.tmp / "summary.md"),
-             *extra]
+            ["evidence", "gate", "--head", self.head, "--base", self.base, "--evidence-ref",
+             "validate/pr-42", "--keys", str(self.keys), "--pr", "42", "--summary",
+             str(self.tmp / "summary.md"), *extra]
         )  # fmt: skip
 
 
@@ -108,7 +129,7 @@ def test_keygen_record_sign_verify_gate(chain: Chain, capsys: pytest.CaptureFixt
         f"cuda: verdict passed -> {chain.tmp / 'statements/cuda.statement.json'}\n"
         f"rocm: verdict passed -> {chain.tmp / 'statements/rocm.statement.json'}\n"
     )
-    assert chain.sign() == 0
+    assert chain.sign(chain.head) == 0
     signed = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in signed] == [
         str(chain.repo / "evidence/cuda.dsse.json"),
@@ -120,7 +141,7 @@ def test_keygen_record_sign_verify_gate(chain: Chain, capsys: pytest.CaptureFixt
     verified = capsys.readouterr().out.splitlines()
     assert [line.split(": ", 1)[1].split(" signed")[0] for line in verified] == ["cuda", "rocm"]
     assert all(line.endswith(", verdict passed") for line in verified)
-    chain.publish()
+    chain.publish(chain.head)
 
     assert chain.gate() == 0
     lines = capsys.readouterr().out.splitlines()
@@ -134,19 +155,20 @@ def test_keygen_record_sign_verify_gate(chain: Chain, capsys: pytest.CaptureFixt
 def test_the_gate_compares_the_manifest_digest_of_the_pr_head(
     chain: Chain, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`evidence gate` must hand the policy the head's manifest digest, or this passes."""
+    """`evidence gate` must hand the policy the head's manifest digest, or this passes: a comment
+    in the manifest moves no image input, but the evidence is about those exact pins."""
     chain.keygen()
-    stale = "sha256:" + "a" * 64
-    chain.record("cuda", commit=chain.head, digest=stale)
-    chain.record("rocm", commit=chain.head)
-    chain.sign()
-    chain.publish()
+    chain.validate(chain.head)
+    tested = chain.digest
+    chain.move_head(str(MANIFEST), None, "# a comment\n" + (chain.repo / MANIFEST).read_text())
+    moved = commit_inputs(chain.head).manifest_digest
     capsys.readouterr()
     assert chain.gate() == 7
     err = capsys.readouterr().err
-    assert err == (
-        f"twinbuild: validate/pr-42:evidence/cuda.dsse.json: manifest: evidence tested "
-        f"pins/manifest.toml {stale}, the PR head has {chain.digest}; validate the PR head\n"
+    assert err == "".join(
+        f"twinbuild: validate/pr-42:evidence/{p}.dsse.json: manifest: evidence tested "
+        f"pins/manifest.toml {tested}, the PR head has {moved}; validate the PR head\n"
+        for p in PLATFORMS
     )
     assert (chain.tmp / "summary.md").read_text().startswith("## Evidence gate: refused\n- ")
 
@@ -156,11 +178,9 @@ def test_the_gate_matches_another_commit_by_the_head_inputs_hash(
 ) -> None:
     """Evidence of an earlier commit counts when the PR head builds the same images."""
     chain.keygen()
-    earlier = "f" * 40
-    for platform in PLATFORMS:
-        chain.record(platform, commit=earlier)
-    chain.sign()
-    chain.publish()
+    earlier = chain.head
+    chain.validate(earlier)
+    chain.move_head("README.md", None, "# words, no image\n")
     capsys.readouterr()
     assert chain.gate() == 0
     out = capsys.readouterr().out
@@ -168,7 +188,7 @@ def test_the_gate_matches_another_commit_by_the_head_inputs_hash(
     assert chain.gate("--same-commit") == 7
     err = capsys.readouterr().err
     assert (
-        f"evidence is for commit {earlier}, the PR head is {chain.head} and --same-commit counts "
+        f"evidence is for commit {earlier}, the PR head is {chain.head}, and --same-commit counts "
         "the PR head's own evidence only; push the new head to validate/pr-42 to validate it" in err
     )
 
@@ -179,23 +199,21 @@ def test_the_gate_refuses_evidence_when_the_head_moved_a_pin(
     """The head's inputs come from the head commit: a rocm pin moved there voids rocm's evidence."""
     chain.keygen()
     earlier = chain.head
-    for platform in PLATFORMS:
-        chain.record(platform, commit=earlier)
-    chain.sign()
-    chain.publish()
-    edit(chain.repo / MANIFEST, 'version = "0.65.1"', 'version = "0.66.0"')  # numba: rocm only
-    chain.head = commit_all(chain.repo, "bump numba")
-    moved = load(chain.repo / MANIFEST).digest()
+    chain.validate(earlier)
+    chain.move_head(str(MANIFEST), 'version = "0.65.1"', 'version = "0.66.0"')  # numba: rocm only
+    now = commit_inputs(chain.head)
     capsys.readouterr()
     assert chain.gate() == 7
     err = capsys.readouterr().err.splitlines()
     where = {p: f"twinbuild: validate/pr-42:evidence/{p}.dsse.json" for p in PLATFORMS}
-    assert [line.split(": ")[2] for line in err] == ["manifest", "commit", "manifest"]
+    assert [line.split(": ")[2] for line in err] == ["manifest", "inputs", "manifest"]
     assert err[0].startswith(f"{where['cuda']}: manifest: ")
-    assert err[0].endswith(f"the PR head has {moved}; validate the PR head")
-    assert err[1].startswith(f"{where['rocm']}: commit: evidence is for commit {earlier}, ")
-    assert f"is not the PR head's {chain.inputs['rocm']}" not in err[1]  # the head moved
-    assert f"its inputs hash {chain.inputs['rocm']} is not the PR head's sha256:" in err[1]
+    assert err[0].endswith(f"the PR head has {now.manifest_digest}; validate the PR head")
+    assert err[1] == (
+        f"{where['rocm']}: inputs: evidence tested inputs {chain.inputs['rocm']} (commit "
+        f"{earlier[:12]}); the PR head {chain.head[:12]} has {now.inputs['rocm']}; push the new "
+        "head to validate/pr-42 to validate it"
+    )
 
 
 def test_no_evidence_on_the_ref_refuses_both_platforms(
@@ -221,14 +239,28 @@ def test_a_head_that_is_not_in_the_repository_is_a_usage_error(
     capsys.readouterr()
     assert chain.gate() == 2
     assert capsys.readouterr().err == (
-        f"twinbuild: {'e' * 40}: cannot list its files in . (fatal: not a tree object); fetch "
-        "that commit first\n"
+        f"twinbuild: git merge-base {chain.base[:12]} eeeeeeeeeeee: fatal: Not a valid commit "
+        f"name {'e' * 40}; fetch both commits with their history (actions/checkout "
+        "fetch-depth: 0)\n"
     )
 
 
 def test_the_gate_needs_the_repository_id(chain: Chain, capsys: pytest.CaptureFixture[str]) -> None:
     chain.monkeypatch.delenv("GITHUB_REPOSITORY_ID", raising=False)
-    code = main(["evidence", "gate", "--head", chain.head, "--keys", str(chain.keys)])
+    code = main(
+        [
+            "evidence",
+            "gate",
+            "--head",
+            chain.head,
+            "--base",
+            chain.base,
+            "--keys",
+            str(chain.keys),
+            "--pr",
+            "42",
+        ]
+    )
     assert code == 2
     assert capsys.readouterr().err == (
         "twinbuild: evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions\n"
@@ -238,25 +270,19 @@ def test_the_gate_needs_the_repository_id(chain: Chain, capsys: pytest.CaptureFi
 def test_the_pr_number_comes_from_the_event(
     chain: Chain, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Refusals name validate/pr-<N>; N is the event's pull request, not --pr."""
+    """The PR gated is the event's pull request, not --pr: evidence of validate/pr-42 is not
+    evidence for PR 7."""
     chain.keygen()
     event = write_json(chain.tmp / "event.json", {"pull_request": {"number": 7}})
-    for platform in PLATFORMS:
-        chain.record(platform, commit="f" * 40)
-    chain.sign()
+    chain.validate(chain.head)
     chain.monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
-    chain.monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
-    chain.monkeypatch.setenv("GITHUB_REPOSITORY_ID", str(REPO_ID))
     capsys.readouterr()
-    code = main(
-        ["evidence", "gate", "--head", chain.head, "--keys", str(chain.keys), "--same-commit",
-         "--pr", "42", "--evidence", str(chain.repo / "evidence/cuda.dsse.json"),
-         "--evidence", str(chain.repo / "evidence/rocm.dsse.json")]
-    )  # fmt: skip
-    assert code == 7
+    assert chain.gate() == 7
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2
-    assert all(line.endswith("push the new head to validate/pr-7 to validate it") for line in err)
+    assert all(
+        line.endswith("push the reviewed PR head to refs/heads/validate/pr-7") for line in err
+    )
 
 
 def test_record_refuses_a_report_of_the_other_platform(
@@ -264,12 +290,11 @@ def test_record_refuses_a_report_of_the_other_platform(
 ) -> None:
     folder = chain.tmp / "reports/mixed"
     folder.mkdir(parents=True)
-    write_json(folder / "report.json", smoke_report("rocm"))
-    for key, value in github_env().items():
-        chain.monkeypatch.setenv(key, value)
+    digest = commit_inputs(chain.head).manifest_digest
+    write_json(folder / "report.json", smoke_report("rocm", manifest_digest=digest))
     code = main(
         ["evidence", "record", "--platform", "cuda", "--report-dir", str(folder), "--out",
-         str(chain.tmp / "out")]
+         str(chain.tmp / "out"), "--commit", chain.head, "--pr", "42"]
     )  # fmt: skip
     assert code == 2
     assert capsys.readouterr().err == (
@@ -285,7 +310,7 @@ def test_sign_and_verify_refuse_empty_folders(
     empty.mkdir()
     capsys.readouterr()
     assert main(["evidence", "sign", "--in", str(empty), "--out", str(empty),
-                 "--key", str(chain.private)]) == 2  # fmt: skip
+                 "--key", str(chain.private), "--commit", chain.head, "--pr", "42"]) == 2  # fmt: skip
     assert capsys.readouterr().err == (
         f"twinbuild: {empty}: no *.statement.json to sign; run `evidence record` first\n"
     )
@@ -298,7 +323,7 @@ def test_verify_refuses_a_statement_signed_by_an_untrusted_key(
 ) -> None:
     chain.keygen()
     chain.record("cuda", commit=chain.head)
-    chain.sign()
+    chain.sign(chain.head)
     other = chain.tmp / "other-keys"
     other.mkdir()
     capsys.readouterr()
@@ -322,3 +347,13 @@ def test_evidence_inputs_prints_what_the_build_hashes(
         "inputs": dict(chain.inputs),
         "manifest_digest": chain.digest,
     }
+
+
+def test_trigger_outside_a_workflow_run_is_refused(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The full check is tests/unit/test_evidence_trigger.py; here: one line, exit 7."""
+    chain.monkeypatch.setenv("GITHUB_EVENT_NAME", "push")
+    capsys.readouterr()
+    assert main(["evidence", "trigger"]) == 7
+    assert capsys.readouterr().err.startswith("twinbuild: $GITHUB_EVENT_NAME: 'push' is not ")

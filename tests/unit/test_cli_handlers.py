@@ -79,6 +79,7 @@ COVERED = {
     ("evidence", "verify"): "test_cli_evidence.py",
     ("evidence", "gate"): "test_cli_evidence.py",
     ("evidence", "keygen"): "test_cli_evidence.py",
+    ("evidence", "trigger"): "test_cli_evidence.py",
     ("evidence", "inputs"): "test_cli_evidence.py",
     ("registry",): "test_registry_push_and_release_without_a_registry_or_engine",
     ("push",): "test_registry_push_and_release_without_a_registry_or_engine",

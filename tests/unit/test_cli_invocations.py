@@ -203,9 +203,13 @@ def test_invocations_are_found_where_they_are_written() -> None:
     commands = {(i.where.split(":")[0], " ".join(_leaf(i.argv)[1])) for i in ALL}
     for expected in [
         (".github/workflows/gate.yml", "evidence gate"),
-        (".github/workflows/validate.yml", "evidence record"),
-        (".github/workflows/validate.yml", "evidence sign"),
-        (".github/workflows/validate.yml", "evidence verify"),
+        (".github/workflows/validate.yml", "build"),
+        (".github/workflows/validate.yml", "push"),
+        (".github/workflows/validate-gpu.yml", "evidence trigger"),
+        (".github/workflows/validate-gpu.yml", "smoke"),
+        (".github/workflows/validate-gpu.yml", "evidence record"),
+        (".github/workflows/validate-gpu.yml", "evidence sign"),
+        (".github/workflows/validate-gpu.yml", "evidence verify"),
         (".github/workflows/nightly.yml", "rerun-decision report"),
         (".github/workflows/nightly-rerun.yml", "rerun-decision guard"),
         (".github/workflows/pr.yml", "plan"),
@@ -217,8 +221,9 @@ def test_invocations_are_found_where_they_are_written() -> None:
         assert expected in commands, expected
     gate = next(i for i in ALL if i.where.startswith(".github/workflows/gate.yml"))
     assert gate.argv == (
-        "evidence", "gate", "--base", "xBASE_SHA", "--head", "xHEAD_SHA", "--evidence-ref",
-        "refs/twinbuild/evidence", "--summary", "xGITHUB_STEP_SUMMARY",
+        "evidence", "gate", "--base", "xbase", "--head", "xHEAD_SHA", "--evidence-ref",
+        "refs/twinbuild/evidence", "--reviews", "xRUNNER_TEMP/reviews.json", "--summary",
+        "xGITHUB_STEP_SUMMARY",
     )  # fmt: skip
 
 
@@ -241,9 +246,9 @@ def test_each_synopsis_names_real_commands_and_flags(invocation: Invocation) -> 
 
 def test_a_renamed_flag_is_caught() -> None:
     """The checks above fail on the mistake they exist for."""
-    argv = ("evidence", "gate", "--head", "x", "--evidence-branch", "refs/twinbuild/evidence")
+    argv = ("evidence", "gate", "--head", "x", "--base", "y", "--evidence-branch", "refs/x")
     assert _parse_error(argv) == (
-        "twinbuild: error: unrecognized arguments: --evidence-branch refs/twinbuild/evidence"
+        "twinbuild: error: unrecognized arguments: --evidence-branch refs/x"
     )
     assert _synopsis_error(("build", "[--profil", "local]")) == (
         "unknown option --profil of twinbuild build"

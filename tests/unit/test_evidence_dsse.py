@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import hashlib
 
 import pytest
@@ -132,3 +133,44 @@ def test_malformed_envelope(data: object, message: str) -> None:
 def test_to_dict_uses_standard_base64() -> None:
     envelope = dsse.Envelope(payload_type="t", payload=b"\xfb\xff", signatures=())
     assert envelope.to_dict()["payload"] == base64.standard_b64encode(b"\xfb\xff").decode()
+
+
+def _one_meaning(text: str) -> str:
+    """The same bytes spelled otherwise: the last character's unused low bit set (a canonical
+    encoding leaves the bits after the data zero, which padding says there are)."""
+    body, pad = text.rstrip("="), "=" * (len(text) - len(text.rstrip("=")))
+    assert pad, "the attack needs padding, i.e. unused bits"
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    other = body[:-1] + alphabet[alphabet.index(body[-1]) | 1] + pad
+    assert other != text
+    assert base64.b64decode(other, validate=True) == base64.b64decode(text)
+    return other
+
+
+@pytest.mark.parametrize("field", ["payload", "sig"])
+def test_a_second_spelling_of_the_same_bytes_is_refused(field: str) -> None:
+    """Base64 with non-zero padding bits decodes to the same bytes: one envelope, two files."""
+    signer = Signer.new()
+    data = dsse.sign(b'{"a":1}', signer.key).to_dict()
+    target = data if field == "payload" else data["signatures"][0]
+    target[field] = _one_meaning(target[field])
+    with pytest.raises(ConfigError) as info:
+        dsse.Envelope.from_dict(data, source="e")
+    where = "e: envelope.payload" if field == "payload" else "e: envelope.signatures[0].sig"
+    assert str(info.value) == (
+        f"{where}: not canonical base64 (padding bits set, or another spelling of the same "
+        "bytes); re-sign with `twinbuild evidence sign`"
+    )
+
+
+def test_securesystemslib_verifies_our_envelopes() -> None:
+    """The reference DSSE implementation reads and verifies what `evidence sign` writes."""
+    from securesystemslib.dsse import Envelope
+    from securesystemslib.signer import SSlibKey  # type: ignore[attr-defined]  # re-exported
+
+    signer = Signer.new()
+    ours = dsse.sign(b'{"_type":"https://in-toto.io/Statement/v1"}', signer.key).to_dict()
+    theirs = Envelope.from_dict(copy.deepcopy(ours))  # it takes the dict apart as it reads
+    key = SSlibKey.from_crypto(signer.public, keyid=signer.keyid)
+    assert list(theirs.verify([key], 1)) == [signer.keyid]
+    assert theirs.to_dict() == ours  # and it writes the same envelope back

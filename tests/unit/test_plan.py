@@ -120,12 +120,16 @@ def test_shared_inputs_plan_both(repo: Path) -> None:
     (repo / "twinbuild" / "manifest").mkdir(parents=True)
     (repo / "twinbuild" / "manifest" / "render.py").write_text("")
     (repo / "twinbuild" / "lint").mkdir()
-    (repo / "twinbuild" / "lint" / "checks.py").write_text("")  # does not shape builds
+    (repo / "twinbuild" / "lint" / "checks.py").write_text("")  # installed: deny by default
+    (repo / "docs").mkdir()
+    (repo / "docs" / "x.md").write_text("")  # on the list of not-inputs
     result = plan(repo, "HEAD")
-    assert result.reasons == {
-        "cuda": ["images/common/smoke.py changed", "twinbuild/manifest/render.py changed"],
-        "rocm": ["images/common/smoke.py changed", "twinbuild/manifest/render.py changed"],
-    }
+    both = [
+        "images/common/smoke.py changed",
+        "twinbuild/lint/checks.py changed",
+        "twinbuild/manifest/render.py changed",
+    ]
+    assert result.reasons == {"cuda": both, "rocm": both}
 
 
 def test_default_base_is_previous_commit_without_origin(repo: Path) -> None:

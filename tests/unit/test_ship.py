@@ -17,7 +17,15 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.fake_engine import FakeEngine, image_doc
-from tests.unit.evidence_builders import NOW, REPO, REPO_ID, github_env, smoke_report, write_json
+from tests.unit.evidence_builders import (
+    NOW,
+    REPO,
+    REPO_ID,
+    github_env,
+    smoke_report,
+    validated,
+    write_json,
+)
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
 from twinbuild.evidence import record, save, sign
 from twinbuild.evidence.keys import keyid
@@ -67,10 +75,12 @@ def signed(tmp_path: Path) -> tuple[Path, Trust, ImageRef, Manifest]:
     image = ImageRef.parse(f"127.0.0.1:5000/twinbuild/cuda@{manifest.digest}")
     report = smoke_report("cuda")
     report["image"]["digest"] = str(image)
-    statement = record(write_json(tmp_path / "r.json", report), env=github_env(), now=NOW)
+    about = validated(report)
+    path = write_json(tmp_path / "r.json", report)
+    statement = record(path, env=github_env(), now=NOW, validated=about)
     save(statement, tmp_path / "cuda.statement.json")
     key = Ed25519PrivateKey.generate()
-    sign(tmp_path / "cuda.statement.json", tmp_path / "cuda.dsse.json", key=key)
+    sign(tmp_path / "cuda.statement.json", tmp_path / "cuda.dsse.json", key=key, validated=about)
     trust = Trust(
         keys={keyid(key.public_key()): key.public_key()},
         repository=REPO,

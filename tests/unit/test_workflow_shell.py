@@ -1,10 +1,13 @@
-"""The shell of validate.yml's evidence steps and of gate.yml, run as the workflows run them.
+"""The shell of validate.yml, validate-gpu.yml and gate.yml, run as the workflows run them.
 
 The `run:` scripts are read from the workflow files (never copied here) and run with bash, in the
-same folder layout (`tool/`, `branch/`, `unsigned/`), with the same environment variables and a
-local bare repository as `origin`. The `uses:` steps are done by the test the way the actions do
-them (clone, download the artifact), and `pip install` is replaced by `twinbuild` on PATH.
-The evidence must end up committed on validate/pr-7, and the gate must accept the PR head.
+same folder layout (`tool/`, `data/`, `image/`, `unsigned/`, `signed/`), with the same environment
+variables and a local bare repository as `origin`. The `uses:` steps are done by the test the way
+the actions do them (clone, upload and download an artifact), `pip install` is replaced by
+`twinbuild` on PATH, and `gh api` by a stand-in that answers with GitHub's list-reviews shape. The
+steps that need a registry and a GPU (login, the smoke run itself) are the ones not run: the test
+writes the report the smoke run writes. The evidence must end up committed on validate/pr-7, by
+git objects alone, and the gate must accept the PR head.
 """
 
 from __future__ import annotations
@@ -24,18 +27,24 @@ import yaml
 
 from tests.helpers import edit, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, smoke_report
-from tests.unit.gate_repos import copy_builder_code
+from tests.unit.gate_repos import copy_builder_code, copy_codeowners
+from tests.unit.github_runner import runner_outputs
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
+from tests.unit.reviews import OWNER, reviews_file
 from twinbuild import evidence as ev
 from twinbuild.evidence.head import commit_inputs
-from twinbuild.manifest.model import PLATFORMS
+from twinbuild.manifest.model import PLATFORMS, load
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 PR = 7
 BRANCH = f"validate/pr-{PR}"
 # Stand-ins for `pip install`: the steps we do not run, exactly as the workflows write them.
-INSTALLS = {"python -m pip install ./tool", "python -m pip install ."}
+INSTALLS = {
+    "python -m pip install ./tool",
+    "python -m pip install .",
+    "python3 -m venv .venv && .venv/bin/python -m pip install ./tool",
+}
 _EXPR = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
 
 pytestmark = needs_git
@@ -117,15 +126,66 @@ def env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     }
 
 
+#: Steps of validate-gpu.yml's smoke job that need a registry or a GPU; the test does their part.
+NEEDS_A_GPU = ("Log the engine in", "Smoke that digest", "Log out")
+SHA_RE = re.compile(r"[0-9a-f]{40}")
+
+
+def _run_job(
+    workflow: str,
+    job: str,
+    workspace: Path,
+    env: Mapping[str, str],
+    contexts: Mapping[str, str],
+    *,
+    skip: tuple[str, ...] = (),
+) -> list[str]:
+    steps = [s for s in _steps(workflow, job) if not str(s.get("name", "")).startswith(skip)]
+    return _run_steps(steps, workspace, env, contexts)
+
+
+def _fake_gh(folder: Path, reviews: Path) -> None:
+    """`gh api --paginate --slurp repos/OWNER/REPO/pulls/N/reviews...`, answered from a file."""
+    gh = folder / "gh"
+    gh.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1 $2 $3 $4" = "api --paginate --slurp repos/{REPO}/pulls/{PR}/reviews?per_page=100" ]'
+        ' || { echo "gh: unexpected call: $*" >&2; exit 1; }\n'
+        f'cat "{reviews}"\n'
+    )
+    gh.chmod(0o755)
+
+
+def _workflow_run_event(path: Path, head: str) -> Path:
+    """The workflow_run payload GitHub sends when the validation build finished."""
+    repo = {"id": REPO_ID, "full_name": REPO}
+    path.write_text(
+        json.dumps(
+            {
+                "action": "completed",
+                "workflow_run": {
+                    "id": 5150, "name": "validate", "path": ".github/workflows/validate.yml",
+                    "event": "push", "status": "completed", "conclusion": "success",
+                    "head_branch": BRANCH, "head_sha": head, "run_attempt": 1,
+                    "repository": repo, "head_repository": repo,
+                },
+                "repository": {**repo, "default_branch": "main"},
+            }
+        )
+    )  # fmt: skip
+    return path
+
+
 def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
     tmp_path: Path, env: dict[str, str]
 ) -> None:
-    # origin: main with the keys, the PR head at refs/pull/7/head, pushed by a maintainer to
-    # validate/pr-7.
+    # origin: main with the keys and the owners, the PR head at refs/pull/7/head, pushed by a
+    # maintainer to validate/pr-7.
     origin = tmp_path / "origin.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
     work = mini_project(tmp_path)
     copy_builder_code(work)
+    copy_codeowners(work)
     pair = ev.keygen(tmp_path / "secret" / "ci.key", work / "evidence/keys/ci.pub")
     git(work, "init", "-q", "-b", "main")
     base = commit_all(work, "main")
@@ -135,45 +195,100 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
     git(work, "push", "-q", str(origin), f"{head}:refs/pull/{PR}/head")
     git(work, "push", "-q", str(origin), f"{head}:refs/heads/{BRANCH}")
     found = commit_inputs(head, repo=work)
-
-    push_env = {
-        **env,
-        "GITHUB_EVENT_NAME": "push",
-        "GITHUB_SHA": head,
-        "GITHUB_REF": f"refs/heads/{BRANCH}",
-        "GITHUB_REF_NAME": BRANCH,
-        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/validate.yml@refs/heads/{BRANCH}",
+    images = {
+        p: f"127.0.0.1:5000/twinbuild/{p}@sha256:{n * 64}"
+        for p, n in zip(PLATFORMS, "34", strict=True)
     }
-    # validate.yml, smoke job: its record step, on a checkout of the pushed branch, after a smoke
-    # run that wrote its report.
+
+    # validate.yml (the PR's code): the build job hands the pushed digest on as an artifact.
+    build_env = {**env, "GITHUB_EVENT_NAME": "push", "GITHUB_SHA": head}
+    artifacts = tmp_path / "artifacts"
+    for platform in PLATFORMS:
+        build_ws = tmp_path / f"build-{platform}"
+        build_ws.mkdir()
+        contexts = {
+            "matrix.platform": platform,
+            "matrix.platform == 'cuda' && steps.push.outputs.cuda-image "
+            "|| steps.push.outputs.rocm-image": images[platform],
+        }
+        handoff = [
+            s for s in _steps("validate.yml", "build") if "pushed digest" in s.get("name", "")
+        ]
+        _run_steps(handoff, build_ws, build_env, contexts)
+        shutil.copytree(build_ws / f"image-{platform}", artifacts / f"image-{platform}")
+
+    # validate-gpu.yml (the default branch's): GitHub starts it with the finished run's payload.
+    privileged_env = {
+        **env,
+        "GITHUB_EVENT_NAME": "workflow_run",
+        "GITHUB_EVENT_PATH": str(_workflow_run_event(tmp_path / "workflow_run.json", head)),
+        "GITHUB_SHA": base,
+        "GITHUB_REF": "refs/heads/main",
+        "GITHUB_REF_NAME": "main",
+        "GITHUB_WORKFLOW_REF": f"{REPO}/.github/workflows/validate-gpu.yml@refs/heads/main",
+        "RUNNER_TEMP": str(tmp_path / "runner-temp"),
+    }
+    (tmp_path / "runner-temp").mkdir()
+    trigger_ws = tmp_path / "trigger"
+    git(tmp_path, "clone", "-q", "--branch", "main", str(origin), str(trigger_ws))
+    outputs = tmp_path / "trigger-outputs"
+    outputs.write_text("")
+    _run_job(
+        "validate-gpu.yml",
+        "trigger",
+        trigger_ws,
+        {**privileged_env, "GITHUB_OUTPUT": str(outputs)},
+        {},
+    )
+    trigger = runner_outputs(outputs.read_text())
+    assert trigger == {"commit": head, "pr": str(PR), "branch": BRANCH, "run-id": "5150"}
+    needs = {f"needs.trigger.outputs.{k}": v for k, v in trigger.items()}
+    token = {"github.token": "ghs_not_a_real_token"}
+
+    # smoke job: default-branch twinbuild in tool/, the validated commit as git objects.
     unsigned = tmp_path / "sign" / "unsigned"
     for platform in PLATFORMS:
         smoke_ws = tmp_path / f"smoke-{platform}"
-        git(tmp_path, "clone", "-q", "--branch", BRANCH, str(origin), str(smoke_ws))
+        git(tmp_path, "clone", "-q", "--branch", "main", str(origin), str(smoke_ws / "tool"))
         _twinbuild_on_path(smoke_ws / ".venv" / "bin")
-        report = smoke_report(platform, manifest_digest=found.manifest_digest)
-        report["image"]["inputs_hash"] = found.inputs[platform]
-        (smoke_ws / f"smoke-{platform}").mkdir()
-        (smoke_ws / f"smoke-{platform}" / f"smoke-{platform}-production.json").write_text(
-            json.dumps(report)
-        )
-        record = [
-            s for s in _steps("validate.yml", "smoke") if "evidence record" in s.get("run", "")
+        shutil.copytree(artifacts / f"image-{platform}", smoke_ws / "image")  # download-artifact
+        contexts = {"matrix.platform": platform, **needs, **token}
+        done = []
+        for step in _steps("validate-gpu.yml", "smoke"):
+            name = str(step.get("name", ""))
+            if "run" not in step or str(step["run"]).strip() in INSTALLS:
+                continue
+            if name.startswith(NEEDS_A_GPU):
+                if name.startswith("Smoke that digest"):  # what the smoke run leaves behind
+                    assert (smoke_ws / "image/image").read_text().strip() == images[platform]
+                    digest = load(smoke_ws / "data/pins/manifest.toml").digest()
+                    report = smoke_report(platform, manifest_digest=digest)
+                    report["image"]["digest"] = images[platform]
+                    (smoke_ws / f"smoke-{platform}").mkdir()
+                    (smoke_ws / f"smoke-{platform}/smoke-{platform}-production.json").write_text(
+                        json.dumps(report)
+                    )
+                continue
+            _run_steps([step], smoke_ws, privileged_env, contexts)
+            done.append(name)
+        assert done == [
+            "The validated commit, as git objects (never checked out, never run)",
+            "Record evidence (unsigned; the sign job signs it)",
         ]
-        assert len(record) == 1
-        _run_steps(record, smoke_ws, push_env, {"matrix.platform": platform})
+        manifest = git(work, "cat-file", "blob", f"{head}:pins/manifest.toml")
+        assert (smoke_ws / "data/pins/manifest.toml").read_text().strip() == manifest
         # actions/upload-artifact + download-artifact (pattern evidence-*, path unsigned)
         shutil.copytree(smoke_ws / f"evidence-{platform}", unsigned / f"evidence-{platform}")
 
-    # validate.yml, sign job: tool/ is the default branch, branch/ the validate branch as data.
+    # sign job: tool/ is the default branch; the branch is only ever git objects.
     sign_ws = tmp_path / "sign"
     git(tmp_path, "clone", "-q", "--branch", "main", str(origin), str(sign_ws / "tool"))
-    git(tmp_path, "clone", "-q", "--branch", BRANCH, str(origin), str(sign_ws / "branch"))
     sign_contexts = {
+        **needs,
+        **token,
         "secrets.TWINBUILD_EVIDENCE_KEY": pair.private_path.read_text(),
-        "github.token": "ghs_not_a_real_token",
     }
-    printed = _run_steps(_steps("validate.yml", "sign"), sign_ws, push_env, sign_contexts)
+    printed = _run_job("validate-gpu.yml", "sign", sign_ws, privileged_env, sign_contexts)
     assert [line.split(": ", 1)[1] for line in printed if "verdict" in line] == [
         f"cuda signed by {pair.keyid[:16]}, verdict passed",
         f"rocm signed by {pair.keyid[:16]}, verdict passed",
@@ -185,10 +300,44 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
         "evidence/keys",
         "evidence/rocm.dsse.json",
     ]
+    assert git(origin, "diff", "--name-only", head, tip).splitlines() == [
+        "evidence/cuda.dsse.json",
+        "evidence/rocm.dsse.json",
+    ]
+    recorded = ev.verify(
+        sign_ws / "signed/cuda.dsse.json", trusted=ev.load_trusted(work / "evidence/keys")
+    )
+    assert recorded.statement.predicate.build.inputs_hash == found.inputs["cuda"]
+    assert recorded.statement.predicate.source.ref == f"refs/heads/{BRANCH}"
+    assert recorded.statement.predicate.run.event == "workflow_run"
 
     # gate.yml: the default branch checked out, the PR and its evidence fetched as data.
+    printed, summary = _gate_steps(tmp_path, env, origin, head, base, reviews=[])
+    verdicts = [line.split(";") for line in printed if line.startswith(("cuda:", "rocm:"))]
+    assert [(v[0].split(" on ")[0], v[1].rsplit(", ", 1)[0]) for v in verdicts] == [
+        (p, f" run 4242 attempt 1 on refs/heads/{BRANCH}, commit {head[:12]}")
+        for p in ("cuda: 2 passed, 0 skipped", "rocm: 2 passed, 0 skipped")
+    ]
+    assert summary.read_text().startswith("## Evidence gate: accepted\n")
+
+
+def _gate_steps(
+    tmp_path: Path,
+    env: Mapping[str, str],
+    origin: Path,
+    head: str,
+    base: str,
+    *,
+    reviews: list[tuple[str, str, str]],
+    check: bool = True,
+) -> tuple[list[str], Path]:
+    """gate.yml's steps, in a fresh checkout of the default branch; (printed lines, summary)."""
     gate_ws = tmp_path / "gate"
+    shutil.rmtree(gate_ws, ignore_errors=True)
     git(tmp_path, "clone", "-q", "--branch", "main", str(origin), str(gate_ws))
+    bin_dir = tmp_path / "gh-bin"
+    bin_dir.mkdir(exist_ok=True)
+    _fake_gh(bin_dir, reviews_file(tmp_path / "reviews-answer.json", *reviews))
     event = tmp_path / "event.json"
     event.write_text(
         json.dumps(
@@ -199,22 +348,56 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
         )
     )
     summary = tmp_path / "summary.md"
+    summary.write_text("")
+    runner_temp = tmp_path / "gate-temp"
+    runner_temp.mkdir(exist_ok=True)
     gate_env = {
         **env,
+        "PATH": f"{bin_dir}{os.pathsep}{env['PATH']}",
         "GITHUB_EVENT_NAME": "pull_request_target",
         "GITHUB_EVENT_PATH": str(event),
         "GITHUB_STEP_SUMMARY": str(summary),
+        "RUNNER_TEMP": str(runner_temp),
     }
-    gate_contexts = {
+    contexts = {
         "github.token": "ghs_not_a_real_token",
         "github.event.pull_request.number": str(PR),
-        "github.event.pull_request.base.sha": base,
         "github.event.pull_request.head.sha": head,
     }
-    printed = _run_steps(_steps("gate.yml", "gate"), gate_ws, gate_env, gate_contexts)
-    verdicts = [line.split(";") for line in printed if line.startswith(("cuda:", "rocm:"))]
-    assert [(v[0].split(" on ")[0], v[1].rsplit(", ", 1)[0]) for v in verdicts] == [
-        (p, f" run 4242 attempt 1 on refs/heads/{BRANCH}, commit {head[:12]}")
-        for p in ("cuda: 2 passed, 0 skipped", "rocm: 2 passed, 0 skipped")
+    if check:
+        return _run_steps(_steps("gate.yml", "gate"), gate_ws, gate_env, contexts), summary
+    out = []
+    for step in _steps("gate.yml", "gate"):
+        if "run" not in step or step["run"].strip() in INSTALLS:
+            continue
+        proc = _run_step(step, gate_ws, gate_env, contexts)
+        out.append(proc)
+    last = out[-1]
+    return [str(last.returncode), *last.stderr.splitlines()], summary
+
+
+def test_the_gate_step_refuses_a_new_key_until_a_code_owner_approves_the_head(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    work = mini_project(tmp_path)
+    copy_builder_code(work)
+    copy_codeowners(work)
+    git(work, "init", "-q", "-b", "main")
+    base = commit_all(work, "main")
+    ev.keygen(tmp_path / "mallory" / "m.key", work / "evidence/keys/mallory.pub")
+    head = commit_all(work, "trust one more key")
+    git(work, "push", "-q", str(origin), f"{base}:refs/heads/main")
+    git(work, "push", "-q", str(origin), f"{head}:refs/pull/{PR}/head")
+    refused, summary = _gate_steps(tmp_path, env, origin, head, base, reviews=[], check=False)
+    assert refused[0] == "9"
+    assert refused[1].startswith("twinbuild: evidence/keys/mallory.pub: trust root: ")
+    assert summary.read_text().startswith("## Evidence gate: refused\n- evidence/keys/")
+    printed, _ = _gate_steps(tmp_path, env, origin, head, base, reviews=[(OWNER, "APPROVED", head)])
+    assert [line.split(";")[0] for line in printed if not line.startswith("no validate/")] == [
+        "trust roots: 1 changed (evidence/keys/mallory.pub)",
+        f"no image input changed between the base {base[:12]} and the head {head[:12]} (cuda "
+        f"{commit_inputs(head, repo=work).inputs['cuda']}, rocm "
+        f"{commit_inputs(head, repo=work).inputs['rocm']})",
     ]
-    assert summary.read_text().startswith("## Evidence gate: accepted\n")

@@ -1,17 +1,22 @@
 """The inputs hash: one content hash of everything that decides the bytes of one image.
 
-It covers, for one platform and profile:
+Deny by default: it covers, for one platform and profile,
 
-- the recipe and every repository file it copies, with the one mode bit git keeps (executable);
-- the ``.gitattributes`` files above any of them (they decide how a checkout writes them);
+- every file of the tree (what a commit holds) but the few that no build installs or runs
+  (:mod:`twinbuild.build.input_paths`: docs/, tests/, evidence/, README.md, another platform's
+  ``images/<other>/``), each with the one mode bit git keeps (executable): the recipes, the scripts
+  they copy, the build tool's whole package, ``pyproject.toml``, any ``setup.py`` or ``.pth``
+  file, the workflows that run the build, the ``.gitattributes`` that decide a checkout's bytes;
+- every file the recipe copies, even from that list, and the ``.gitattributes`` above it;
 - what ``render`` hands the build (its platform's slice of the manifest: build args and the
-  generated ``.twinbuild/`` files), so a CUDA-only pin change leaves the ROCm hash alone;
-- the base image, the profile and the builder settings;
-- the build tool's own code that decides image bytes: every file under :data:`BUILDER_CODE`.
+  generated ``.twinbuild/`` files) instead of the manifest file, so a CUDA-only pin change leaves
+  the ROCm hash alone;
+- the base image, the recipe, the profile and the builder settings.
 
-Docs, tests, CI and the rest of twinbuild never move it. ``twinbuild build`` computes it over the
-working tree (its up-to-date check), the evidence gate over a commit's git objects; both call
-:func:`inputs_hash`, so equal hashes mean the same bytes went into the same build code.
+A symlink, a submodule or anything else that is not a regular file among them is refused: what it
+points at is not in the commit. ``twinbuild build`` computes the hash over the working tree (its
+up-to-date check), the evidence gate over a commit's git objects; both call :func:`inputs_hash`,
+so equal hashes mean the same bytes went into the same build.
 """
 
 from __future__ import annotations
@@ -25,34 +30,15 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from twinbuild.build.input_paths import RULE, check_name, is_input
 from twinbuild.build.tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import Platform, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, Platform, Profile
 from twinbuild.manifest.render import GENERATED, RECIPES, Rendered
 
 #: Bump when the meaning of the hash changes, so that old images and old evidence stop matching.
-FORMAT = 2
-
-#: The build tool's code that decides what goes into an image: the manifest model and ``render``
-#: (build args, generated pip files), the build (context, tar, labels, wheelhouse), the engine
-#: (how the build is sent, the local base image) and ``pyproject.toml`` (which dependencies run
-#: them). A folder ends with "/"; ``__pycache__`` is never code of record. ``twinbuild plan``
-#: rebuilds both platforms when any of these changes, for the same reason.
-BUILDER_CODE: tuple[str, ...] = (
-    "twinbuild/manifest/",
-    "twinbuild/build/",
-    "twinbuild/engine/",
-    "twinbuild/util/exact_pin.py",  # the recipes mount it beside images/common/verify_pins.py
-    "pyproject.toml",
-)
+FORMAT = 3
 _GLOB = frozenset("*?[")
-
-
-def is_builder_code(path: str) -> bool:
-    """Whether the repository path ``path`` is part of :data:`BUILDER_CODE`."""
-    if "__pycache__" in path.split("/"):
-        return False
-    return any(path == p or (p.endswith("/") and path.startswith(p)) for p in BUILDER_CODE)
 
 
 def input_files(tree: Tree | Path, platform: Platform, profile: Profile) -> list[Entry]:
@@ -127,14 +113,28 @@ def _scanner_identity() -> bytes:
     return _SCANNER[0]
 
 
-def builder_code(tree: Tree | Path) -> list[Entry]:
-    """Every file of :data:`BUILDER_CODE` in ``tree``, sorted by path."""
+def image_inputs(
+    tree: Tree | Path,
+    platform: Platform,
+    profile: Profile,
+    *,
+    manifest: str | None = DEFAULT_PATH.as_posix(),
+) -> list[Entry]:
+    """Every file the ``platform`` image's hash covers in ``tree`` (see the module doc), by path.
+
+    ``manifest`` is the pin manifest's path in the tree (its slice is hashed instead), or None
+    when it lies outside the tree.
+    """
     tree = WorkTree(tree) if isinstance(tree, Path) else tree
-    found: list[Entry] = []
-    for prefix in BUILDER_CODE:
-        entries = [e for e in tree.entries(prefix.rstrip("/")) if is_builder_code(e.path)]
-        found += _files(tree, entries, what="builder code")
-    return sorted(found, key=lambda e: e.path)
+    found = {e.path: e for e in input_files(tree, platform, profile)}  # names the COPY line
+    copied = list(found.values())
+    for entry in tree.listing():
+        check_name(tree.name, entry.path)
+        if entry.path not in found and entry.path != manifest and is_input(entry.path, platform):
+            found[entry.path] = _files(tree, [entry], what=RULE)[0]
+    for entry in _attributes(tree, copied):
+        found.setdefault(entry.path, entry)
+    return sorted(found.values(), key=lambda e: e.path)
 
 
 def inputs_hash(
@@ -143,16 +143,16 @@ def inputs_hash(
     *,
     base_id: str,
     builder: Mapping[str, str],
+    manifest: str | None = DEFAULT_PATH.as_posix(),
 ) -> str:
     """``sha256:<hex>`` over everything that decides the image's bytes (see the module doc).
 
-    ``root`` is the working tree (a folder) or a :class:`~twinbuild.build.tree.CommitTree`.
+    ``root`` is the working tree (a folder) or a :class:`~twinbuild.build.tree.CommitTree`;
+    ``manifest`` the manifest's path in it (None: outside it).
     """
     tree = WorkTree(root) if isinstance(root, Path) else root
-    inputs = input_files(tree, rendered.platform, rendered.profile)
-    code = builder_code(tree)
-    attributes = _attributes(tree, [*inputs, *code])
-    data = tree.read([e.path for e in [*inputs, *code, *attributes]])
+    files = image_inputs(tree, rendered.platform, rendered.profile, manifest=manifest)
+    data = tree.read([e.path for e in files])
     digest = hashlib.sha256()
 
     def feed(kind: str, name: str, body: bytes) -> None:
@@ -160,13 +160,9 @@ def inputs_hash(
             digest.update(len(part).to_bytes(8, "big") + part)
 
     feed("format", "", str(FORMAT).encode())
-    for entry in inputs:
+    feed("recipe", rendered.recipe.as_posix(), b"")
+    for entry in files:
         feed("file", entry.path, data[entry.path])
-        feed("mode", entry.path, entry.kind.encode())
-    for entry in attributes:
-        feed("attributes", entry.path, data[entry.path])
-    for entry in code:
-        feed("code", entry.path, data[entry.path])
         feed("mode", entry.path, entry.kind.encode())
     feed("args", "", json.dumps(rendered.args, sort_keys=True).encode())
     for name, body in sorted(rendered.files.items()):
@@ -209,7 +205,8 @@ def _match(tree: Tree, pattern: str) -> list[Entry]:
 
 
 def _attributes(tree: Tree, entries: Iterable[Entry]) -> list[Entry]:
-    """The ``.gitattributes`` in any folder above an input: they decide a checkout's bytes."""
+    """The ``.gitattributes`` in any folder above a copied file: they decide a checkout's bytes
+    (the rest are inputs anyway, unless a folder of not-inputs holds them)."""
     folders = {posixpath.dirname(e.path) for e in entries}
     candidates: set[str] = set()
     for start in folders:

@@ -1,9 +1,9 @@
 """``twinbuild plan``: which images a change affects, and which input says so.
 
-An image is fed by its platform's slice of the manifest (``platform_digest``, both profiles), its
-recipe files (``images/<platform>/``, ``images/common/``, ``images/local/``) and the builder code
-that shapes every build (``inputs.BUILDER_CODE``, the same rule the inputs hash uses). A change to
-anything else (docs, tests, CI) builds nothing. When the change cannot be computed (no git,
+An image is fed by its platform's slice of the manifest (``platform_digest``, both profiles) and,
+deny by default, by every other file but docs/, tests/, evidence/, README.md and the other
+platform's ``images/<other>/`` (``input_paths.platforms_fed_by``: the rule the inputs hash uses).
+A change to the docs or the tests builds nothing. When the change cannot be computed (no git,
 unknown or shallow base) the plan builds everything and says why: a missed rebuild is worse than
 a spare one.
 """
@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinbuild.build.inputs import is_builder_code
+from twinbuild.build.input_paths import platforms_fed_by
 from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load, loads
 from twinbuild.pins.diff import compare, text_at
-from twinbuild.util.git import run_git
+from twinbuild.util.git import rev_arg, run_git
 
 DEFAULT_REMOTE_BRANCH = "origin/main"
 
@@ -83,6 +83,8 @@ def plan_change(options: PlanOptions) -> Plan:
 
 def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAULT_PATH) -> Plan:
     """Compare ``base`` (default: merge-base with origin/main, else HEAD~1) with the worktree."""
+    if base is not None:
+        rev_arg(base, option="--base")
     if run_git(root, "rev-parse", "--is-inside-work-tree").returncode != 0:
         return _everything(base, f"{root} is not a git repository")
     manifest = _in_repository(root, manifest)
@@ -105,7 +107,7 @@ def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAU
             for platform, why in _manifest_reasons(root, base, manifest):
                 reasons[platform].append(why)
             continue
-        for platform in _platforms_fed_by(path):
+        for platform in platforms_fed_by(path):
             reasons[platform].append(f"{path} changed")
     return Plan(base=base, base_note=note, reasons={p: r for p, r in reasons.items() if r})
 
@@ -130,15 +132,6 @@ def _changed_files(root: Path, base: str) -> list[str] | None:
     if tracked.returncode != 0 or untracked.returncode != 0:
         return None
     return sorted({*tracked.stdout.splitlines(), *untracked.stdout.splitlines()} - {""})
-
-
-def _platforms_fed_by(path: str) -> tuple[Platform, ...]:
-    for platform in PLATFORMS:
-        if path.startswith(f"images/{platform}/"):
-            return (platform,)
-    if path.startswith(("images/common/", "images/local/")) or is_builder_code(path):
-        return PLATFORMS
-    return ()
 
 
 def _in_repository(root: Path, manifest: Path) -> Path:

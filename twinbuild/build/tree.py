@@ -1,8 +1,9 @@
 """A repository's files at one state: the working tree (what a build copies) or a commit (what the
 evidence gate judges).
 
-Both answer the same three questions, so the inputs hash is one function over either: which
-entries lie under a path, what kind each is, and what bytes a file holds. A commit is read as git
+Both answer the same four questions, so the inputs hash is one function over either: which files
+the state holds (what a commit of it would hold), which entries lie under a path, what kind each
+is, and what bytes a file holds. A commit is read as git
 objects (``ls-tree``, ``cat-file --batch``), never through ``git archive`` or a checkout, whose
 ``.gitattributes`` (``export-subst``, ``eol``, filters) would rewrite the bytes.
 """
@@ -10,6 +11,7 @@ objects (``ls-tree``, ``cat-file --batch``), never through ``git archive`` or a 
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from twinbuild.errors import ConfigError
-from twinbuild.util.git import TreeEntry, read_blobs, tree_entries
+from twinbuild.util.git import TreeEntry, read_blobs, run_git, tree_entries
 
 Kind = Literal["file", "executable", "symlink", "gitlink", "special"]
 #: What a refusal calls each kind that is not a plain file.
@@ -26,8 +28,11 @@ KIND_NAMES = {
     "gitlink": "a gitlink, i.e. a submodule (mode 160000)",
     "special": "not a regular file",
 }
-#: Most bytes one hash reads from a commit: image inputs and builder code are a few MiB.
+#: Most bytes one hash reads from a commit: a repository's image inputs are a few MiB.
 MAX_READ_BYTES = 512 * 1024 * 1024
+#: What twinbuild itself writes into a working tree (build records, wheels, smoke reports; the
+#: generated build files): never an input of the next build, tracked or not.
+WORK_OUTPUTS = ("build/", ".twinbuild/")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +54,10 @@ class Tree(Protocol):
 
         ``top`` is '/'-separated and relative; ``""`` is the whole tree.
         """
+        ...
+
+    def listing(self) -> list[Entry]:
+        """Every file (symlink, gitlink) a commit of this state holds, sorted by path."""
         ...
 
     def read(self, paths: Sequence[str], *, max_bytes: int = MAX_READ_BYTES) -> dict[str, bytes]:
@@ -80,11 +89,57 @@ class WorkTree:
             return [Entry(path=top, kind=_kind(info.st_mode))]
         return sorted(self._walk(start), key=lambda e: e.path)
 
-    def _walk(self, start: Path) -> Iterator[Entry]:
+    def listing(self) -> list[Entry]:
+        """What ``git add -A`` would commit: tracked files and untracked ones git does not ignore,
+        less what twinbuild writes (:data:`WORK_OUTPUTS`). Outside git: every file but those,
+        ``.git`` and ``__pycache__``."""
+        names = self._git_files()
+        if names is None:
+            found = self._walk(self.root, skip_outputs=True)
+            return sorted(found, key=lambda e: e.path)
+        out = []
+        for name in names:
+            rel = name.rstrip("/")
+            if any(rel.startswith(o) or rel == o.rstrip("/") for o in WORK_OUTPUTS):
+                continue
+            try:
+                info = (self.root / rel).lstat()
+            except FileNotFoundError:
+                continue  # tracked, deleted in the working tree: a commit now would not hold it
+            # A folder here is a submodule (tracked) or a nested repository (untracked).
+            kind: Kind = "gitlink" if stat.S_ISDIR(info.st_mode) else _kind(info.st_mode)
+            out.append(Entry(path=rel, kind=kind))
+        return sorted(out, key=lambda e: e.path)
+
+    def _git_files(self) -> list[str] | None:
+        """Tracked files, and untracked ones git does not ignore, less the caches Python writes
+        (a committed ``__pycache__`` file still counts: Python may load it). One ``ls-files``:
+        ``-t`` tags each name, ``?`` for an untracked one."""
+        if shutil.which("git") is None:
+            return None
+        proc = run_git(
+            self.root, "ls-files", "-z", "-t", "--cached", "--others", "--exclude-standard",
+            binary=True,
+        )  # fmt: skip
+        if proc.returncode != 0:
+            return None  # not a git work tree
+        names = set()
+        for record in proc.stdout.split(b"\0"):
+            tag, _, raw = record.partition(b" ")
+            name = os.fsdecode(raw)
+            if name and not (tag == b"?" and "__pycache__" in name.split("/")):
+                names.add(name)
+        return sorted(names)
+
+    def _walk(self, start: Path, *, skip_outputs: bool = False) -> Iterator[Entry]:
         for folder, dirs, files in os.walk(start, followlinks=False):
             here = Path(folder)
             if here == self.root:  # git's own data (a folder, or a worktree's file), never an input
                 dirs[:] = [d for d in dirs if d != ".git"]
+                if skip_outputs:
+                    dirs[:] = [d for d in dirs if f"{d}/" not in WORK_OUTPUTS]
+            if skip_outputs:  # nor anyone's caches, nor a nested repository's git data
+                dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git")]
             for name in [*dirs, *files]:
                 if here == self.root and name == ".git":
                     continue
@@ -144,6 +199,9 @@ class CommitTree:
             for e in self._entries.values()
             if _under(e.path, top)
         ]
+
+    def listing(self) -> list[Entry]:
+        return self.entries("")
 
     def read(self, paths: Sequence[str], *, max_bytes: int = MAX_READ_BYTES) -> dict[str, bytes]:
         found = [self._blob(p) for p in paths]

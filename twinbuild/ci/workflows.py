@@ -10,8 +10,17 @@ the trust model that zizmor does not know about:
 - TB-W005: ``actions/checkout`` without ``persist-credentials: false``
 - TB-W006: ``pull_request_target`` without a ``branches:`` filter (a PR that targets another
   branch, e.g. ``validate/*``, would run that branch's copy of the workflow, with its privileges)
+- TB-W007: the signing environment (or the signing key's secret) where a ``validate/**`` push can
+  reach it: in a workflow any other event than ``workflow_run`` or ``schedule`` starts (those two
+  always run the default branch's copy; a push runs the pushed branch's own copy, which a PR may
+  have written), or in a job that checks out another ref than the default branch
+- TB-W008 (:mod:`twinbuild.ci.ownership`, with the repository root): a trust root that no @user
+  code owner owns
 
-TB-W000 reports a file that is not a readable workflow, so one run reports every file.
+A ``workflow_run`` workflow may use self-hosted runners (TB-W001) only in jobs that need, directly
+or not, a job running ``twinbuild evidence trigger``: the check that the run which finished is the
+validation build of ``validate/pr-<N>`` in this repository. TB-W000 reports a file that is not a
+readable workflow, so one run reports every file.
 """
 
 from __future__ import annotations
@@ -68,6 +77,12 @@ _UNTRUSTED_CONTEXT = re.compile(
     r"|github\.event\.workflow_run\.(?:head_branch|display_title|head_commit\.[a-z_.]+)"
 )
 _EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
+#: The environment that holds the evidence signing key, and the key's secret.
+SIGNING_ENVIRONMENT = "evidence-signing"
+SIGNING_SECRET = "TWINBUILD_EVIDENCE_KEY"  # noqa: S105 -- the secret's name, not its value
+#: The only triggers whose runs always use the default branch's copy of the workflow file.
+DEFAULT_BRANCH_TRIGGERS = frozenset({"workflow_run", "schedule"})
+_TRIGGER_CHECK = re.compile(r"\btwinbuild\s+evidence\s+trigger\b")
 _MATRIX_REF = re.compile(r"^\$\{\{\s*matrix\.([A-Za-z0-9_-]+)\s*\}\}$")
 
 
@@ -134,14 +149,16 @@ def check_workflows(options: CheckOptions) -> LintReport:
     """The trust check of ``options.paths``, or the whole lint of the root's workflows."""
     if options.paths:
         return LintReport(findings=tuple(check(options.paths)), tools=())
-    return lint(options.root / ".github" / "workflows")
+    return lint(options.root / ".github" / "workflows", root=options.root)
 
 
-def lint(directory: Path) -> LintReport:
-    """The trust check, zizmor and actionlint (skipped when not installed) over ``directory``."""
-    return LintReport(
-        findings=tuple(check([directory])), tools=(zizmor(directory), actionlint(directory))
-    )
+def lint(directory: Path, *, root: Path | None = None) -> LintReport:
+    """The trust check, zizmor and actionlint (skipped when not installed) over ``directory``;
+    with the repository ``root``, also that every trust root has a code owner (TB-W008)."""
+    from twinbuild.ci import ownership
+
+    findings = [*check([directory]), *(ownership.check(root) if root is not None else [])]
+    return LintReport(findings=tuple(findings), tools=(zizmor(directory), actionlint(directory)))
 
 
 def zizmor(directory: Path) -> ToolResult:
@@ -291,12 +308,94 @@ class _Workflow:
     def findings(self) -> list[Finding]:
         self._permissions()
         self._target_branches()
+        self._signing_secret()
         privileged = self._privileged()
         for job_key, job in _items(_value(self.root, "jobs")):
             self._runner(job_key.value, job)
+            self._signing_environment(job_key.value, job)
             for step in _steps(job):
                 self._step(step, privileged)
         return sorted(self.out, key=lambda f: (f.line, f.code))
+
+    def _guarded(self, job_id: str) -> bool:
+        """Whether a workflow_run-only workflow's job needs a job that runs the trigger check."""
+        if set(self.triggers) != {"workflow_run"}:
+            return False
+        jobs = {k.value: v for k, v in _items(_value(self.root, "jobs"))}
+        seen: set[str] = set()
+        todo = list(_needs(jobs.get(job_id)))
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in jobs:
+                continue
+            seen.add(name)
+            runs = [_scalar(_value(step, "run")) or "" for step in _steps(jobs[name])]
+            if any(_TRIGGER_CHECK.search(text) for text in runs):
+                return True
+            todo += _needs(jobs[name])
+        return False
+
+    def _reachable(self) -> list[str]:
+        """Triggers that may run a copy of this file other than the default branch's."""
+        return sorted(self.triggers.keys() - DEFAULT_BRANCH_TRIGGERS)
+
+    def _signing_secret(self) -> None:
+        others = self._reachable()
+        if not others:
+            return
+        # secrets.NAME or secrets['NAME'], in any case: GitHub's secret names ignore it.
+        named = rf"secrets\s*(?:\.\s*{SIGNING_SECRET}\b|\[\s*['\"]{SIGNING_SECRET}['\"]\s*\])"
+        for match in re.finditer(named, self.text, flags=re.IGNORECASE):
+            self.add(
+                self.text.count("\n", 0, match.start()) + 1,
+                "TB-W007",
+                f"the signing key's secret {SIGNING_SECRET} in a workflow that {others[0]} "
+                "starts; a push to validate/** runs the pushed branch's copy of such a file, "
+                f"which a PR may have written: keep the key in the {SIGNING_ENVIRONMENT} "
+                "environment, used only by validate-gpu.yml (workflow_run)",
+            )
+
+    def _signing_environment(self, job_id: str, job: Node) -> None:
+        pair = _get(job, "environment")
+        if pair is None:
+            return
+        node = _value(pair[1], "name") if isinstance(pair[1], MappingNode) else pair[1]
+        name = _scalar(node) or ""
+        # GitHub matches environment names without regard to case.
+        if name.strip().casefold() != SIGNING_ENVIRONMENT and "${{" not in name:
+            return
+        what = (
+            f"environment '{name}'"
+            if "${{" not in name
+            else f"environment {name!r} (an expression: it may be {SIGNING_ENVIRONMENT})"
+        )
+        others = self._reachable()
+        if others:
+            self.add(
+                _line(pair[0]),
+                "TB-W007",
+                f"job '{job_id}' holds the signing {what} in a workflow that {others[0]} starts; "
+                "a push to validate/** runs the pushed branch's copy of such a file, which a PR "
+                "may have written: use the signing environment only in a workflow_run workflow "
+                "of the default branch (validate-gpu.yml)",
+            )
+            return
+        for step in _steps(job):
+            uses = _scalar(_value(step, "uses")) or ""
+            ref = _value(_value(step, "with"), "ref")
+            shown = _scalar(ref) or ""
+            if (
+                uses.startswith("actions/checkout@")
+                and ref is not None
+                and (shown.strip() != "${{ github.event.repository.default_branch }}")
+            ):
+                self.add(
+                    _line(ref),
+                    "TB-W007",
+                    f"job '{job_id}' holds the signing {what} and checks out {shown!r}; the key "
+                    "meets default-branch code only: check out the default branch and read "
+                    "anything else as git objects",
+                )
 
     def _triggers(self) -> dict[str, int]:
         # PyYAML reads the key `on` as boolean true in YAML 1.1; the node keeps the text "on".
@@ -363,14 +462,15 @@ class _Workflow:
         if not untrusted or pair is None:
             return
         runner, why = _resolve_runner(pair[1], job)
-        if runner is None:
+        if runner is None or self._guarded(job_id):
             return
         self.add(
             _line(pair[1]),
             "TB-W001",
             f"job '{job_id}' can run on a self-hosted runner ({runner}{why}) and "
             f"{', '.join(untrusted)} can start this workflow; outsiders must never reach a "
-            "self-hosted runner: run the job from a push to validate/** instead",
+            "self-hosted runner: run the job from a push to validate/** instead (in a "
+            "workflow_run workflow: make it need the job that runs `twinbuild evidence trigger`)",
         )
 
     def _step(self, step: Node, privileged: str | None) -> None:
@@ -454,6 +554,14 @@ class _Workflow:
             return _line(node) + source.count("\n", 0, at)
         block = 1 if node.style in {"|", ">"} else 0
         return _line(node) + block + fallback_offset
+
+
+def _needs(job: Node | None) -> list[str]:
+    needs = _value(job, "needs")
+    if isinstance(needs, SequenceNode):
+        return [v for v in (_scalar(n) for n in needs.value) if v]
+    value = _scalar(needs)
+    return [value] if value else []
 
 
 def _steps(job: Node) -> list[Node]:

@@ -17,9 +17,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     return record(
         RecordOptions(
-            platform=args.platform, report_dir=Path(args.report_dir), out=Path(args.out), pr=args.pr
+            platform=args.platform, report_dir=Path(args.report_dir), out=Path(args.out),
+            commit=args.commit, pr=args.pr, repo=Path(args.repo), manifest=Path(args.manifest),
         )
-    )
+    )  # fmt: skip
 
 
 def cmd_sign(args: argparse.Namespace) -> int:
@@ -27,7 +28,12 @@ def cmd_sign(args: argparse.Namespace) -> int:
     from twinbuild.evidence.options import SignOptions
 
     key = Path(args.key) if args.key else None
-    return sign(SignOptions(statements=Path(args.statements), out=Path(args.out), key=key))
+    return sign(
+        SignOptions(
+            statements=Path(args.statements), out=Path(args.out), key=key, commit=args.commit,
+            pr=args.pr, repo=Path(args.repo), manifest=Path(args.manifest),
+        )
+    )  # fmt: skip
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -47,6 +53,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
     options = GateOptions(
         head=args.head, base=args.base, repo=Path(args.repo), evidence_ref=args.evidence_ref,
+        reviews=Path(args.reviews) if args.reviews else None,
         evidence=tuple(Path(p) for p in args.evidence), keys=Path(args.keys),
         manifest=Path(args.manifest), max_age_days=args.max_age_days,
         same_commit=args.same_commit, default_branch=args.default_branch, pr=args.pr,
@@ -64,6 +71,13 @@ def cmd_inputs(args: argparse.Namespace) -> int:
             head=args.head, format=args.format, manifest=Path(args.manifest), repo=Path(args.repo)
         )
     )
+
+
+def cmd_trigger(args: argparse.Namespace) -> int:
+    from twinbuild.cli.evidence_handlers import trigger
+    from twinbuild.evidence.options import TriggerOptions
+
+    return trigger(TriggerOptions(workflow=args.workflow, github_output=args.github_output))
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
@@ -84,6 +98,14 @@ def _days(text: str) -> float:
     return days
 
 
+def _validated_arguments(p: argparse.ArgumentParser) -> None:
+    """What record and sign hold a run to: the commit and PR the trigger check established."""
+    p.add_argument("--commit", required=True, help="the validated commit (40 hex)")
+    p.add_argument("--pr", type=int, required=True, help="the PR of validate/pr-<N>")
+    p.add_argument("--repo", default=".", help="the git repository holding the commit")
+    p.add_argument("--manifest", default=str(DEFAULT_PATH), help="the manifest's path in it")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     group = sub.add_parser("evidence", help="record, sign, verify and gate on GPU evidence")
     ev = group.add_subparsers(dest="evidence_command", required=True, metavar="EVIDENCE_COMMAND")
@@ -95,7 +117,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="folder holding the smoke report smoke-<platform>-<profile>.json",
     )
     p.add_argument("--out", required=True, help="folder for <platform>.statement.json")
-    p.add_argument("--pr", type=int, help="the pull request this validates")
+    _validated_arguments(p)
     p.set_defaults(func=cmd_record)
     p = ev.add_parser("sign", help="sign statements into DSSE envelopes (ed25519)")
     p.add_argument(
@@ -103,6 +125,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--out", required=True, help="folder for <platform>.dsse.json")
     p.add_argument("--key", help="private key file outside the work tree (default: env secret)")
+    _validated_arguments(p)
     p.set_defaults(func=cmd_sign)
     p = ev.add_parser("verify", help="check signatures and structure")
     p.add_argument("paths", nargs="*", metavar="PATH")
@@ -121,9 +144,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = ev.add_parser("gate", help="does the evidence count for this PR head?")
     p.add_argument("--head", required=True, help="the PR head commit (40 hex)")
     p.add_argument(
-        "--base", help="the PR base commit: a head with the same image inputs needs no evidence"
-    )
+        "--base", required=True,
+        help="the current base commit: what the PR lands on; its CODEOWNERS judge trust roots",
+    )  # fmt: skip
     p.add_argument("--repo", default=".", help="the git repository holding both (default: .)")
+    p.add_argument(
+        "--reviews", metavar="FILE",
+        help="the PR's reviews as GitHub's list-reviews API answers (gh api --paginate --slurp)",
+    )  # fmt: skip
     p.add_argument("--evidence-ref", help="git ref carrying evidence/<platform>.dsse.json")
     p.add_argument("--evidence", action="append", default=[], help="an evidence file")
     p.add_argument("--keys", default="evidence/keys")
@@ -134,6 +162,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--pr", type=int)
     p.add_argument("--summary", help="append the verdict as markdown to this file")
     p.set_defaults(func=cmd_gate)
+    p = ev.add_parser(
+        "trigger", help="the validation workflow's first check: did the validation build start it?"
+    )
+    p.add_argument("--workflow", default=".github/workflows/validate.yml", help="the build file")
+    p.add_argument(
+        "--github-output", action="store_true", help="write commit=, pr=, branch=, run-id="
+    )
+    p.set_defaults(func=cmd_trigger)
     p = ev.add_parser("keygen", help="make an ed25519 key pair for signing evidence")
     p.add_argument("--private", required=True)
     p.add_argument("--public", required=True)

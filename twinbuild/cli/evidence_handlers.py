@@ -9,44 +9,48 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild import evidence
 from twinbuild.ci import github
-from twinbuild.errors import ConfigError
-from twinbuild.evidence import Blob, Policy
-from twinbuild.evidence.head import commit_inputs, evidence_blobs, inputs_report
+from twinbuild.errors import ConfigError, EvidenceRefused, TrustRootRefused
+from twinbuild.evidence.head import inputs_report, validated
 from twinbuild.evidence.options import (
     GateOptions,
     InputsOptions,
     KeygenOptions,
     RecordOptions,
     SignOptions,
+    TriggerOptions,
     VerifyOptions,
 )
+from twinbuild.util.atomic import plain_folder
 
 REPORT = "report.json"
 
 
 def record(options: RecordOptions) -> int:
+    about = validated(options.commit, options.pr, repo=options.repo, manifest=options.manifest)
     folder = options.report_dir
     found = sorted(folder.glob(f"smoke-{options.platform}-*.json"))
     report = found[0] if len(found) == 1 else folder / REPORT
-    statement = evidence.record(report, env=os.environ, now=datetime.now(UTC), pr=options.pr)
+    now = datetime.now(UTC)
+    statement = evidence.record(report, env=os.environ, now=now, validated=about)
     if statement.predicate.platform != options.platform:
         raise ConfigError(
             f"{report}: the report is for {statement.predicate.platform}, not {options.platform}"
         )
-    out = options.out / f"{options.platform}.statement.json"
+    out = plain_folder(options.out) / f"{options.platform}.statement.json"
     evidence.save(statement, out)
     print(f"{options.platform}: verdict {statement.predicate.results.verdict} -> {out}")
     return 0
 
 
 def sign(options: SignOptions) -> int:
+    about = validated(options.commit, options.pr, repo=options.repo, manifest=options.manifest)
     key = evidence.load_private(env=os.environ, path=options.key)
     in_actions = github.in_actions()
     found = sorted(options.statements.rglob("*.statement.json"))
@@ -57,7 +61,7 @@ def sign(options: SignOptions) -> int:
     for path in found:
         platform = path.name.removesuffix(".statement.json")
         signed = evidence.sign(
-            path, options.out / f"{platform}.dsse.json", key=key,
+            path, options.out / f"{platform}.dsse.json", key=key, validated=about,
             env=os.environ if in_actions else None,
         )  # fmt: skip
         print(f"{signed.path}: signed by {signed.keyid[:16]}")
@@ -109,57 +113,33 @@ def inputs(options: InputsOptions) -> int:
 
 
 def gate(options: GateOptions) -> int:
-    event = github.event()
-    pull = _table(event, "pull_request")
-    repository = _table(event, "repository")
-    repo_id = os.environ.get("GITHUB_REPOSITORY_ID") or str(repository.get("id", ""))
-    if not repo_id.isdigit() or len(repo_id) > 19:
-        raise ConfigError("evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions")
-    blobs: list[Path | Blob] = list(options.evidence)
-    if options.evidence_ref:
-        blobs += evidence_blobs(options.evidence_ref, repo=options.repo)
-    head = commit_inputs(options.head, repo=options.repo, manifest=options.manifest)
-    base = (
-        commit_inputs(options.base, repo=options.repo, manifest=options.manifest)
-        if options.base
-        else None
-    )
-    policy = Policy(
-        base_repository=os.environ.get("GITHUB_REPOSITORY", ""),
-        base_repository_id=int(repo_id),
-        head_commit=options.head,
-        pr=number if isinstance(number := pull.get("number"), int) else options.pr,
-        default_branch=str(repository.get("default_branch") or options.default_branch),
-        head_inputs=head.inputs,
-        match_inputs=not options.same_commit,
-        base_commit=options.base,
-        base_inputs=base.inputs if base is not None else None,
-        manifest_digest=head.manifest_digest,
-        max_age=timedelta(days=options.max_age_days),
-    )
+    from twinbuild.evidence.pr_gate import judge, refusals_of
+
     try:
-        result = evidence.gate(
-            blobs, policy=policy, trusted=evidence.load_trusted(options.keys),
-            now=datetime.now(UTC),
-        )  # fmt: skip
-    except evidence.GateRefused as refused:
-        refusals = [f"- {r}" for r in refused.refusals]
-        _summary(options.summary, ["## Evidence gate: refused", *refusals])
+        verdict = judge(options, env=os.environ, event=github.event(), now=datetime.now(UTC))
+    except (EvidenceRefused, TrustRootRefused) as refused:
+        lines = [f"- {r}" for r in refusals_of(refused)]
+        _summary(options.summary, ["## Evidence gate: refused", *lines])
         raise
-    lines = [*result.lines(), *[f"warning: flaky pass: {t}" for t in result.flaky]]
+    lines = [*verdict.lines, *[f"warning: flaky pass: {t}" for t in verdict.flaky]]
     for line in lines:
         print(line)
     _summary(options.summary, ["## Evidence gate: accepted", *[f"- {line}" for line in lines]])
     return 0
 
 
-def _table(event: dict[str, object], key: str) -> dict[str, object]:
-    value = event.get(key)
-    return value if isinstance(value, dict) else {}
-
-
 def _summary(path: Path | None, lines: Sequence[str]) -> None:
     github.append_summary(path, "\n".join(lines))
+
+
+def trigger(options: TriggerOptions) -> int:
+    from twinbuild.evidence.trigger import check
+
+    found = check(github.event(), env=os.environ, workflow=options.workflow)
+    print(found.line())
+    if options.github_output:
+        github.write_outputs(found.outputs(), who="evidence trigger")
+    return 0
 
 
 def keygen(options: KeygenOptions) -> int:

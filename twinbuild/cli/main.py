@@ -53,9 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return func(args)
     except TwinbuildError as exc:
         for line in str(exc).splitlines() or [type(exc).__name__]:
-            print(
-                f"twinbuild: {line}" if not line.startswith("twinbuild") else line, file=sys.stderr
-            )
+            # A line about a file under twinbuild/ starts with "twinbuild" too: only an already
+            # prefixed line is printed as it is.
+            shown = line if line.startswith("twinbuild: ") else f"twinbuild: {line}"
+            print(shown, file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("twinbuild: interrupted", file=sys.stderr)

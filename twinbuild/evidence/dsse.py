@@ -124,7 +124,16 @@ def _text(data: dict[str, Any], key: str, source: str) -> str:
 
 
 def _b64(text: str, where: str) -> bytes:
+    """Standard base64 with padding, spelled the one way it encodes: ``QR==`` decodes to what
+    ``QQ==`` does (the bits after the data are ignored), so without this check one signed
+    envelope has many spellings, and two files that differ carry the same evidence."""
     try:
-        return base64.b64decode(text, validate=True)
+        data = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         raise ConfigError(f"{where}: not valid base64") from None
+    if base64.standard_b64encode(data).decode("ascii") != text:
+        raise ConfigError(
+            f"{where}: not canonical base64 (padding bits set, or another spelling of the same "
+            "bytes); re-sign with `twinbuild evidence sign`"
+        )
+    return data

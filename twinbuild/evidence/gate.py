@@ -1,10 +1,11 @@
 """The evidence gate: does the signed GPU evidence count for this pull request?
 
-It passes only when, for each platform, exactly one signed statement says: this repository (not a
-fork) ran a ``push``/``workflow_dispatch`` workflow on a ``validate/`` branch (or the default
-branch) for the PR head (or for the same image inputs), recently, and at least one GPU test
-passed on a GPU of that platform's vendor with nothing failed. Every failed check is reported, each
-on its own line with what to do.
+It passes only when, for each platform, exactly one signed statement says: the default branch's
+validation workflow of this repository (not a fork), run by ``workflow_run`` after the build of
+``validate/pr-<N>`` for this very PR, tested a commit whose image inputs (as the signer computed
+them from git objects) are those of the tree the PR would land, recently, and at least one GPU
+test passed on a GPU of that platform's vendor with nothing failed; and both platforms' evidence
+is for one commit. Every failed check is reported, each on its own line with what to do.
 """
 
 from __future__ import annotations
@@ -24,7 +25,11 @@ from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.evidence.statement import VENDORS, Counts, Statement, format_time
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile
 
-ALLOWED_EVENTS = ("push", "workflow_dispatch")
+#: The only run that signs evidence: the default branch's validation workflow, which GitHub runs
+#: from the default branch's copy (``workflow_run``), so the PR under test never wrote it.
+ALLOWED_EVENTS = ("workflow_run",)
+VALIDATION_WORKFLOW = ".github/workflows/validate-gpu.yml"
+_VALIDATE_PR = re.compile(r"refs/heads/validate/pr-([1-9][0-9]{0,18})")
 _IMAGE_DIGEST_RE = re.compile(r"(?:[^@\s]+@)?sha256:([0-9a-f]{64})")
 _FORK_HELP = (
     "a fork's run ran code (and, under pull_request, a workflow) the fork chose, so it proves "
@@ -40,9 +45,13 @@ class Policy:
     base_repository: str  # owner/name of the repository the PR targets
     base_repository_id: int
     head_commit: str  # the PR head, 40 hex
-    pr: int | None = None
+    pr: int | None = None  # None (a release): any validate/pr-<N> whose statement says N
     default_branch: str = "main"
-    head_inputs: Mapping[Platform, str] | None = None  # inputs hash per platform at the PR head
+    workflow: str = VALIDATION_WORKFLOW  # the workflow file whose runs sign evidence
+    # Inputs hash per platform of the tree the PR would land (the head, or its merge with the
+    # base); given, every statement's inputs hash must equal it, whatever commit it names.
+    head_inputs: Mapping[Platform, str] | None = None
+    landing: str | None = None  # "the merge of the head ... into the base ...": the head lags
     match_inputs: bool = True  # evidence for another commit counts when its inputs hash matches
     base_commit: str | None = None  # the PR base; with base_inputs, an unchanged PR needs nothing
     base_inputs: Mapping[Platform, str] | None = None  # inputs hash per platform at the base
@@ -63,6 +72,7 @@ class Accepted:
     statement: Statement
     matched_by: Literal["commit", "inputs"]
     flaky: tuple[str, ...]  # tests that passed only on a rerun
+    landing: str | None = None  # the PR lags: its merge with the base, which has these inputs
 
     def summary(self) -> str:
         p = self.statement.predicate
@@ -74,6 +84,8 @@ class Accepted:
             if self.matched_by == "commit"
             else f"commit {p.source.commit[:12]} with the same inputs as the PR head"
         )
+        if self.landing is not None:
+            bound = f"commit {p.source.commit[:12]}, whose inputs {self.landing} has too"
         return (
             f"{self.platform}: {c.passed} passed, {c.skipped} skipped{flaky} on {on}; "
             f"run {p.run.run_id} attempt {p.run.run_attempt} on {p.source.ref}, {bound}, "
@@ -139,6 +151,8 @@ def gate(
             checks.refusals.append(str(exc))
     accepted = [a for v in verified if (a := _check(v, policy, now, checks)) is not None]
     _check_platforms(verified, checks)
+    if not checks.refusals:
+        _check_one_commit(accepted, policy, checks)
     if checks.refusals:
         raise GateRefused(checks.refusals)
     return GateResult(accepted=tuple(sorted(accepted, key=lambda a: PLATFORMS.index(a.platform))))
@@ -151,9 +165,10 @@ def _unchanged(policy: Policy) -> str | None:
     if any(head.get(p) is None or head.get(p) != base.get(p) for p in PLATFORMS):
         return None
     same = ", ".join(f"{p} {head[p]}" for p in PLATFORMS)
+    merged = " merged into it" if policy.landing is not None else ""
     return (
         f"no image input changed between the base {policy.base_commit[:12]} and the head "
-        f"{policy.head_commit[:12]} ({same}); no GPU evidence needed"
+        f"{policy.head_commit[:12]}{merged} ({same}); no GPU evidence needed"
     )
 
 
@@ -167,14 +182,19 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
     if run.event not in ALLOWED_EVENTS:
         if run.event in ("pull_request", "pull_request_target"):
             why = "the PR chose the code (and, under pull_request, the workflow file)"
+        elif run.event == "push":
+            why = "a push runs the pushed branch's own workflow file, which the PR wrote"
         else:
-            why = "that event runs code or a workflow the repository did not choose by a push"
+            why = "that event runs code or a workflow the default branch did not choose"
         checks.refuse(
             path,
             "event",
-            f"run event {run.event!r} cannot count ({why}); only push or workflow_dispatch: "
-            f"push the reviewed PR head to refs/heads/validate/{pr} in {base}",
+            f"run event {run.event!r} cannot count ({why}); only the default branch's "
+            f"{policy.workflow} (workflow_run) signs evidence: push the reviewed PR head to "
+            f"refs/heads/validate/{pr} in {base}",
         )
+    else:
+        _check_workflow(path, run.workflow_ref, policy, pr, checks)
     repos = [(src.repository, src.repository_id), (src.head_repository, src.head_repository_id)]
     for name, repo_id in repos:
         if repo_id != policy.base_repository_id or name.lower() != base.lower():
@@ -185,28 +205,8 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
                 f"(id {policy.base_repository_id}); " + _FORK_HELP.format(base=base),
             )
             break
-    _check_ref(path, src.ref, policy, pr, checks)
-
-    matched_by: Literal["commit", "inputs"] = "commit"
-    if src.commit != policy.head_commit:
-        head_inputs = (policy.head_inputs or {}).get(platform)
-        if policy.match_inputs and head_inputs is not None and head_inputs == p.build.inputs_hash:
-            matched_by = "inputs"
-        else:
-            if not policy.match_inputs:
-                why = "and --same-commit counts the PR head's own evidence only"
-            elif head_inputs is not None:
-                why = (
-                    f"and its inputs hash {p.build.inputs_hash} is not the PR head's {head_inputs}"
-                )
-            else:
-                why = "and no inputs hash at the PR head was given to compare"
-            checks.refuse(
-                path,
-                "commit",
-                f"evidence is for commit {src.commit}, the PR head is {policy.head_commit} {why}; "
-                f"push the new head to validate/{pr} to validate it",
-            )
+    _check_ref(path, src.ref, src.pr, policy, pr, checks)
+    matched_by = _check_inputs(v, policy, pr, checks)
     if p.build.profile != policy.profile:
         checks.refuse(
             path,
@@ -242,10 +242,29 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
         statement=v.statement,
         matched_by=matched_by,
         flaky=flaky,
+        landing=policy.landing,
     )
 
 
-def _check_ref(path: str, ref: str, policy: Policy, pr: str, checks: _Checks) -> None:
+def _check_workflow(path: str, ref: str, policy: Policy, pr: str, checks: _Checks) -> None:
+    """The run that signed is the validation workflow's file, at the default branch, here."""
+    repo, sep, rest = ref.partition("/.github/")
+    wanted = f"{policy.workflow}@refs/heads/{policy.default_branch}"
+    if sep and repo.casefold() == policy.base_repository.casefold() and ".github/" + rest == wanted:
+        return
+    checks.refuse(
+        path,
+        "workflow",
+        f"evidence comes from {ref!r}, not {policy.base_repository}/{wanted}; only the default "
+        f"branch's validation workflow signs evidence: push the reviewed PR head to "
+        f"refs/heads/validate/{pr}",
+    )
+
+
+def _check_ref(
+    path: str, ref: str, recorded_pr: int | None, policy: Policy, pr: str, checks: _Checks
+) -> None:
+    """The ref is exactly ``refs/heads/validate/pr-<N>`` of the PR gated, and says so twice."""
     if not SAFE_REF_RE.fullmatch(ref) or ".." in ref or "//" in ref or ref.endswith(("/", ".")):
         checks.refuse(
             path,
@@ -254,13 +273,80 @@ def _check_ref(path: str, ref: str, policy: Policy, pr: str, checks: _Checks) ->
             f"push to a branch like validate/{pr}",
         )
         return
-    if ref != f"refs/heads/{policy.default_branch}" and not ref.startswith("refs/heads/validate/"):
+    match = _VALIDATE_PR.fullmatch(ref)
+    wanted = f"refs/heads/validate/{pr}" if policy.pr is not None else "refs/heads/validate/pr-N"
+    if match is None or (policy.pr is not None and int(match.group(1)) != policy.pr):
         checks.refuse(
             path,
             "ref",
-            f"{ref!r} is not a validate/ branch or {policy.default_branch}; only branches "
-            f"maintainers push to count: push the reviewed PR head to validate/{pr}",
+            f"evidence validated {ref!r}, not {wanted}; evidence counts only for the PR whose "
+            f"branch it validated: push the reviewed PR head to {wanted}",
         )
+        return
+    if recorded_pr != int(match.group(1)):
+        checks.refuse(
+            path,
+            "pr",
+            f"evidence names PR {recorded_pr} but validated {ref!r}; a statement must name the PR "
+            f"of its branch: validate again ({wanted})",
+        )
+
+
+def _check_inputs(
+    v: Verified, policy: Policy, pr: str, checks: _Checks
+) -> Literal["commit", "inputs"]:
+    """Evidence counts for the image inputs it tested: those of the tree the PR would land."""
+    p, path = v.statement.predicate, v.path
+    src, head = p.source, policy.head_commit
+    matched_by: Literal["commit", "inputs"] = "commit" if src.commit == head else "inputs"
+    wanted = (policy.head_inputs or {}).get(p.platform)
+    push = f"push the new head to validate/{pr} to validate it"
+    if wanted is None:
+        if src.commit != head:
+            checks.refuse(
+                path,
+                "commit",
+                f"evidence is for commit {src.commit}, the PR head is {head} and no inputs hash "
+                f"at the PR head was given to compare; {push}",
+            )
+        return matched_by
+    if p.build.inputs_hash != wanted:
+        where = policy.landing or f"the PR head {head[:12]}"
+        advice = push
+        if policy.landing is not None:
+            advice = (
+                "the head lags the base, whose changes moved the image inputs, so that merge "
+                f"was never built: rebase the PR on the base and push the new head to "
+                f"validate/{pr}"
+            )
+        checks.refuse(
+            path,
+            "inputs",
+            f"evidence tested inputs {p.build.inputs_hash} (commit {src.commit[:12]}); {where} "
+            f"has {wanted}; {advice}",
+        )
+    elif src.commit != head and not policy.match_inputs:
+        checks.refuse(
+            path,
+            "commit",
+            f"evidence is for commit {src.commit}, the PR head is {head}, and --same-commit "
+            f"counts the PR head's own evidence only; {push}",
+        )
+    return matched_by
+
+
+def _check_one_commit(accepted: Sequence[Accepted], policy: Policy, checks: _Checks) -> None:
+    """Both platforms' evidence is for one commit: each platform's hash leaves the other's
+    ``images/<other>/`` out, so only together do they cover every input."""
+    commits = {a.platform: a.statement.predicate.source.commit for a in accepted}
+    if len(set(commits.values())) <= 1:
+        return
+    pr = f"pr-{policy.pr}" if policy.pr is not None else "pr-N"
+    shown = ", ".join(f"{p} for {c[:12]}" for p, c in commits.items())
+    checks.refusals.append(
+        f"commit: the evidence is for two commits ({shown}); both platforms count only from "
+        f"one validation of one commit: push the head to validate/{pr} again"
+    )
 
 
 def _check_subjects(v: Verified, policy: Policy, checks: _Checks) -> None:

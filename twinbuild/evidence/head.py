@@ -20,9 +20,10 @@ from twinbuild.errors import ConfigError
 from twinbuild.evidence import strictjson
 from twinbuild.evidence.options import InputsOptions
 from twinbuild.evidence.signing import Blob
+from twinbuild.evidence.statement import COMMIT_RE, Validated
 from twinbuild.manifest.model import DEFAULT_PATH, MAX_BYTES, PLATFORMS, Platform, load_bytes
 from twinbuild.manifest.render import render
-from twinbuild.util.git import run_git
+from twinbuild.util.git import rev_arg, run_git
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,21 +66,35 @@ def commit_inputs(
         rendered = render(parsed, platform, "production")
         hashes[platform] = inputs_hash(
             tree, rendered, base_id=parsed.platforms[platform].base.digest,
-            builder=builder_settings(rendered),
+            builder=builder_settings(rendered), manifest=rel,
         )  # fmt: skip
     return CommitInputs(commit=commit, inputs=hashes, manifest_digest=parsed.digest())
 
 
+def validated(commit: str, pr: int, *, repo: Path, manifest: Path = DEFAULT_PATH) -> Validated:
+    """What ``evidence record`` and ``evidence sign`` hold a validation run to: ``commit`` (the
+    trigger check's), its PR, and the inputs this code computes from the commit's git objects."""
+    rev_arg(commit, option="--commit")
+    if not COMMIT_RE.fullmatch(commit):
+        raise ConfigError(f"--commit {commit!r}: not a full 40-hex commit; pass the validated SHA")
+    if pr < 1:
+        raise ConfigError(f"--pr {pr}: not a pull request number")
+    found = commit_inputs(commit, repo=repo, manifest=manifest)
+    return Validated(
+        commit=commit, pr=pr, inputs=found.inputs, manifest_digest=found.manifest_digest
+    )
+
+
 def inputs_report(options: InputsOptions) -> str:
     """What ``evidence inputs`` prints: the text lines, or the JSON the issue fixes."""
+    rev_arg(options.head, option="--head")
     found = commit_inputs(options.head, repo=options.repo, manifest=options.manifest)
     return found.json() if options.format == "json" else found.text()
 
 
 def evidence_blobs(ref: str, *, repo: Path = Path()) -> list[Blob]:
     """``evidence/<platform>.dsse.json`` at ``ref`` as git objects; [] when ``ref`` is absent."""
-    if ref.startswith("-"):
-        raise ConfigError(f"--evidence-ref {ref!r}: not a ref; pass e.g. refs/twinbuild/evidence")
+    rev_arg(ref, option="--evidence-ref")
     if run_git(repo, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}").returncode != 0:
         return []  # no validate/pr-N branch: the gate judges without evidence
     tree = CommitTree(repo, ref)

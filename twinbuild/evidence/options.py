@@ -16,14 +16,21 @@ class RecordOptions:
     platform: Platform
     report_dir: Path  # holds the smoke report smoke-<platform>-<profile>.json
     out: Path  # folder for <platform>.statement.json
-    pr: int | None = None  # the pull request this validates
+    commit: str  # the commit the run validated (the trigger check's), 40 hex
+    pr: int  # the pull request of validate/pr-<N>
+    repo: Path = Path()  # the git repository holding the commit, read as git objects
+    manifest: Path = DEFAULT_PATH
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignOptions:
     statements: Path  # folder searched for *.statement.json
     out: Path  # folder for <platform>.dsse.json
+    commit: str  # the commit the statements must be about, 40 hex
+    pr: int  # the pull request of validate/pr-<N>
     key: Path | None = None  # private key file outside the work tree; None: the env secret
+    repo: Path = Path()  # the git repository holding the commit, read as git objects
+    manifest: Path = DEFAULT_PATH
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,8 +43,9 @@ class VerifyOptions:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GateOptions:
     head: str  # the PR head commit (40 hex)
-    base: str | None = None  # the PR base commit: a head with its image inputs needs no evidence
+    base: str  # the current base commit: what the PR lands on, whose CODEOWNERS judge it
     repo: Path = Path()  # the git repository holding head, base and the evidence ref
+    reviews: Path | None = None  # GitHub's list-reviews answer: code owners' approvals
     evidence_ref: str | None = None  # git ref carrying evidence/<platform>.dsse.json
     evidence: tuple[Path, ...] = ()  # evidence files
     keys: Path = KEYS
@@ -57,6 +65,14 @@ class InputsOptions:
     format: Literal["text", "json"] = "text"
     manifest: Path = DEFAULT_PATH
     repo: Path = Path()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TriggerOptions:
+    """``twinbuild evidence trigger``: is the run that finished the validation build?"""
+
+    workflow: str = ".github/workflows/validate.yml"  # the build workflow's file
+    github_output: bool = False  # write commit=, pr=, branch=, run-id= to $GITHUB_OUTPUT
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

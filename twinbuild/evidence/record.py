@@ -3,6 +3,11 @@
 The verdict is computed here from the tests, never copied: a report whose counts disagree with its
 tests is refused, and a run with no GPU, a failed test, or no GPU test passed is recorded as
 ``failed``. So a ``passed`` record exists only for a run whose GPU tests passed.
+
+What the statement says it is about comes from :class:`~twinbuild.evidence.statement.Validated`,
+never from the image or the PR's build: the commit and PR the trigger check established, and the
+commit's inputs hash and manifest digest as this (default-branch) code computes them from git
+objects. The image's own ``org.twinbuild.inputs-hash`` label was written by the PR's build code.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from twinbuild.evidence.statement import (
     Statement,
     Subject,
     TestResult,
+    Validated,
     Verdict,
     parse_counts,
     parse_gpu,
@@ -43,13 +49,12 @@ from twinbuild.util.atomic import write_atomic
 
 PR_EVENTS = ("pull_request", "pull_request_target")
 SAFE_REF_RE = re.compile(r"refs/[A-Za-z0-9._/-]+")
-_VALIDATE_PR_RE = re.compile(r"refs/heads/validate/pr-(\d+)")
 
 
 def record(
-    report: Path, *, env: Mapping[str, str], now: datetime, pr: int | None = None
+    report: Path, *, env: Mapping[str, str], now: datetime, validated: Validated
 ) -> Statement:
-    """The statement for the smoke run in ``report``, inside the job described by ``env``."""
+    """The statement for the smoke run in ``report`` of ``validated``, in the job ``env`` names."""
     data = strictjson.load(report)
     top = Fields(data, "report", str(report))
     schema = top.integer("schema")
@@ -61,10 +66,16 @@ def record(
     digest = "a digest like sha256:<64 hex>"
     image_id = image.match("id", DIGEST_RE, digest)
     image_ref = _image_ref(image)
-    inputs_hash = image.match("inputs_hash", DIGEST_RE, digest)
+    image.ignore("inputs_hash")  # the PR's build wrote that label; the commit's hash is computed
     base_digest = image.match("base_digest", DIGEST_RE, digest)
     image.done()
     manifest_digest = top.match("manifest_digest", DIGEST_RE, digest)
+    if manifest_digest != validated.manifest_digest:
+        raise ConfigError(
+            f"{report}: report.manifest_digest: the smoke run checked pins/manifest.toml "
+            f"{manifest_digest}, commit {validated.commit} has {validated.manifest_digest}; "
+            "smoke the image against the validated commit's manifest"
+        )
     gpu = parse_gpu(top.opt_obj("gpu"))
     # A failure's message and what the image holds stay in the smoke report, not the evidence.
     tests = tuple(parse_test(t, ignore=("message",)) for t in top.items("tests"))
@@ -79,13 +90,13 @@ def record(
         )
     build = Build(
         profile=profile,
-        inputs_hash=inputs_hash,
+        inputs_hash=validated.inputs[platform],
         base_digest=base_digest,
         image_id=image_id,
         image_ref=image_ref,
         manifest_digest=manifest_digest,
     )
-    source, run = _from_env(env, pr)
+    source, run = _from_env(env, validated)
     verdict: Verdict = "passed" if _validated(platform, gpu, tests) else "failed"
     predicate = Predicate(
         platform=platform,
@@ -153,34 +164,23 @@ def _env_int(env: Mapping[str, str], name: str) -> int:
     return int(value)
 
 
-def _from_env(env: Mapping[str, str], pr: int | None) -> tuple[Source, Run]:
+def _from_env(env: Mapping[str, str], validated: Validated) -> tuple[Source, Run]:
     repository = _env(env, "GITHUB_REPOSITORY")
     repository_id = _env_int(env, "GITHUB_REPOSITORY_ID")
-    commit = _env(env, "GITHUB_SHA")
-    if not COMMIT_RE.fullmatch(commit):
-        raise ConfigError(f"$GITHUB_SHA: {commit!r} is not a full 40-hex commit")
-    ref = _env(env, "GITHUB_REF")
-    if not SAFE_REF_RE.fullmatch(ref):
-        raise ConfigError(
-            f"$GITHUB_REF: {ref!r} has characters outside [A-Za-z0-9._/-]; "
-            "name validation branches like validate/pr-123"
-        )
+    if not COMMIT_RE.fullmatch(validated.commit):
+        raise ConfigError(f"--commit: {validated.commit!r} is not a full 40-hex commit")
     event = _env(env, "GITHUB_EVENT_NAME")
     head_repository, head_repository_id = repository, repository_id
-    if event in PR_EVENTS:
-        head_repository, head_repository_id, number = _pr_head(env)
-        pr = pr if pr is not None else number
-    match = _VALIDATE_PR_RE.fullmatch(ref)
-    if pr is None and match:
-        pr = int(match.group(1))
+    if event in PR_EVENTS:  # recorded as it is, so the gate names the fork it came from
+        head_repository, head_repository_id, _ = _pr_head(env)
     source = Source(
         repository=repository,
         repository_id=repository_id,
         head_repository=head_repository,
         head_repository_id=head_repository_id,
-        commit=commit,
-        ref=ref,
-        pr=pr,
+        commit=validated.commit,
+        ref=validated.ref,
+        pr=validated.pr,
     )
     run = Run(
         event=event,

@@ -1,4 +1,10 @@
-"""`evidence sign` and `evidence verify` on files: a statement in, a DSSE envelope out, and back."""
+"""`evidence sign` and `evidence verify` on files: a statement in, a DSSE envelope out, and back.
+
+The signer trusts nothing the statement says about what it is for: it signs only a statement whose
+commit, ref, PR, inputs hash and manifest digest are those its own (default-branch) code computed
+for the commit being validated (:class:`~twinbuild.evidence.statement.Validated`), and only the
+run it is part of; it writes envelopes only into a plain folder (no link leads out of it).
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from twinbuild.errors import EvidenceRefused
 from twinbuild.evidence import dsse, strictjson
-from twinbuild.evidence.statement import Statement
-from twinbuild.util.atomic import write_atomic
+from twinbuild.evidence.statement import Statement, Validated
+from twinbuild.util.atomic import plain_folder, write_atomic
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,21 +50,26 @@ def sign(
     out: Path,
     *,
     key: Ed25519PrivateKey,
+    validated: Validated,
     env: Mapping[str, str] | None = None,
 ) -> Signed:
-    """Check the statement's structure, sign its canonical bytes, write the envelope atomically.
+    """Check the statement's structure and what it is about, sign its canonical bytes, write the
+    envelope atomically into ``out``'s folder.
 
     Signing a malformed statement would only produce evidence the gate refuses later, so it is
-    refused here with the same message. Inside GitHub Actions pass ``env`` (os.environ): the
-    statement was written by the smoke job, so its source and run must be this very run's.
+    refused here with the same message. A statement about another commit, PR or inputs than
+    ``validated`` is refused (exit 7). Inside GitHub Actions pass ``env`` (os.environ): the
+    statement was written by the smoke job, so its run must be this very run.
     """
     source = str(statement_path)
     statement = Statement.from_dict(strictjson.load(statement_path), source=source)
+    _about(statement, validated, source)
     if env is not None:
         _same_run(statement, env, source)
     payload = strictjson.canonical(statement.to_dict())
     envelope = dsse.sign(payload, key)
-    write_atomic(out, strictjson.dumps(envelope.to_dict()).encode("utf-8"))
+    folder = plain_folder(out.parent)
+    write_atomic(out, strictjson.dumps(envelope.to_dict()).encode("utf-8"), within=folder)
     return Signed(path=out, keyid=envelope.signatures[0].keyid, statement=statement)
 
 
@@ -75,13 +86,35 @@ def verify(evidence: Path | Blob, *, trusted: Mapping[str, Ed25519PublicKey]) ->
     return Verified(path=source, keyids=keyids, statement=statement)
 
 
+def _about(statement: Statement, validated: Validated, source: str) -> None:
+    """The statement is about the commit being validated, as this code computed it."""
+    p = statement.predicate
+    pairs: list[tuple[str, object, object, str]] = [
+        ("source.commit", p.source.commit, validated.commit, "the commit this run validated"),
+        ("source.ref", p.source.ref, validated.ref, "the branch it validated"),
+        ("source.pr", p.source.pr, validated.pr, "the PR of that branch"),
+        ("source.head_repository_id", p.source.head_repository_id, p.source.repository_id,
+         "this repository's id (a validation branch is in this repository)"),
+        ("build.inputs_hash", p.build.inputs_hash, validated.inputs[p.platform],
+         f"the {p.platform} inputs hash of {validated.commit[:12]}, computed here from its git "
+         "objects"),
+        ("build.manifest_digest", p.build.manifest_digest, validated.manifest_digest,
+         f"the manifest digest of {validated.commit[:12]}, computed here from its git objects"),
+    ]  # fmt: skip
+    for key, recorded, wanted, what in pairs:
+        if recorded != wanted:
+            raise EvidenceRefused(
+                f"{source}: predicate.{key}: {recorded!r} is not {what} ({wanted!r}); sign only "
+                f"what the validation of {validated.commit[:12]} recorded"
+            )
+
+
 def _same_run(statement: Statement, env: Mapping[str, str], source: str) -> None:
     p = statement.predicate
     pairs = [
-        ("GITHUB_SHA", "source.commit", p.source.commit),
-        ("GITHUB_REF", "source.ref", p.source.ref),
         ("GITHUB_REPOSITORY_ID", "source.repository_id", str(p.source.repository_id)),
         ("GITHUB_EVENT_NAME", "run.event", p.run.event),
+        ("GITHUB_WORKFLOW_REF", "run.workflow_ref", p.run.workflow_ref),
         ("GITHUB_RUN_ID", "run.run_id", str(p.run.run_id)),
         ("GITHUB_RUN_ATTEMPT", "run.run_attempt", str(p.run.run_attempt)),
     ]

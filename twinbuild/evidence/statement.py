@@ -32,6 +32,23 @@ COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Validated:
+    """What the validation workflow's default-branch code established about the commit a run
+    tested, before anything is recorded or signed: the commit and its PR (the trigger check: the
+    build of ``validate/pr-<N>`` in this repository), its image inputs hash per platform and its
+    manifest digest (computed from its git objects, never read from the PR's build)."""
+
+    commit: str
+    pr: int
+    inputs: Mapping[Platform, str]
+    manifest_digest: str
+
+    @property
+    def ref(self) -> str:
+        return f"refs/heads/validate/pr-{self.pr}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Subject:
     name: str
     sha256: str  # 64 hex, no prefix, as in-toto's DigestSet

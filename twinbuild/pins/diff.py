@@ -22,7 +22,7 @@ from twinbuild.manifest.model import (
     load,
     loads,
 )
-from twinbuild.util.git import run_git
+from twinbuild.util.git import rev_arg, run_git
 
 Status = Literal["added", "removed", "changed"]
 #: Fields that do not reach the image (they are not in ``platform_digest``).
@@ -265,7 +265,9 @@ def diff_revs(
     """Like ``git diff``: no revision compares HEAD with the working tree, one compares that
     revision with the working tree, two compare the two revisions. An uncommitted bump can so be
     reviewed before it is committed."""
-    rev_a = rev_a or "HEAD"
+    rev_a = rev_arg(rev_a or "HEAD", option="REV_A")
+    if rev_b is not None:
+        rev_arg(rev_b, option="REV_B")
     old = manifest_at(rev_a, manifest, repo=repo)
     if rev_b is None:
         path = manifest if manifest.is_absolute() else repo / manifest

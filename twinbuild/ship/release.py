@@ -269,8 +269,9 @@ def _evidence(request: ReleaseRequest) -> Path | Blob:
         return request.evidence
     if request.evidence_ref is None:
         raise ConfigError("release: pass --evidence FILE or --evidence-ref REF")
-    from twinbuild.util.git import run_git
+    from twinbuild.util.git import rev_arg, run_git
 
+    rev_arg(request.evidence_ref, option="--evidence-ref")
     name = f"{request.evidence_ref}:evidence/{request.platform}.dsse.json"
     shown = run_git(Path(), "show", name, binary=True)
     if shown.returncode != 0:

@@ -9,7 +9,8 @@ A rename replaces whatever has the name, so the target is checked first: a symli
 the file it names (that file is replaced, in its own folder, and the link is kept, so ``pins bump``
 through a linked manifest edits the real one); a device, FIFO, socket or directory is refused (a
 rename would swap ``/dev/null`` for a regular file). With ``within``, the file (after following
-links) must lie inside that folder: generated files never land outside the tree they belong to.
+links) must lie inside that folder: generated files never land outside the tree they belong to;
+:func:`plain_folder` checks that no link leads out of the folder itself.
 """
 
 from __future__ import annotations
@@ -60,6 +61,25 @@ def write_atomic(
             raise _error(path, exc, existed=existed) from None
         raise
     _sync_dir(directory)
+
+
+def plain_folder(path: Path) -> Path:
+    """``path`` as a folder to write into that no link leads out of: no part of it, as written,
+    is a symlink (a checkout of someone else's branch may commit one where the folder goes).
+
+    Writes into it then pass ``within=path``, so a link inside it cannot lead out either.
+    """
+    parts = path.parts
+    for i in range(1, len(parts) + 1):
+        part = Path(*parts[:i])
+        if part.is_symlink():
+            raise ConfigError(
+                f"{path}: {part} is a symlink (to {part.readlink()}); refusing to write through "
+                "it, write into a plain folder"
+            )
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path}: not a folder; pass a folder to write into")
+    return path
 
 
 def resolve_target(path: Path, *, within: Path | None = None) -> Path:

@@ -72,6 +72,26 @@ def run_git(
         raise ConfigError(f"git -C {repo} {command}: no answer in {GIT_TIMEOUT_S}s") from None
 
 
+def rev_arg(value: str, *, option: str) -> str:
+    """``value`` when it can only be a revision to git; a one-line refusal naming ``option``.
+
+    Every ref a command hands git from outside (a command line, a workflow, an event payload)
+    goes through here first: ``--output=DIR`` given as a ref would make ``git show`` or
+    ``git diff`` write a file, so a leading ``-`` is refused, and so are names no ref can have.
+    """
+    if value.startswith("-"):
+        raise ConfigError(
+            f"{option} {value!r}: not a git revision: it starts with '-', so git would read it "
+            "as an option; pass a commit SHA or a ref such as refs/heads/main"
+        )
+    if not value or any(c.isspace() or ord(c) < 0x20 or c == "\x7f" for c in value):
+        raise ConfigError(
+            f"{option} {value!r}: not a git revision (empty, or a space or control character); "
+            "pass a commit SHA or a ref such as refs/heads/main"
+        )
+    return value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TreeEntry:
     """One entry of a commit's tree, as ``git ls-tree -r -l`` lists it."""
@@ -84,8 +104,7 @@ class TreeEntry:
 
 def tree_entries(repo: Path, commit: str) -> list[TreeEntry]:
     """Every file, symlink and gitlink in ``commit``'s tree (recursively), sorted by path."""
-    if commit.startswith("-"):
-        raise ConfigError(f"{commit!r}: not a commit name; pass a commit SHA or ref")
+    rev_arg(commit, option="commit")
     proc = run_git(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", commit, binary=True)
     if proc.returncode != 0:
         why = proc.stderr.decode("utf-8", "replace").strip().splitlines()

