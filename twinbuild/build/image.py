@@ -181,7 +181,9 @@ def _base_fetcher(
         return None
 
     def fetch(tag: str) -> bool:
-        remote = f"{registry}/{tag}"
+        from twinbuild.engine.registry import ci_ref
+
+        remote = ci_ref(registry, tag)
         try:
             engine.pull(remote)
         except TwinbuildError as exc:  # not pushed yet, or the registry is away: mmdebstrap
