@@ -291,9 +291,20 @@ def resolve(flag: str | None = None, paths: RegistryPaths | None = None) -> str:
     return state.address
 
 
-def cache_registry(flag: str | None = None, paths: RegistryPaths | None = None) -> str | None:
-    """The registry a build takes its cache from: like `resolve`, but None when there is none."""
-    if flag or os.environ.get(ENV_VAR):
+def cache_registry(
+    flag: str | None = None,
+    paths: RegistryPaths | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str | None:
+    """The registry a build takes its cache from: like `resolve`, but None when there is none.
+
+    None in GitHub Actions too: every job that pushes (a validation branch's build job runs that
+    branch's code with write access) could have written the cache, so a CI build reads none.
+    """
+    env = os.environ if env is None else env
+    if env.get("GITHUB_ACTIONS") == "true":
+        return None
+    if flag or env.get(ENV_VAR):
         return resolve(flag, paths)
     state = status(paths)
     return state.address if state.running else None
