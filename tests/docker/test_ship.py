@@ -531,3 +531,56 @@ def test_interrupted_release_moves_no_tag_and_evidence_is_stored_first(
     ]
     stored = r.cli("evidence", "verify", "--image", str(target))
     assert stored.returncode == 0, stored.stderr
+
+
+def test_the_release_workflow_steps_fetch_log_in_and_release_production_evidence_only(
+    rehearsal: Rehearsal, tmp_path: Path
+) -> None:
+    """release.yml's own `run:` steps (read from the file), with its env and inputs, against the
+    real registry and engine: the evidence branch is fetched as data, the engine logs in, and
+    `twinbuild release` refuses the rehearsal's local-profile evidence (a workflow release is a
+    production release); nothing is tagged, and the login is gone afterwards."""
+    import re
+
+    import yaml
+
+    r = rehearsal
+    workflow = Path(__file__).resolve().parents[2] / ".github/workflows/release.yml"
+    job = yaml.safe_load(workflow.read_text(encoding="utf-8"))["jobs"]["release"]
+    values = {
+        "inputs.platform": "rocm", "inputs.image": r.refs["rocm"], "inputs.tag": "v-workflow",
+        "inputs.evidence-branch": f"validate/pr-{PR}", "github.token": "unused-by-a-file-remote",
+        "github.event.repository.default_branch": "main", "vars.TWINBUILD_REGISTRY": r.address,
+        "vars.TWINBUILD_RELEASE_USER": "release-bot", "secrets.TWINBUILD_RELEASE_TOKEN": "x",
+    }  # fmt: skip
+
+    def expand(text: object) -> str:
+        return re.sub(r"\$\{\{\s*([^}]+?)\s*\}\}", lambda m: values[m.group(1)], str(text))
+
+    config = tmp_path / "docker-config"
+    env = {
+        **r.env, "DOCKER_CONFIG": str(config), "GITHUB_REPOSITORY": REPO,
+        "GITHUB_REPOSITORY_ID": REPO_ID, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    } | {k: expand(v) for k, v in job["env"].items()}  # fmt: skip
+    results = {}
+    for step in job["steps"]:
+        if "run" not in step or "pip install" in step["run"]:
+            continue  # actions/checkout and setup-python: this clone, this interpreter
+        step_env = env | {k: expand(v) for k, v in (step.get("env") or {}).items()}
+        results[step["name"]] = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", step["run"]], cwd=r.root, env=step_env,
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        if step["name"] == "Log out":
+            assert r.address not in (config / "config.json").read_text()
+        elif step["name"].startswith("Log in"):
+            assert r.address in (config / "config.json").read_text()
+    released = results.pop("Release (evidence first, the tag last)")
+    assert all(p.returncode == 0 for p in results.values()), {
+        k: p.stderr for k, p in results.items()
+    }
+    assert released.returncode == 7, released.stderr
+    assert len(released.stderr.strip().splitlines()) == 1, released.stderr
+    assert "profile" in released.stderr
+    assert "production" in released.stderr
+    assert r.tag_digest("rocm", "v-workflow") is None
