@@ -138,8 +138,9 @@ class Answer:
         return self.headers.get(name.lower(), "")
 
     def text(self) -> str:
-        """The body as one short line (for an error message)."""
-        return " ".join(self.body[:400].decode("utf-8", "replace").split())[:200]
+        """The body as one short printable line (for an error message: a registry writes it)."""
+        text = " ".join(self.body[:400].decode("utf-8", "replace").split())[:200]
+        return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def exchange(request: Request, clock: Clock) -> Answer:
