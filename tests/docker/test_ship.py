@@ -95,8 +95,13 @@ class Rehearsal:
             "--profile", "local", "--repository", REPO, "--repository-id", REPO_ID, *more,
         )  # fmt: skip
 
-    def tag_digest(self, platform: Platform, tag: str) -> str | None:
-        image = ImageRef.parse(self.refs[platform])
+    def released(self, platform: Platform) -> ImageRef:
+        """The pushed digest as a release names it: in twinbuild/<platform>, not twinbuild-ci/."""
+        return ImageRef.parse(self.refs[platform]).moved(f"twinbuild/{platform}")
+
+    def tag_digest(self, platform: Platform, tag: str, *, ci: bool = False) -> str | None:
+        """The digest ``tag`` names in the release repository (``ci``: in the CI namespace)."""
+        image = ImageRef.parse(self.refs[platform]) if ci else self.released(platform)
         found = Client(self.address).manifest(image.repository, tag)
         return found.digest if found else None
 
@@ -162,7 +167,7 @@ def _build_push_smoke(r: Rehearsal, made: list[str]) -> None:
         r.refs[key.removesuffix("-image")] = ref  # type: ignore[index]
     assert set(r.refs) == set(PLATFORMS)
     for platform, ref in r.refs.items():
-        assert ref.startswith(f"{r.address}/twinbuild/{platform}@sha256:")
+        assert ref.startswith(f"{r.address}/twinbuild-ci/{platform}@sha256:")
         assert f"{platform}: {ref} (" in pushed.stdout
         record = json.loads((r.root / f"build/local/{platform}/image.json").read_text())
         assert record["pushed"]["ref"] == ref
@@ -248,11 +253,14 @@ def test_rehearsal_build_push_smoke_by_digest_sign_gate_release_verify(
     for platform in PLATFORMS:
         released = r.release(platform, r.refs[platform], "v1")
         assert released.returncode == 0, released.stderr
+        target = r.released(platform)
         assert (
-            f"released {r.refs[platform].split('@')[0]}:v1 = {r.refs[platform]}" in released.stdout
+            f"released {target.tagged('v1')} = {target}, copied from {r.address}/twinbuild-ci/"
+            f"{platform}; evidence" in released.stdout
         )
         assert r.tag_digest(platform, "v1") == r.refs[platform].split("@")[1]
-        verified = r.cli("evidence", "verify", "--image", r.refs[platform])
+        assert r.tag_digest(platform, "v1", ci=True) is None  # no release tag in the CI namespace
+        verified = r.cli("evidence", "verify", "--image", str(target))
         assert verified.returncode == 0, verified.stderr
         assert f"{platform} evidence signed by" in verified.stdout
         assert "verdict passed" in verified.stdout
@@ -295,7 +303,7 @@ def test_refusals_other_digest_swapped_evidence_and_a_tag_that_points_elsewhere(
     assert r.tag_digest("cuda", "v2") is None
 
     # Evidence for A copied next to B by someone with push rights: verify --image B refuses it.
-    a, b = ImageRef.parse(r.refs["cuda"]), ImageRef.parse(other)
+    a, b = r.released("cuda"), ImageRef.parse(other)
     client = Client(r.address)
     envelope = client.attachments(a)[0]
     subject = client.manifest(b.repository, b.digest)
@@ -306,7 +314,7 @@ def test_refusals_other_digest_swapped_evidence_and_a_tag_that_points_elsewhere(
     assert f"the evidence is for {a.digest}, not {b.digest}" in swapped.stderr
 
     # A release tag that names another digest moves only with --force.
-    rocm = ImageRef.parse(r.refs["rocm"])
+    rocm = r.released("rocm")
     elsewhere = client.manifest(rocm.repository, rocm.attachment_tag)  # any other manifest
     assert elsewhere is not None
     client.put_manifest(rocm.repository, "stable", elsewhere)
@@ -363,7 +371,7 @@ def test_registry_gone_mid_push_is_exit_3_and_tags_nothing(rehearsal: Rehearsal)
     image = ImageRef.parse(r.refs["cuda"])
     if r.tag_digest("cuda", "v1") is None:  # run alone: the release the rehearsal test makes
         assert r.release("cuda", r.refs["cuda"], "v1").returncode == 0
-    before = {tag: r.tag_digest("cuda", tag) for tag in ("v1", "local")}
+    before = {"v1": r.tag_digest("cuda", "v1"), "local": r.tag_digest("cuda", "local", ci=True)}
     record = r.root / "build/local/cuda/image.json"
     recipe = r.root / "images/local/Dockerfile"
     text = recipe.read_text()
@@ -394,7 +402,10 @@ def test_registry_gone_mid_push_is_exit_3_and_tags_nothing(rehearsal: Rehearsal)
     assert len(err.strip().splitlines()) == 1, err
     assert f"the registry {r.address} failed" in err
     assert "connection refused" in err
-    assert {tag: r.tag_digest("cuda", tag) for tag in before} == before
+    assert {
+        "v1": r.tag_digest("cuda", "v1"),
+        "local": r.tag_digest("cuda", "local", ci=True),
+    } == before
     assert "pushed" not in json.loads(record.read_text())  # a failed push records nothing
     assert r.tag_digest("cuda", "v1") == image.digest
 
@@ -516,9 +527,64 @@ def test_interrupted_release_moves_no_tag_and_evidence_is_stored_first(
     assert proc.returncode == 130, err
     assert r.tag_digest("cuda", "v-interrupted") is None
     writes = [s for s in proxy.seen if s.startswith("PUT") and "/manifests/" in s]
+    target = r.released("cuda")
     assert writes == [
-        f"PUT /v2/{image.repository}/manifests/{image.attachment_tag}",
-        f"PUT /v2/{image.repository}/manifests/v-interrupted",
+        f"PUT /v2/{target.repository}/manifests/{image.digest}",  # the copy, by digest
+        f"PUT /v2/{target.repository}/manifests/{image.attachment_tag}",
+        f"PUT /v2/{target.repository}/manifests/v-interrupted",
     ]
-    stored = r.cli("evidence", "verify", "--image", r.refs["cuda"])
+    stored = r.cli("evidence", "verify", "--image", str(target))
     assert stored.returncode == 0, stored.stderr
+
+
+def test_the_release_workflow_steps_fetch_log_in_and_release_production_evidence_only(
+    rehearsal: Rehearsal, tmp_path: Path
+) -> None:
+    """release.yml's own `run:` steps (read from the file), with its env and inputs, against the
+    real registry and engine: the evidence branch is fetched as data, the engine logs in, and
+    `twinbuild release` refuses the rehearsal's local-profile evidence (a workflow release is a
+    production release); nothing is tagged, and the login is gone afterwards."""
+    import re
+
+    import yaml
+
+    r = rehearsal
+    workflow = Path(__file__).resolve().parents[2] / ".github/workflows/release.yml"
+    job = yaml.safe_load(workflow.read_text(encoding="utf-8"))["jobs"]["release"]
+    values = {
+        "inputs.platform": "rocm", "inputs.image": r.refs["rocm"], "inputs.tag": "v-workflow",
+        "inputs.evidence-branch": f"validate/pr-{PR}", "github.token": "unused-by-a-file-remote",
+        "github.event.repository.default_branch": "main", "vars.TWINBUILD_REGISTRY": r.address,
+        "vars.TWINBUILD_RELEASE_USER": "release-bot", "secrets.TWINBUILD_RELEASE_TOKEN": "x",
+    }  # fmt: skip
+
+    def expand(text: object) -> str:
+        return re.sub(r"\$\{\{\s*([^}]+?)\s*\}\}", lambda m: values[m.group(1)], str(text))
+
+    config = tmp_path / "docker-config"
+    env = {
+        **r.env, "DOCKER_CONFIG": str(config), "GITHUB_REPOSITORY": REPO,
+        "GITHUB_REPOSITORY_ID": REPO_ID, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    } | {k: expand(v) for k, v in job["env"].items()}  # fmt: skip
+    results = {}
+    for step in job["steps"]:
+        if "run" not in step or "pip install" in step["run"]:
+            continue  # actions/checkout and setup-python: this clone, this interpreter
+        step_env = env | {k: expand(v) for k, v in (step.get("env") or {}).items()}
+        results[step["name"]] = subprocess.run(
+            ["bash", "-e", "-o", "pipefail", "-c", step["run"]], cwd=r.root, env=step_env,
+            capture_output=True, text=True, timeout=300, check=False,
+        )  # fmt: skip
+        if step["name"] == "Log out":
+            assert r.address not in (config / "config.json").read_text()
+        elif step["name"].startswith("Log in"):
+            assert r.address in (config / "config.json").read_text()
+    released = results.pop("Release (evidence first, the tag last)")
+    assert all(p.returncode == 0 for p in results.values()), {
+        k: p.stderr for k, p in results.items()
+    }
+    assert released.returncode == 7, released.stderr
+    assert len(released.stderr.strip().splitlines()) == 1, released.stderr
+    assert "profile" in released.stderr
+    assert "production" in released.stderr
+    assert r.tag_digest("rocm", "v-workflow") is None

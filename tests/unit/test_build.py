@@ -213,3 +213,69 @@ def test_an_unchanged_recipe_is_not_parsed_again(tmp_path: Path) -> None:
         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )  # fmt: skip
     assert again.stdout.split() == [str(len(first)), "False", "False"]
+
+
+PLANTED = "sha256:" + "e" * 64
+
+
+def _labels_of(result: BuildResult) -> dict[str, str]:
+    return {
+        "org.twinbuild.inputs-hash": result.inputs_hash,
+        "org.twinbuild.platform": "rocm",
+        "org.twinbuild.profile": "production",
+    }
+
+
+def test_in_ci_an_image_planted_with_the_builds_labels_is_not_its_result(tmp_path: Path) -> None:
+    # Someone's earlier job on a shared engine made an image with the next build's labels and
+    # even its tag; a fresh checkout in CI builds instead of taking it.
+    digest = _build(mini_project(tmp_path / "a"), FakeEngine(build_chunks=GOOD))
+    root = mini_project(tmp_path / "b")
+    engine = FakeEngine(build_chunks=GOOD)
+    engine.add_image(PLANTED, _labels_of(digest), "twinbuild/rocm:production")
+    options = BuildOptions(root=root, profile="production", lock_timeout=0.3, adopt=False)
+    manifest = load(root / "pins/manifest.toml")
+    built = build_image(manifest, engine, "rocm", options, say=lambda _: None)
+    assert not built.up_to_date
+    assert built.image_id == BUILT
+    assert len(engine.builds) == 1
+    assert engine.tagged[-1] == (BUILT, "twinbuild/rocm:production")
+    # What this checkout built (its record names it) is up to date on the next run, in CI too.
+    again = build_image(manifest, engine, "rocm", options, say=lambda _: None)
+    assert again.up_to_date
+    assert len(engine.builds) == 1
+
+
+def test_build_in_github_actions_adopts_nothing_and_reads_no_registry_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import contextlib
+
+    from twinbuild.build.image import BuildRequest, build_images
+    from twinbuild.engine import client
+
+    digest = _build(mini_project(tmp_path / "a"), FakeEngine(build_chunks=GOOD))
+    root = mini_project(tmp_path / "b")
+    engine = FakeEngine(build_chunks=GOOD)
+    engine.add_image(PLANTED, _labels_of(digest))
+    monkeypatch.setattr(client, "connect", lambda: contextlib.nullcontext(engine))
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    monkeypatch.setenv("TWINBUILD_REGISTRY", "127.0.0.1:5999")  # where a cache would come from
+    request = BuildRequest(
+        manifest=root / "pins/manifest.toml", platform="rocm",
+        options=BuildOptions(root=root, profile="production", lock_timeout=0.3),
+    )  # fmt: skip
+    [built] = build_images(request, say=lambda _: None)
+    assert not built.up_to_date
+    assert engine.builds[0]["cache_from"] == []
+    # Outside Actions the same request takes the registry cache and the labelled image.
+    monkeypatch.delenv("GITHUB_ACTIONS")
+    fresh = mini_project(tmp_path / "c")
+    engine2 = FakeEngine(build_chunks=GOOD)
+    monkeypatch.setattr(client, "connect", lambda: contextlib.nullcontext(engine2))
+    request = BuildRequest(
+        manifest=fresh / "pins/manifest.toml", platform="rocm", no_registry_cache=False,
+        options=BuildOptions(root=fresh, profile="production", lock_timeout=0.3, force=True),
+    )  # fmt: skip
+    build_images(request, say=lambda _: None)
+    assert engine2.builds[0]["cache_from"] == ["127.0.0.1:5999/twinbuild-ci/rocm:production"]

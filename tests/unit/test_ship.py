@@ -33,7 +33,7 @@ from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
 from twinbuild.ship.push import PushOptions, push
 from twinbuild.ship.release import ReleaseOptions, Trust, release, verify_attached
 
-REF = "127.0.0.1:5000/twinbuild/cuda@sha256:" + "3" * 64
+REF = "127.0.0.1:5000/twinbuild-ci/cuda@sha256:" + "3" * 64
 
 
 class FakeClient:
@@ -51,6 +51,11 @@ class FakeClient:
         self.writes.append(f"tag {tag}")
         self.manifests[(repository, tag)] = manifest
         self.manifests[(repository, manifest.digest)] = manifest
+
+    def copy(self, image: ImageRef, repository: str, manifest: Manifest) -> int:
+        self.writes.append(f"copy {image.repository} -> {repository}")
+        self.manifests[(repository, manifest.digest)] = manifest
+        return 2
 
     def attach(
         self, image: ImageRef, subject: Manifest, envelope: bytes, annotations: Mapping[str, str]
@@ -72,7 +77,7 @@ def _image_manifest(seed: str) -> Manifest:
 def signed(tmp_path: Path) -> tuple[Path, Trust, ImageRef, Manifest]:
     """Evidence for a cuda image whose registry digest is the manifest below."""
     manifest = _image_manifest("a")
-    image = ImageRef.parse(f"127.0.0.1:5000/twinbuild/cuda@{manifest.digest}")
+    image = ImageRef.parse(f"127.0.0.1:5000/twinbuild-ci/cuda@{manifest.digest}")
     report = smoke_report("cuda")
     report["image"]["digest"] = str(image)
     about = validated(report)
@@ -110,9 +115,20 @@ def test_evidence_is_stored_before_the_tag_moves(
     _, _, image, manifest = signed
     client = _client((image.repository, image.digest, manifest))
     done = release(_options(signed), cast(Client, client), say=lambda _: None)
-    assert client.writes == [f"attach {image.attachment_tag}", "tag v1"]
-    assert client.manifests[(image.repository, "v1")] is manifest
+    # Copied out of the CI namespace first; the tag lives only in the release repository.
+    assert client.writes == [
+        "copy twinbuild-ci/cuda -> twinbuild/cuda",
+        f"attach {image.attachment_tag}",
+        "tag v1",
+    ]
+    assert client.manifests[("twinbuild/cuda", "v1")] is manifest
+    assert (image.repository, "v1") not in client.manifests
     assert done.moved_from is None
+    assert str(done.image) == f"127.0.0.1:5000/twinbuild/cuda@{image.digest}"
+    assert done.describe().startswith(
+        f"released 127.0.0.1:5000/twinbuild/cuda:v1 = {done.image}, copied from "
+        "127.0.0.1:5000/twinbuild-ci/cuda; evidence "
+    )
 
 
 def test_evidence_store_failing_moves_no_tag(
@@ -120,12 +136,12 @@ def test_evidence_store_failing_moves_no_tag(
 ) -> None:
     _, _, image, manifest = signed
     old = _image_manifest("old")
-    client = _client((image.repository, image.digest, manifest), (image.repository, "v1", old))
+    client = _client((image.repository, image.digest, manifest), ("twinbuild/cuda", "v1", old))
     client.fail_attach = True
     with pytest.raises(EngineError, match="nothing was tagged"):
         release(_options(signed, force=True), cast(Client, client), say=lambda _: None)
-    assert client.writes == []
-    assert client.manifests[(image.repository, "v1")] is old
+    assert client.writes == ["copy twinbuild-ci/cuda -> twinbuild/cuda"]
+    assert client.manifests[("twinbuild/cuda", "v1")] is old
 
 
 def test_refusals_write_nothing(signed: tuple[Path, Trust, ImageRef, Manifest]) -> None:
@@ -135,7 +151,8 @@ def test_refusals_write_nothing(signed: tuple[Path, Trust, ImageRef, Manifest]) 
     client = _client(
         (image.repository, image.digest, manifest),
         (image.repository, other.digest, other),
-        (image.repository, "v1", other),
+        ("twinbuild/cuda", "v1", other),
+        ("twinbuild-ci/rocm", image.digest, manifest),  # the cuda digest, pushed as rocm too
     )
     with pytest.raises(EvidenceRefused) as info:
         release(_options(signed, image=other_ref, tag="v2"), cast(Client, client))
@@ -143,8 +160,15 @@ def test_refusals_write_nothing(signed: tuple[Path, Trust, ImageRef, Manifest]) 
     assert "\n" not in str(info.value)
     with pytest.raises(EvidenceRefused, match=r"already points at .*pass --force to move it"):
         release(_options(signed), cast(Client, client))
-    with pytest.raises(EvidenceRefused, match="the evidence is for cuda, not rocm"):
+    with pytest.raises(EvidenceRefused, match="is in the cuda repository, and rocm evidence"):
         release(_options(signed, platform="rocm"), cast(Client, client))
+    as_rocm = image.moved("twinbuild-ci/rocm")
+    with pytest.raises(EvidenceRefused, match="is in the rocm repository, and cuda evidence"):
+        release(_options(signed, image=as_rocm), cast(Client, client))
+    with pytest.raises(EvidenceRefused, match="the evidence is for cuda, not rocm"):
+        release(_options(signed, image=as_rocm, platform="rocm"), cast(Client, client))
+    with pytest.raises(ConfigError, match="not a twinbuild image repository"):
+        release(_options(signed, image=image.moved("acme/cuda")), cast(Client, client))
     missing = ImageRef.parse(f"{image.name}@sha256:{'0' * 64}")
     with pytest.raises(ConfigError, match="has no such digest"):
         release(_options(signed, image=missing), cast(Client, client))
@@ -153,7 +177,7 @@ def test_refusals_write_nothing(signed: tuple[Path, Trust, ImageRef, Manifest]) 
 
 def test_image_references_and_tags() -> None:
     image = ImageRef.parse(REF)
-    assert (image.registry, image.repository) == ("127.0.0.1:5000", "twinbuild/cuda")
+    assert (image.registry, image.repository) == ("127.0.0.1:5000", "twinbuild-ci/cuda")
     assert image.attachment_tag == "sha256-" + "3" * 64 + ".att"
     assert str(image) == REF
     for bad in ("twinbuild/cuda:local", "127.0.0.1:5000/twinbuild/cuda@sha256:abc", "cuda@sha256"):
@@ -175,9 +199,9 @@ def test_push_records_the_digest_and_writes_github_output(tmp_path: Path) -> Non
     options = PushOptions(root=tmp_path, platform="cuda", github_output=out)
     said: list[str] = []
     results = push(engine, options, "127.0.0.1:5000", say=said.append)
-    ref = "127.0.0.1:5000/twinbuild/cuda@sha256:" + hashlib.sha256(image_id.encode()).hexdigest()
+    ref = "127.0.0.1:5000/twinbuild-ci/cuda@sha256:" + hashlib.sha256(image_id.encode()).hexdigest()
     assert [r.ref for r in results] == [ref]
-    assert engine.tagged == [(image_id, "127.0.0.1:5000/twinbuild/cuda:local")]
+    assert engine.tagged == [(image_id, "127.0.0.1:5000/twinbuild-ci/cuda:local")]
     assert out.read_text() == f"cuda-image={ref}\n"
     assert said == [f"cuda: {ref} (1 layers sent, 0 already there)"]
     saved = json.loads(record_file.read_text())

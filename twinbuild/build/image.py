@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import signal
 import tarfile
@@ -68,6 +69,10 @@ class BuildOptions:
     registry: str | None = None
     source: str | None = None  # default: the manifest's, else the run's or the git remote's
     revision: str | None = None  # default: GITHUB_SHA in Actions, else the checkout's HEAD
+    # An image in the engine with this build's labels counts as up to date. Off in CI (see
+    # build_images): there only an image this checkout's build record names counts, so an image
+    # planted in a shared engine with the next build's labels is never taken as its result.
+    adopt: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -181,7 +186,9 @@ def _base_fetcher(
         return None
 
     def fetch(tag: str) -> bool:
-        remote = f"{registry}/{tag}"
+        from twinbuild.engine.registry import ci_ref
+
+        remote = ci_ref(registry, tag)
         try:
             engine.pull(remote)
         except TwinbuildError as exc:  # not pushed yet, or the registry is away: mmdebstrap
@@ -217,6 +224,19 @@ def find_up_to_date(
     return None
 
 
+def _up_to_date(
+    engine: EngineAPI, platform: Platform, options: BuildOptions, digest: str
+) -> tuple[str, bool] | None:
+    """`find_up_to_date`, and unless ``options.adopt``, only what this checkout's record names."""
+    found = find_up_to_date(engine, platform, options.profile, digest)
+    if found is None or options.adopt:
+        return found
+    recorded = read_record(out_dir(options, platform) / "image.json") or {}
+    if recorded.get("image_id") == found[0] and recorded.get("inputs_hash") == digest:
+        return found
+    return None
+
+
 def _reuse(engine: EngineAPI, found: tuple[str, bool], tag: str) -> str:
     image_id, tagged = found
     if not tagged:
@@ -248,14 +268,12 @@ def build_image(
         _write_record(out_dir(options, platform) / "image.json", built.record())
         return built
 
-    if not options.force and (found := find_up_to_date(engine, platform, options.profile, digest)):
+    if not options.force and (found := _up_to_date(engine, platform, options, digest)):
         return result(_reuse(engine, found, tag), fresh=False, log=None)
     folder = out_dir(options, platform)
     folder.mkdir(parents=True, exist_ok=True)
     with _lock(folder / "build.lock", tag, options.lock_timeout, say):
-        if not options.force and (
-            found := find_up_to_date(engine, platform, options.profile, digest)
-        ):
+        if not options.force and (found := _up_to_date(engine, platform, options, digest)):
             return result(_reuse(engine, found, tag), fresh=False, log=None)
         labels = _labels(manifest, platform, options, digest, base_info)
         log_path = folder / "build.log"
@@ -286,7 +304,9 @@ def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
     manifest = load(request.manifest)  # a bad manifest fails before the engine is asked
     wanted = [request.platform] if request.platform else list(PLATFORMS)
     registry = None if request.no_registry_cache else cache_registry(request.registry)
-    options = dataclasses.replace(request.options, registry=registry)
+    in_ci = os.environ.get("GITHUB_ACTIONS") == "true"  # a shared engine: adopt nothing there
+    adopt = request.options.adopt and not in_ci
+    options = dataclasses.replace(request.options, registry=registry, adopt=adopt)
     with connect() as engine:
 
         def one(platform: Platform) -> BuildResult:

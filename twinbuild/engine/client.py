@@ -109,6 +109,37 @@ def split_tag(ref: str) -> tuple[str, str]:
     return repository, tag
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Credentials:
+    """What `docker login REGISTRY` stored for a registry; twinbuild's own registry requests
+    (``twinbuild.ship``) use the engine's login rather than a second one."""
+
+    username: str
+    password: str
+
+
+def stored_credentials(registry: str) -> Credentials | None:
+    """The login stored for ``registry`` in ``$DOCKER_CONFIG/config.json`` (or the credential
+    helper it names), read by the Docker SDK as the docker CLI writes it; None when none is."""
+    import docker.auth
+    import docker.errors
+
+    try:
+        found = docker.auth.load_config().resolve_authconfig(registry)
+    except docker.errors.DockerException as exc:
+        raise CredentialsMissing(
+            f"the login stored for {registry} cannot be read ({_one_line(str(exc))[:160]}); "
+            f"run `docker login {registry}` again"
+        ) from None
+    if not found:
+        return None
+    username = found.get("username") or found.get("Username") or ""
+    password = found.get("password") or found.get("Password") or ""
+    if not (username and password):
+        return None
+    return Credentials(username=str(username), password=str(password))
+
+
 def _registry_failure(what: str, ref: str, message: str) -> TwinbuildError:
     text = _one_line(message)
     registry = registry_of(ref)

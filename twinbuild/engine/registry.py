@@ -8,17 +8,24 @@ an insecure registry by default, so the engine pushes to it and pulls by digest 
 ``--registry HOST`` or ``TWINBUILD_REGISTRY`` names a real registry instead; then nothing is
 started and the engine's own credentials are used. This module talks HTTP to ``/v2/`` only to ask
 whether a registry answers; the registry protocol itself lives in ``twinbuild.ship.oci``.
+
+It also says what every registry client of twinbuild shares: the request deadline
+(``TWINBUILD_REGISTRY_TIMEOUT``), which registries are loopback (plain HTTP, like Docker), and
+the two namespaces: ``twinbuild-ci/`` for what CI and `twinbuild push` write, ``twinbuild/`` for
+release tags, which only `twinbuild release` writes.
 """
 
 from __future__ import annotations
 
 import errno
+import ipaddress
 import os
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from twinbuild.engine.daemon import (
     Host,
@@ -31,8 +38,20 @@ from twinbuild.engine.daemon import (
 )
 from twinbuild.errors import ConfigError, EngineError
 
+if TYPE_CHECKING:
+    from twinbuild.util.exchange import Clock
+
 ENV_VAR = "TWINBUILD_REGISTRY"
 PORT_ENV_VAR = "TWINBUILD_REGISTRY_PORT"
+TIMEOUT_ENV_VAR = "TWINBUILD_REGISTRY_TIMEOUT"
+DEFAULT_TIMEOUT_S = 60
+MAX_TIMEOUT_S = 3600
+COMMAND_TIMEOUTS = 10  # all of one command's registry requests together: ten request timeouts
+PING_TIMEOUT_S = 2.0
+# What `twinbuild push` (and so every CI build job) writes: images by digest, the local base.
+CI_NAMESPACE = "twinbuild-ci"
+# Where release tags live; only `twinbuild release` writes here, after checking the evidence.
+RELEASE_NAMESPACE = "twinbuild"
 DEFAULT_PORT = 5000
 LISTEN = "127.0.0.1"
 START_TIMEOUT_S = 30.0
@@ -137,22 +156,76 @@ class RegistryOptions:
     port: int | None = None
 
 
-def ping(address: str, timeout: float = 2.0) -> bool:
-    """True when ``GET /v2/`` answers like a registry (200, or 401 asking for credentials)."""
-    import http.client  # here: every build asks for the registry, and most find none running
+def request_timeout(env: Mapping[str, str] | None = None) -> int:
+    """Seconds one registry request may take, connect to last byte (``TWINBUILD_REGISTRY_TIMEOUT``,
+    whole seconds in ASCII digits, 1 to 3600; default 60)."""
+    raw = (os.environ if env is None else env).get(TIMEOUT_ENV_VAR, "")
+    if raw == "":
+        return DEFAULT_TIMEOUT_S
+    if not re.fullmatch(r"[0-9]{1,4}", raw) or not 1 <= int(raw) <= MAX_TIMEOUT_S:
+        raise ConfigError(
+            f"{TIMEOUT_ENV_VAR}={raw!r}: expected whole seconds from 1 to {MAX_TIMEOUT_S} "
+            f"(ASCII digits), e.g. {DEFAULT_TIMEOUT_S}; unset it for the default"
+        )
+    return int(raw)
 
-    host, _, port = address.partition(":")
-    conn = http.client.HTTPConnection(host, int(port or 80), timeout=timeout)
+
+def clock(env: Mapping[str, str] | None = None) -> Clock:
+    """The deadlines of one command's registry requests: each within the request timeout, all of
+    them within ``COMMAND_TIMEOUTS`` of it."""
+    from twinbuild.util.exchange import Clock
+
+    timeout = request_timeout(env)
+    return Clock(
+        timeout=timeout,
+        budget=timeout * COMMAND_TIMEOUTS,
+        hint=f"{TIMEOUT_ENV_VAR}={timeout} sets it; a command gets {COMMAND_TIMEOUTS} times that",
+    )
+
+
+def loopback(registry: str) -> bool:
+    """Whether ``host[:port]`` is a literal loopback address or ``localhost``: decided by parsing
+    the host, so ``127.attacker.example`` is a name like any other (TLS, verified)."""
+    host = registry.split("/", 1)[0]
+    if host.startswith("["):
+        host = host[1:].split("]", 1)[0]
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    if host.lower() == "localhost":
+        return True
     try:
-        conn.request("GET", "/v2/")
-        resp = conn.getresponse()
-        resp.read(64)
-    except (OSError, http.client.HTTPException):
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
         return False
-    else:
-        return resp.status in (200, 401) and "Docker-Distribution-Api-Version" in resp.headers
-    finally:
-        conn.close()
+
+
+def ci_repository(registry: str, name: str) -> str:
+    """``<registry>/twinbuild-ci/<name>``: where `push` puts ``name`` (a platform, ``base``)."""
+    return f"{registry}/{CI_NAMESPACE}/{name}"
+
+
+def ci_ref(registry: str, local: str) -> str:
+    """The registry name of a local ``twinbuild/<name>:<tag>`` (the local base): in the CI
+    namespace, like everything `push` writes."""
+    return ci_repository(registry, local.removeprefix(f"{RELEASE_NAMESPACE}/"))
+
+
+def ping(address: str, timeout: float = PING_TIMEOUT_S) -> bool:
+    """True when ``GET /v2/`` answers like a registry (200, or 401 asking for credentials), all
+    of it within ``timeout``: a registry that stalls or drips is not running."""
+    from twinbuild.util.exchange import Clock, Request, exchange
+
+    local = loopback(address)
+    host = address.split("/", 1)[0]
+    request = Request(
+        method="GET", url=f"{'http' if local else 'https'}://{host}/v2/", what="ping",
+        limit=64 << 10, loopback=local,
+    )  # fmt: skip
+    try:
+        answer = exchange(request, Clock(timeout=timeout, budget=timeout))
+    except EngineError:
+        return False
+    return answer.status in (200, 401) and bool(answer.header("Docker-Distribution-Api-Version"))
 
 
 def port_free(port: int, listen: str = LISTEN) -> bool:
@@ -218,9 +291,20 @@ def resolve(flag: str | None = None, paths: RegistryPaths | None = None) -> str:
     return state.address
 
 
-def cache_registry(flag: str | None = None, paths: RegistryPaths | None = None) -> str | None:
-    """The registry a build takes its cache from: like `resolve`, but None when there is none."""
-    if flag or os.environ.get(ENV_VAR):
+def cache_registry(
+    flag: str | None = None,
+    paths: RegistryPaths | None = None,
+    env: Mapping[str, str] | None = None,
+) -> str | None:
+    """The registry a build takes its cache from: like `resolve`, but None when there is none.
+
+    None in GitHub Actions too: every job that pushes (a validation branch's build job runs that
+    branch's code with write access) could have written the cache, so a CI build reads none.
+    """
+    env = os.environ if env is None else env
+    if env.get("GITHUB_ACTIONS") == "true":
+        return None
+    if flag or env.get(ENV_VAR):
         return resolve(flag, paths)
     state = status(paths)
     return state.address if state.running else None

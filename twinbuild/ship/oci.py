@@ -1,50 +1,70 @@
-"""The OCI distribution protocol, through ``oras``: manifests by digest, tags, and evidence attached
-to an image digest.
+"""The OCI distribution protocol: manifests by digest, tags, copies between repositories, and
+evidence attached to an image digest.
 
-The Docker engine pushes and pulls images (``twinbuild.engine.client``); what the engine cannot do
-is put a tag on a digest without re-pushing, or store a non-image artifact. Both happen here:
+The Docker engine pushes and pulls images (``twinbuild.engine.client``); what the engine cannot
+do is put a tag on a digest without re-pushing, copy a digest into another repository, or store a
+non-image artifact. These happen here:
 
 - a tag is set by PUTting the image manifest's exact bytes under the tag name, so the tag names
   exactly the digest that was tested (re-serialising the JSON would make a new digest);
+- a release copies the tested digest from the CI namespace into the release repository: every
+  blob mounted across repositories (or, where the registry cannot mount, streamed through in
+  8 MiB chunks), then the manifest's exact bytes PUT by digest;
 - evidence is an OCI artifact whose one layer is the DSSE envelope
   (``application/vnd.dsse.envelope.v1+json``), tagged ``sha256-<hex>.att`` after the image digest,
   cosign's convention, so registries without the OCI 1.1 referrers API (the distribution registry
   2.8 among them) find it by name; its manifest also carries ``subject`` = the image, so a
   registry with the referrers API lists it as a referrer too.
+
+A registry is not trusted. Every request goes through ``twinbuild.util.exchange`` (a deadline per
+request and per command, answers bounded while read); every answer is checked before use (a JSON
+object, the digest asked for, at most so many layers); a redirect is followed only to the
+registry itself, or for a remote registry's blob download to https without credentials.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
+import ipaddress
 import json
 import re
-import tempfile
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import quote, urljoin, urlsplit
 
-import oras.oci
-import oras.provider
-import requests
-
-from twinbuild.errors import ConfigError, CredentialsMissing, EngineError
+from twinbuild.engine.client import Credentials, stored_credentials
+from twinbuild.engine.registry import clock as registry_clock
+from twinbuild.engine.registry import loopback
+from twinbuild.errors import ConfigError, EngineError
+from twinbuild.ship.auth import Auth, scope
+from twinbuild.util.exchange import Answer, Clock, Request, Stream, exchange, size_text, streaming
 
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
-MANIFEST_TYPES = (
-    "application/vnd.oci.image.manifest.v1+json",
-    "application/vnd.docker.distribution.manifest.v2+json",
-    "application/vnd.oci.image.index.v1+json",
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-)
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+EMPTY_CONFIG = "application/vnd.oci.empty.v1+json"
+MANIFEST_TYPES = (OCI_MANIFEST, DOCKER_MANIFEST, OCI_INDEX, DOCKER_LIST)
 REF_RE = re.compile(
     r"(?P<registry>[A-Za-z0-9.-]+(?::[0-9]+)?)/(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
     r"@(?P<digest>sha256:[0-9a-f]{64})"
 )
 TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
-TIMEOUT_S = 60
-MAX_ENVELOPE = 4 << 20  # read no more of a blob than an envelope can be: a registry is not trusted
+DIGEST_RE = re.compile(r"sha256:[0-9a-f]{64}")
+
+# What a registry may send, checked while reading or before anything is fetched.
+MANIFEST_MAX = 4 << 20  # an image manifest is a few KiB; the distribution registry caps it at 4 MiB
+MAX_ENVELOPE = 4 << 20  # an evidence envelope, like an evidence file
+MAX_EVIDENCE_LAYERS = 8  # `release` stores one envelope; a few more is someone else's business
+MAX_IMAGE_LAYERS = 128  # Docker's own limit on an image's layers is 127
+MAX_INDEX_ENTRIES = 16  # an index of platforms and their attestations
+MAX_BLOB = 1 << 40  # a layer size claimed in a manifest
+MAX_REDIRECTS = 3
+COPY_CHUNK = 8 << 20
+REDIRECTS = (301, 302, 303, 307, 308)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,6 +99,10 @@ class ImageRef:
     def attachment_tag(self) -> str:
         return self.digest.replace(":", "-") + ".att"
 
+    def moved(self, repository: str) -> ImageRef:
+        """The same digest in another repository of the same registry."""
+        return replace(self, repository=repository)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Manifest:
@@ -92,6 +116,15 @@ class Manifest:
         return "sha256:" + hashlib.sha256(self.data).hexdigest()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Blob:
+    """A content descriptor of a manifest: a blob or a child manifest."""
+
+    digest: str
+    size: int
+    media_type: str
+
+
 def check_tag(tag: str) -> str:
     if not TAG_RE.fullmatch(tag) or tag.endswith(".att"):
         raise ConfigError(
@@ -101,100 +134,157 @@ def check_tag(tag: str) -> str:
     return tag
 
 
-def loopback(registry: str) -> bool:
-    host = registry.rsplit(":", 1)[0] if registry.count(":") == 1 else registry
-    return host == "localhost" or host.startswith("127.")
+def json_object(data: bytes, what: str) -> dict[str, Any]:
+    """A registry's JSON answer, which must be one object."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        raise EngineError(f"{what}: the registry answered something that is not JSON") from None
+    if not isinstance(doc, dict):
+        kind = {list: "an array", str: "a string", type(None): "null"}.get(type(doc), "a number")
+        raise EngineError(f"{what}: the registry answered JSON {kind}, not a JSON object")
+    return doc
 
 
-class _Oras(oras.provider.Registry):  # type: ignore[misc]  # oras has no type hints
-    # oras retries every request five times with sleeps growing to 83 s; a registry that went
-    # away must fail the release at once (exit 3), so requests go out once.
-    do_request = oras.provider.Registry.do_request.__wrapped__
+def descriptors(doc: Mapping[str, Any], key: str, what: str, *, limit: int) -> list[Blob]:
+    """The content descriptors under ``key`` (``layers``, ``manifests``), at most ``limit``."""
+    items = doc.get(key, [])
+    if not isinstance(items, list):
+        raise EngineError(f"{what}: '{key}' is not a list; refusing it")
+    if len(items) > limit:
+        raise EngineError(
+            f"{what}: lists {len(items)} {key}, more than the {limit} twinbuild reads; refusing "
+            "it (nothing was fetched)"
+        )
+    return [descriptor(item, f"{what}: {key}[{i}]") for i, item in enumerate(items)]
+
+
+def descriptor(item: object, what: str) -> Blob:
+    if not isinstance(item, dict):
+        raise EngineError(f"{what}: not a JSON object; refusing it")
+    digest, size, media = item.get("digest"), item.get("size"), item.get("mediaType", "")
+    if not isinstance(digest, str) or not DIGEST_RE.fullmatch(digest):
+        raise EngineError(f"{what}: digest {str(digest)[:80]!r} is not sha256:<64 hex>")
+    if isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_BLOB:
+        raise EngineError(f"{what}: size {str(size)[:40]!r} is not a byte count")
+    if not isinstance(media, str):
+        raise EngineError(f"{what}: mediaType is not a string")
+    return Blob(digest=digest, size=size, media_type=media)
 
 
 class Client:
     """One registry, spoken to over HTTPS (plain HTTP for a loopback one, like Docker does)."""
 
-    def __init__(self, registry: str) -> None:
+    def __init__(
+        self,
+        registry: str,
+        *,
+        clock: Clock | None = None,
+        credentials: Callable[[str], Credentials | None] = stored_credentials,
+    ) -> None:
         self.registry = registry
-        self._prefix = "http" if loopback(registry) else "https"
-        self._client: _Oras | None = None
-        self._basic = False
+        self._local = loopback(registry)
+        self._scheme = "http" if self._local else "https"
+        self._clock = clock or registry_clock()
+        self._auth = Auth(registry, clock=self._clock, credentials=credentials)
 
     @property
-    def _oras(self) -> _Oras:
-        """oras with the auth scheme the registry asks for: ``Basic`` (htpasswd) or tokens."""
-        if self._client is None:
-            probe = requests.get(f"{self._prefix}://{self.registry}/v2/", timeout=TIMEOUT_S)
-            challenge = probe.headers.get("Www-Authenticate", "")
-            self._basic = challenge.lower().startswith("basic")
-            backend = "basic" if self._basic else "token"
-            self._client = _Oras(
-                hostname=self.registry, insecure=loopback(self.registry), auth_backend=backend
-            )
-        return self._client
+    def scheme(self) -> str:
+        return self._scheme
 
-    @contextlib.contextmanager
-    def _errors(self, what: str) -> Iterator[None]:
-        try:
-            yield
-        except requests.exceptions.ConnectionError as exc:
-            raise EngineError(
-                f"{what}: the registry {self.registry} does not answer ({type(exc).__name__}); "
-                "nothing was tagged"
-            ) from exc
-        except requests.exceptions.Timeout as exc:
-            raise EngineError(f"{what}: the registry {self.registry} timed out") from exc
-        except requests.exceptions.RequestException as exc:
-            raise EngineError(f"{what}: the registry {self.registry}: {exc}") from exc
-        except ValueError as exc:  # oras: a 401 it cannot answer
-            if "authentication" in str(exc).lower():
-                raise self._no_credentials(what) from exc
-            raise
-
-    def _no_credentials(self, what: str) -> CredentialsMissing:
-        return CredentialsMissing(
-            f"{what}: the registry {self.registry} wants credentials and none are stored for it; "
-            f"run `docker login {self.registry}` (they go to $DOCKER_CONFIG/config.json) and retry"
-        )
-
-    def _check(self, response: requests.Response, what: str) -> None:
-        if response.status_code in (401, 403):
-            raise self._no_credentials(what)
-        if response.status_code >= 300:
-            raise EngineError(
-                f"{what}: the registry {self.registry} answered {response.status_code}: "
-                f"{' '.join(response.text.split())[:200]}"
-            )
+    # --- requests -----------------------------------------------------------------------------
 
     def _url(self, repository: str, kind: str, reference: str) -> str:
-        return f"{self._prefix}://{self.registry}/v2/{repository}/{kind}/{reference}"
+        return f"{self._scheme}://{self.registry}/v2/{repository}/{kind}/{reference}"
 
-    def _request(self, method: str, url: str, **kwargs: Any) -> requests.Response:
-        # The engine's credentials for this registry ($DOCKER_CONFIG/config.json), if any.
-        repository = url.split("/v2/", 1)[1].rsplit("/", 2)[0]
-        self._oras.auth.load_configs(self._oras.get_container(f"{self.registry}/{repository}"))
-        if self._basic and not getattr(self._oras.auth, "_basic_auth", None):
-            # oras would fail on the 401 with an AttributeError; say what is missing instead.
-            raise self._no_credentials(f"{method} {url.split('://', 1)[1]}")
-        response: requests.Response = self._oras.do_request(url, method, **kwargs)
-        return response
+    def _send(
+        self,
+        method: str,
+        url: str,
+        *,
+        what: str,
+        scopes: list[str],
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        limit: int = 64 << 10,
+        note: str = "",
+        blob: bool = False,
+    ) -> Answer:
+        """One request, authorized as the registry asks (one retry after a 401), redirects
+        followed only where `_redirected` allows."""
+        tried = False
+        while True:
+            request = Request(
+                method=method, url=url, what=what, body=body, limit=limit, limit_note=note,
+                headers={**(headers or {}), **self._auth.header(scopes)}, loopback=self._local,
+            )  # fmt: skip
+            answer = self._follow(request, blob=blob)
+            if answer.status != 401:
+                return answer
+            self._auth.answer(answer.header("WWW-Authenticate"), scopes, what, tried=tried)
+            tried = True
+
+    def _follow(self, request: Request, *, blob: bool) -> Answer:
+        for _ in range(MAX_REDIRECTS + 1):
+            answer = exchange(request, self._clock)
+            if answer.status not in REDIRECTS:
+                return answer
+            request = self._redirected(request, answer.header("Location"), blob=blob)
+        raise EngineError(
+            f"{request.what}: the registry {self.registry} redirected {request.target} more than "
+            f"{MAX_REDIRECTS} times; refusing it"
+        )
+
+    def _redirected(self, request: Request, location: str, *, blob: bool) -> Request:
+        target = urljoin(request.url, location)
+        verdict = redirect_verdict(self.registry, request.method, target, blob=blob)
+        if verdict == "own":
+            return replace(request, url=target)
+        if verdict == "elsewhere":
+            headers = {k: v for k, v in request.headers.items() if k.lower() != "authorization"}
+            return replace(request, url=target, headers=headers, loopback=False)
+        raise EngineError(
+            f"{request.what}: the registry {self.registry} redirected {request.target} to "
+            f"{target[:200]!r}; twinbuild follows a redirect only to the registry itself (and a "
+            "remote registry's blob download to https), refusing it"
+        )
+
+    def _check(self, answer: Answer, what: str) -> None:
+        if answer.status in (401, 403):
+            raise self._auth.refused(what)
+        if answer.status >= 300:
+            raise EngineError(
+                f"{what}: the registry {self.registry} answered {answer.status}: {answer.text()}"
+            )
+
+    def _own(self, location: str, request_url: str, what: str) -> str:
+        """An upload location, which must be on the registry itself (data goes there)."""
+        target = urljoin(request_url, location)
+        parts = urlsplit(target)
+        if not location or parts.scheme != self._scheme or parts.netloc != self.registry:
+            raise EngineError(
+                f"{what}: the registry {self.registry} wants the upload sent to "
+                f"{target[:200]!r}; twinbuild uploads only to the registry itself, refusing it"
+            )
+        return target
+
+    # --- manifests ----------------------------------------------------------------------------
 
     def manifest(self, repository: str, reference: str) -> Manifest | None:
         """The manifest of ``reference`` (a tag or a digest), or None when there is none."""
-        what = f"read {self.registry}/{repository}:{reference}"
-        with self._errors(what):
-            response = self._request(
-                "GET",
-                self._url(repository, "manifests", reference),
-                headers={"Accept": ", ".join(MANIFEST_TYPES)},
-            )
-        if response.status_code == 404:
+        sep = "@" if reference.startswith("sha256:") else ":"
+        what = f"read {self.registry}/{repository}{sep}{reference}"
+        answer = self._send(
+            "GET", self._url(repository, "manifests", reference), what=what,
+            scopes=[scope(repository, write=False)], headers={"Accept": ", ".join(MANIFEST_TYPES)},
+            limit=MANIFEST_MAX, note=f"a manifest is at most {size_text(MANIFEST_MAX)}",
+        )  # fmt: skip
+        if answer.status == 404:
             return None
-        self._check(response, what)
+        self._check(answer, what)
         found = Manifest(
-            media_type=response.headers.get("Content-Type", MANIFEST_TYPES[0]).split(";")[0],
-            data=response.content,
+            media_type=answer.header("Content-Type").split(";")[0].strip() or OCI_MANIFEST,
+            data=answer.body,
         )
         if reference.startswith("sha256:") and found.digest != reference:
             raise EngineError(
@@ -202,78 +292,259 @@ class Client:
             )
         return found
 
-    def put_manifest(self, repository: str, tag: str, manifest: Manifest) -> None:
-        """Point ``tag`` at ``manifest``: its exact bytes, so the tag names the same digest."""
-        what = f"tag {self.registry}/{repository}:{tag}"
-        with self._errors(what):
-            response = self._request(
-                "PUT",
-                self._url(repository, "manifests", tag),
-                data=manifest.data,
-                headers={"Content-Type": manifest.media_type},
-            )
-        self._check(response, what)
-        if response.headers.get("Docker-Content-Digest", manifest.digest) != manifest.digest:
+    def put_manifest(self, repository: str, reference: str, manifest: Manifest) -> None:
+        """Store ``manifest``'s exact bytes under ``reference`` (a tag, or its own digest)."""
+        sep = "@" if reference.startswith("sha256:") else ":"
+        what = f"tag {self.registry}/{repository}{sep}{reference}"
+        answer = self._send(
+            "PUT", self._url(repository, "manifests", reference), what=what,
+            scopes=[scope(repository, write=True)], body=manifest.data,
+            headers={"Content-Type": manifest.media_type},
+        )  # fmt: skip
+        self._check(answer, what)
+        stored = answer.header("Docker-Content-Digest") or manifest.digest
+        if stored != manifest.digest:
             raise EngineError(f"{what}: the registry stored another digest than {manifest.digest}")
+
+    # --- blobs --------------------------------------------------------------------------------
+
+    def blob_exists(self, repository: str, digest: str) -> bool:
+        what = f"look for {self.registry}/{repository}@{digest}"
+        answer = self._send(
+            "HEAD", self._url(repository, "blobs", digest), what=what,
+            scopes=[scope(repository, write=False)], blob=True,
+        )  # fmt: skip
+        if answer.status == 404:
+            return False
+        self._check(answer, what)
+        return True
+
+    def blob(self, repository: str, digest: str, *, limit: int, note: str) -> bytes:
+        """A blob's bytes, at most ``limit`` of them, checked against its digest."""
+        what = f"read blob {self.registry}/{repository}@{digest}"
+        answer = self._send(
+            "GET", self._url(repository, "blobs", digest), what=what,
+            scopes=[scope(repository, write=False)], limit=limit, note=note, blob=True,
+        )  # fmt: skip
+        self._check(answer, what)
+        if "sha256:" + hashlib.sha256(answer.body).hexdigest() != digest:
+            raise EngineError(f"{what}: the bytes do not match the digest; refusing them")
+        return answer.body
+
+    def upload(self, repository: str, data: bytes) -> str:
+        """Store ``data`` as a blob of ``repository`` (nothing sent if it is there); its digest."""
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if self.blob_exists(repository, digest):
+            return digest
+        what = f"upload {self.registry}/{repository}@{digest}"
+        scopes = [scope(repository, write=True)]
+        start = f"{self._scheme}://{self.registry}/v2/{repository}/blobs/uploads/"
+        opened = self._send("POST", start, what=what, scopes=scopes)
+        self._check(opened, what)
+        location = self._own(opened.header("Location"), start, what)
+        self._finish(location, digest, data, what, scopes)
+        return digest
+
+    def _finish(
+        self, location: str, digest: str, data: bytes, what: str, scopes: list[str]
+    ) -> None:
+        separator = "&" if urlsplit(location).query else "?"
+        done = self._send(
+            "PUT", f"{location}{separator}digest={quote(digest)}", what=what, scopes=scopes,
+            body=data, headers={"Content-Type": "application/octet-stream"},
+        )  # fmt: skip
+        self._check(done, what)
+
+    def mount(self, repository: str, digest: str, source: str) -> str | None:
+        """Mount blob ``digest`` of ``source`` into ``repository``: None when mounted, else the
+        upload session the registry opened instead (it cannot mount)."""
+        what = f"mount {self.registry}/{source}@{digest} into {repository}"
+        query = f"mount={quote(digest)}&from={quote(source, safe='/')}"
+        start = f"{self._scheme}://{self.registry}/v2/{repository}/blobs/uploads/?{query}"
+        scopes = [scope(repository, write=True), scope(source, write=False)]
+        answer = self._send("POST", start, what=what, scopes=scopes)
+        self._check(answer, what)
+        if answer.status == 201:
+            return None
+        return self._own(answer.header("Location"), start, what)
+
+    def stream_copy(self, source: str, repository: str, blob: Blob, session: str) -> None:
+        """Copy a blob the registry would not mount through this process, a chunk at a time:
+        memory holds one chunk, each chunk has its own deadline, the digest is checked before the
+        upload is committed."""
+        what = f"copy {self.registry}/{source}@{blob.digest} into {repository}"
+        scopes = [scope(repository, write=True)]
+        hasher = hashlib.sha256()
+        offset, location = 0, session
+        with self._blob_stream(source, blob, what) as stream:
+            for chunk in stream.chunks:
+                hasher.update(chunk)
+                end = offset + len(chunk) - 1
+                sent = self._send(
+                    "PATCH", location, what=what, scopes=scopes, body=chunk,
+                    headers={"Content-Type": "application/octet-stream",
+                             "Content-Range": f"{offset}-{end}"},
+                )  # fmt: skip
+                self._check(sent, what)
+                location = self._own(sent.header("Location") or location, location, what)
+                offset = end + 1
+        if "sha256:" + hasher.hexdigest() != blob.digest or offset != blob.size:
+            raise EngineError(
+                f"{what}: the registry sent {offset} bytes that do not match {blob.digest} "
+                f"({blob.size} bytes); refusing them"
+            )
+        self._finish(location, blob.digest, b"", what, scopes)
+
+    @contextmanager
+    def _blob_stream(self, source: str, blob: Blob, what: str) -> Iterator[Stream]:
+        scopes = [scope(source, write=False)]
+        if not self.blob_exists(source, blob.digest):  # also learns how to authorize the read
+            raise EngineError(f"{what}: the registry has no blob {blob.digest} in {source}")
+        url = self._url(source, "blobs", blob.digest)
+        headers = self._auth.header(scopes)
+        for _ in range(MAX_REDIRECTS + 1):
+            request = Request(
+                method="GET", url=url, what=what, headers=headers, loopback=self._local,
+            )  # fmt: skip
+            with streaming(request, self._clock, chunk=COPY_CHUNK, total=blob.size) as stream:
+                if stream.status in REDIRECTS:
+                    moved = self._redirected(request, stream.header("Location"), blob=True)
+                    url, headers = moved.url, dict(moved.headers)
+                    continue
+                if stream.status != 200:
+                    raise EngineError(
+                        f"{what}: the registry {self.registry} answered {stream.status}"
+                    )
+                yield stream
+                return
+        raise EngineError(f"{what}: more than {MAX_REDIRECTS} redirects; refusing it")
+
+    # --- what release and verify do -----------------------------------------------------------
+
+    def copy(self, image: ImageRef, repository: str, manifest: Manifest) -> int:
+        """Put ``image`` (whose manifest is ``manifest``) into ``repository`` under its digest:
+        every blob mounted (or streamed), then the exact manifest bytes; how many blobs moved."""
+        moved = self._copy(image, repository, manifest, nested=False)
+        self.put_manifest(repository, manifest.digest, manifest)
+        return moved
+
+    def _copy(self, image: ImageRef, repository: str, manifest: Manifest, *, nested: bool) -> int:
+        what = f"copy {image.name}@{manifest.digest}"
+        doc = json_object(manifest.data, what)
+        media = doc.get("mediaType") or manifest.media_type
+        if media in (OCI_INDEX, DOCKER_LIST) or "manifests" in doc:
+            if nested:
+                raise EngineError(f"{what}: an index inside an index; refusing it")
+            moved = 0
+            for child in descriptors(doc, "manifests", what, limit=MAX_INDEX_ENTRIES):
+                found = self.manifest(image.repository, child.digest)
+                if found is None:
+                    raise EngineError(f"{what}: the registry lacks its entry {child.digest}")
+                moved += self._copy(image, repository, found, nested=True)
+                self.put_manifest(repository, found.digest, found)
+            return moved
+        if "config" not in doc:
+            raise EngineError(f"{what}: not an image manifest (no config); refusing it")
+        blobs = [descriptor(doc["config"], f"{what}: config")]
+        blobs += descriptors(doc, "layers", what, limit=MAX_IMAGE_LAYERS)
+        moved = 0
+        for blob in blobs:
+            if self.blob_exists(repository, blob.digest):
+                continue
+            session = self.mount(repository, blob.digest, image.repository)
+            if session is not None:
+                self.stream_copy(image.repository, repository, blob, session)
+            moved += 1
+        return moved
 
     def attach(
         self, image: ImageRef, subject: Manifest, envelope: bytes, annotations: Mapping[str, str]
     ) -> str:
         """Store ``envelope`` next to ``image`` (tag ``sha256-<hex>.att``); its digest."""
-        what = f"store evidence for {image}"
-        target = image.tagged(image.attachment_tag)
-        with tempfile.TemporaryDirectory(prefix="twinbuild-att-") as tmp:
-            path = Path(tmp) / "evidence.dsse.json"
-            path.write_bytes(envelope)
-            with self._errors(what):
-                response = self._oras.push(
-                    target,
-                    files=[f"{path}:{DSSE_MEDIA_TYPE}"],
-                    disable_path_validation=True,
-                    manifest_annotations=dict(annotations),
-                    subject=oras.oci.Subject(
-                        mediaType=subject.media_type, digest=subject.digest, size=len(subject.data)
-                    ),
-                    quiet=True,
-                )
-        self._check(response, what)
+        config = self.upload(image.repository, b"{}")
+        layer = self.upload(image.repository, envelope)
+        doc = {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "artifactType": DSSE_MEDIA_TYPE,
+            "config": {"mediaType": EMPTY_CONFIG, "digest": config, "size": 2},
+            "layers": [
+                {
+                    "mediaType": DSSE_MEDIA_TYPE,
+                    "digest": layer,
+                    "size": len(envelope),
+                    "annotations": {"org.opencontainers.image.title": "evidence.dsse.json"},
+                }
+            ],
+            "subject": {
+                "mediaType": subject.media_type,
+                "digest": subject.digest,
+                "size": len(subject.data),
+            },
+            "annotations": dict(annotations),
+        }
+        artifact = Manifest(
+            media_type=OCI_MANIFEST, data=json.dumps(doc, sort_keys=True, indent=1).encode()
+        )
+        self.put_manifest(image.repository, image.attachment_tag, artifact)
         stored = self.manifest(image.repository, image.attachment_tag)
-        if stored is None:
-            raise EngineError(f"{what}: {target} is missing right after it was stored")
+        target = image.tagged(image.attachment_tag)
+        if stored is None or stored.digest != artifact.digest:
+            found = stored.digest if stored else "nothing"
+            raise EngineError(f"store evidence for {image}: {target} names {found} after storing")
         return stored.digest
 
     def attachments(self, image: ImageRef) -> list[bytes]:
         """The DSSE envelopes stored next to ``image``; empty when there are none."""
-        what = f"read evidence of {image}"
+        name = image.tagged(image.attachment_tag)
         found = self.manifest(image.repository, image.attachment_tag)
         if found is None:
             return []
-        try:
-            doc = json.loads(found.data)
-        except ValueError as exc:
-            raise ConfigError(f"{image.tagged(image.attachment_tag)}: not JSON: {exc}") from exc
-        subject = (doc.get("subject") or {}).get("digest")
-        if subject not in (None, image.digest):
-            name = image.tagged(image.attachment_tag)
-            raise ConfigError(f"{name}: its subject is {subject}, not {image.digest}")
+        doc = json_object(found.data, name)
+        subject = doc.get("subject")
+        if subject is not None:
+            named = subject.get("digest") if isinstance(subject, dict) else subject
+            if named != image.digest:
+                raise EngineError(f"{name}: its subject is {str(named)[:80]}, not {image.digest}")
+        layers = descriptors(doc, "layers", name, limit=MAX_EVIDENCE_LAYERS)
         blobs: list[bytes] = []
-        for layer in doc.get("layers") or ():
-            if layer.get("mediaType") != DSSE_MEDIA_TYPE:
+        for layer in layers:
+            if layer.media_type != DSSE_MEDIA_TYPE:
                 continue
-            digest = str(layer.get("digest", ""))
-            size = layer.get("size")
-            if not isinstance(size, int) or not 0 < size <= MAX_ENVELOPE:
-                raise ConfigError(
-                    f"{image.tagged(image.attachment_tag)}: layer {digest} claims {size!r} bytes; "
-                    f"an evidence envelope is at most {MAX_ENVELOPE} bytes, refusing it"
+            if not 0 < layer.size <= MAX_ENVELOPE:
+                raise EngineError(
+                    f"{name}: layer {layer.digest} claims {layer.size} bytes; an evidence "
+                    f"envelope is at most {size_text(MAX_ENVELOPE)}, refusing it"
                 )
-            with self._errors(what):
-                response = self._request(
-                    "GET", self._url(image.repository, "blobs", digest), stream=True
-                )
-                self._check(response, what)
-                data = response.raw.read(MAX_ENVELOPE + 1, decode_content=True)
-            if "sha256:" + hashlib.sha256(data).hexdigest() != digest:
-                raise EngineError(f"{what}: blob {digest} does not match its digest; refusing it")
-            blobs.append(data)
+            note = f"its manifest says {layer.size} bytes"
+            blobs.append(self.blob(image.repository, layer.digest, limit=layer.size, note=note))
         return blobs
+
+
+def redirect_verdict(registry: str, method: str, target: str, *, blob: bool) -> str:
+    """Where a registry's redirect of ``method`` may lead: ``own`` (a read, to the registry
+    itself), ``elsewhere`` (a remote registry's blob download, to https on a public name or
+    address; sent without credentials) or ``refused`` (anything else: a write, plain HTTP,
+    another host of a loopback registry, an internal address, credentials in the address)."""
+    parts = urlsplit(target)
+    reading = method in ("GET", "HEAD")
+    local = loopback(registry)
+    if reading and parts.scheme == ("http" if local else "https") and parts.netloc == registry:
+        return "own"
+    if (
+        reading and blob and not local and parts.scheme == "https" and parts.hostname
+        and parts.username is None and not _internal(parts.hostname)
+    ):  # fmt: skip
+        return "elsewhere"
+    return "refused"
+
+
+def _internal(host: str) -> bool:
+    """An address no registry should send twinbuild to: loopback, private, link-local..."""
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return not ip.is_global

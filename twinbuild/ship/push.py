@@ -1,9 +1,11 @@
 """`twinbuild push`: push each built image to the registry and name it by digest.
 
 The build record (``build/<profile>/<platform>/image.json``) says which image the build made; it
-is tagged ``REGISTRY/twinbuild/<platform>:<profile>`` and pushed through the engine. That tag is
-only a handle (and the build cache of the next build, see ``twinbuild.build.image``): what is
-printed, recorded and handed to the GPU job is ``REPOSITORY@sha256:DIGEST``, which cannot move.
+is tagged ``REGISTRY/twinbuild-ci/<platform>:<profile>`` and pushed through the engine. That is
+the CI namespace: release tags live in ``REGISTRY/twinbuild/<platform>``, which only `twinbuild
+release` writes. The tag is only a handle (and the build cache of the next build outside CI, see
+``twinbuild.build.image``): what is printed, recorded and handed to the GPU job is
+``REPOSITORY@sha256:DIGEST``, which cannot move.
 A digest the registry already holds is pushed again at the cost of one manifest: the engine sends
 no layer the registry has.
 """
@@ -19,12 +21,12 @@ from typing import Any
 
 from twinbuild.build.image import read_record, record_path
 from twinbuild.engine.client import EngineAPI
+from twinbuild.engine.registry import ci_ref, ci_repository
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile
 from twinbuild.util.atomic import write_atomic
 
 Say = Callable[[str], None]
-REPOSITORY = "{registry}/twinbuild/{platform}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +58,8 @@ class PushResult:
 
 
 def repository(registry: str, platform: Platform) -> str:
-    return REPOSITORY.format(registry=registry, platform=platform)
+    """Where `push` puts a platform's image: ``<registry>/twinbuild-ci/<platform>``."""
+    return ci_repository(registry, platform)
 
 
 def cache_ref(registry: str, platform: Platform, profile: Profile) -> str:
@@ -80,7 +83,7 @@ def _push_base(engine: EngineAPI, registry: str, data: dict[str, Any], say: Say)
     ref = str(base.get("ref", ""))
     if not ref.startswith("twinbuild/base:") or engine.inspect_image(ref) is None:
         return
-    remote = f"{registry}/{ref}"
+    remote = ci_ref(registry, ref)
     engine.tag(ref, remote)
     pushed = engine.push(remote)
     if pushed.layers_sent:

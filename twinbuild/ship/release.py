@@ -1,12 +1,19 @@
 """`twinbuild release`: put a release tag on a digest, only with its signed GPU evidence beside it.
 
-The order is what makes a release safe to interrupt or to lose the registry in the middle of:
+Release tags live in ``<registry>/twinbuild/<platform>``, a namespace CI never writes: `push`
+(and so every CI build job) writes ``<registry>/twinbuild-ci/<platform>``. A release copies the
+tested digest across, and the order is what makes it safe to interrupt or to lose the registry
+in the middle of:
 
-1. the image digest must exist in the registry (else exit 2);
+1. ``--image`` must be a ``<platform>`` repository of twinbuild (the repository a CUDA digest sits
+   in decides nothing: the platform of the evidence must be the repository's), and the digest must
+   exist in the registry (else exit 2);
 2. the evidence must verify against the trusted keys and pass the gate's checks for exactly that
    digest (source, branch, age, a GPU of the platform's vendor, GPU tests passed), else exit 7;
 3. the tag must not point at another digest, unless ``--force``;
-4. the DSSE envelope is stored next to the image (``sha256-<hex>.att``, see ``ship.oci``);
+4. the digest is copied into the release repository (blobs mounted, the manifest's exact bytes
+   PUT by digest: it names the same digest), and the DSSE envelope stored next to it
+   (``sha256-<hex>.att``, see ``ship.oci``);
 5. only then is the tag written, as the image manifest's exact bytes, and read back.
 
 A failure or a signal before step 5 leaves the tag where it was; step 5 is one request, so no tag
@@ -23,11 +30,12 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
+from twinbuild.engine.registry import CI_NAMESPACE, RELEASE_NAMESPACE
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
 from twinbuild.evidence import strictjson
 from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
-from twinbuild.manifest.model import Platform, Profile
+from twinbuild.manifest.model import PLATFORMS, Platform, Profile
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
 
 Say = Callable[[str], None]
@@ -76,7 +84,8 @@ class ReleaseRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Released:
-    image: ImageRef
+    image: ImageRef  # the digest in the release repository
+    source: ImageRef  # the digest as --image named it (the CI namespace)
     tag: str
     attachment: str  # the evidence artifact's digest
     moved_from: str | None  # the digest the tag named before, when --force moved it
@@ -84,11 +93,41 @@ class Released:
 
     def describe(self) -> str:
         moved = f" (moved from {self.moved_from})" if self.moved_from else ""
+        copied = f", copied from {self.source.name}" if self.source != self.image else ""
         return (
-            f"released {self.image.tagged(self.tag)} = {self.image}{moved}; evidence "
+            f"released {self.image.tagged(self.tag)} = {self.image}{moved}{copied}; evidence "
             f"{self.image.tagged(self.image.attachment_tag)} ({self.attachment}): "
             f"{self.accepted.summary()}"
         )
+
+
+def platform_of(image: ImageRef) -> Platform:
+    """The platform whose repository ``image`` is in: ``[NS/]twinbuild-ci/<platform>`` (what
+    `push` writes) or ``[NS/]twinbuild/<platform>`` (releases)."""
+    namespace, _, tail = image.repository.rpartition("/")
+    group = namespace.rpartition("/")[2]
+    for platform in PLATFORMS:
+        if tail == platform and group in (CI_NAMESPACE, RELEASE_NAMESPACE):
+            return platform
+    raise ConfigError(
+        f"--image {image}: not a twinbuild image repository; expected "
+        f"[NAMESPACE/]{CI_NAMESPACE}/<platform>@sha256:... as `twinbuild push` prints it"
+    )
+
+
+def release_target(image: ImageRef, platform: Platform) -> ImageRef:
+    """Where a release of ``image`` goes: ``[NS/]twinbuild/<platform>``, for a ``platform`` image
+    only. CUDA evidence never tags a digest someone pushed into the ROCm repository."""
+    found = platform_of(image)
+    if found != platform:
+        raise EvidenceRefused(
+            f"--image {image}: is in the {found} repository, and {platform} evidence releases "
+            f"only into {RELEASE_NAMESPACE}/{platform}; pass the {found} evidence and "
+            f"--platform {found}, or the {platform} image"
+        )
+    namespace = image.repository.rpartition("/")[0].rpartition("/")[0]
+    repository = f"{RELEASE_NAMESPACE}/{platform}"
+    return image.moved(f"{namespace}/{repository}" if namespace else repository)
 
 
 def check_evidence(
@@ -136,8 +175,10 @@ def load_evidence(
 
 
 def release(options: ReleaseOptions, client: Client | None = None, say: Say = print) -> Released:
-    """Tag ``options.image`` as ``options.tag`` after storing its verified evidence beside it."""
+    """Tag ``options.image`` as ``options.tag`` in its release repository, after copying it there
+    and storing its verified evidence beside it."""
     image, tag = options.image, check_tag(options.tag)
+    target = release_target(image, options.platform)
     client = client or Client(image.registry)
     subject = client.manifest(image.repository, image.digest)
     if subject is None:
@@ -149,17 +190,20 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
         options.evidence, platform=options.platform, image=image, trust=options.trust,
         now=options.now,
     )  # fmt: skip
-    before = client.manifest(image.repository, tag)
+    before = client.manifest(target.repository, tag)
     moved_from = None
     if before is not None and before.digest != image.digest:
         if not options.force:
             raise EvidenceRefused(
-                f"{image.tagged(tag)} already points at {before.digest}, not {image.digest}; "
+                f"{target.tagged(tag)} already points at {before.digest}, not {image.digest}; "
                 "a release tag is not moved silently: pass --force to move it"
             )
         moved_from = before.digest
+    if target.repository != image.repository:
+        moved = client.copy(image, target.repository, subject)
+        say(f"copied {image} to {target.name} ({moved} blobs mounted or copied)")
     attachment = client.attach(
-        image,
+        target,
         subject,
         envelope,
         {
@@ -168,11 +212,12 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
             "org.opencontainers.image.created": options.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         },
     )
-    say(f"evidence stored: {image.tagged(image.attachment_tag)} ({attachment})")
-    _move_tag(client, image, tag, subject)
+    say(f"evidence stored: {target.tagged(target.attachment_tag)} ({attachment})")
+    _move_tag(client, target, tag, subject)
     return Released(
-        image=image, tag=tag, attachment=attachment, moved_from=moved_from, accepted=accepted
-    )
+        image=target, source=image, tag=tag, attachment=attachment, moved_from=moved_from,
+        accepted=accepted,
+    )  # fmt: skip
 
 
 def _move_tag(client: Client, image: ImageRef, tag: str, subject: Manifest) -> None:
@@ -206,15 +251,22 @@ def verify_attached(
 ) -> list[Verified]:
     """Fetch the evidence stored next to ``image`` and check it names exactly that digest.
 
-    Every envelope must verify with a trusted key, name ``image``'s digest as its image subject and
-    carry a passed verdict (the verdict is computed at record time: GPU tests passed, none failed).
+    Every envelope must verify with a trusted key, be for the platform of ``image``'s
+    repository, name ``image``'s digest as its image subject and carry a passed verdict (the
+    verdict is computed at record time: GPU tests passed, none failed).
     """
     if not keys:
         raise EvidenceRefused("no trusted evidence key; pass the folder of *.pub keys with --keys")
+    platform = platform_of(image)
     found: list[Verified] = []
     for blob in fetch_evidence(image, client):
         checked = verify(blob, trusted=keys)
         st = checked.statement
+        if st.predicate.platform != platform:
+            raise EvidenceRefused(
+                f"{blob.name}: platform: the evidence is for {st.predicate.platform}, and "
+                f"{image.name} is the {platform} repository; evidence counts only for its platform"
+            )
         if "sha256:" + st.image_subject().sha256 != image.digest:
             raise EvidenceRefused(
                 f"{blob.name}: image: the evidence is for sha256:{st.image_subject().sha256}, "
