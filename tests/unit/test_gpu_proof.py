@@ -1,0 +1,118 @@
+"""The GPU proof: its --dry-run (CI runs it), its verdicts, and its bad input.
+
+The proof itself needs a GPU host (docs/smoke.md); here it runs for real where it can: the
+script's --dry-run, the whole script on this GPU-less machine (every build step and check
+skips with its reason, and a proof that proves nothing fails), and its bookkeeping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from twinbuild.errors import FindingsError
+from twinbuild.smoke import gpu as gpu_mod
+from twinbuild.smoke.gpu_probe import Verdict
+from twinbuild.smoke.proof import CASES, ProofOptions, Row, prove, run_proof
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts/gpu-proof.sh"
+
+
+def _script(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHON": sys.executable, **(env or {})}, check=False,
+    )  # fmt: skip
+
+
+def test_dry_run_lists_each_check_and_its_broken_case() -> None:
+    run = _script("--dry-run")
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == "| check | proves | broken case it must fail on |"
+    rows = [line.split(" | ") for line in lines[2:]]
+    assert [r[0].lstrip("| ") for r in rows] == [c.check for c in CASES]
+    assert all(r[2].strip(" |") for r in rows)  # every check names its broken case
+    assert any("pre-fix torch_memory_saver" in line for line in lines)
+    assert any("another architecture" in line for line in lines)
+    assert any("floor 1.5x above the measured" in line for line in lines)
+
+
+def test_usage_and_a_missing_sources_folder_are_bad_input(tmp_path: Path) -> None:
+    assert _script().returncode == 2
+    run = _script(str(tmp_path / "nope"))
+    assert run.returncode == 2
+    assert "nope" in run.stderr
+
+
+def _tarball(tmp_path: Path, name: str) -> str:
+    """A `git archive` tarball of a commit that is not the pinned one; returns that commit."""
+    repo = tmp_path / f"{name}-repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "setup.py").write_text("raise SystemExit('not the pinned source')\n", encoding="utf-8")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # fmt: skip
+    out = tmp_path / "sources" / f"{name}.tar"
+    out.parent.mkdir(exist_ok=True)
+    subprocess.run([*git, "archive", "-o", str(out), "HEAD"], check=True)
+    return head
+
+
+def test_the_script_refuses_other_commits_and_proves_nothing_without_a_gpu(
+    tmp_path: Path,
+) -> None:
+    """No network, no GPU, sources at the wrong commits: each build step says why it failed, every
+    check skips with its reason, the report is written, and the proof fails: nothing proven."""
+    wrong = _tarball(tmp_path, "torch_memory_saver")
+    _tarball(tmp_path, "torch_memory_saver-prefix")
+    _tarball(tmp_path, "nccl-tests")
+    out = tmp_path / "out"
+    run = _script(str(tmp_path / "sources"), str(out), env={"PATH": "/usr/bin:/bin"})
+    assert run.returncode == 1, run.stdout + run.stderr
+    log = (out / "logs/tms.log").read_text(encoding="utf-8")
+    assert f"holds {wrong}, the manifest pins b5588e83de86412a48689a6583a4b567e75f7acc" in log
+    assert "gpu-proof: tms: failed" in run.stderr
+    assert "nothing proven: every check skipped (no nvidia GPU on this machine" in run.stderr
+    data = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert data["counts"] == {"proven": 0, "healthy only": 0, "skipped": 13, "FAILED": 0}
+
+
+def test_a_row_is_proven_only_when_healthy_passes_and_broken_fails() -> None:
+    case = CASES[0]
+
+    def v(outcome: str) -> Verdict:
+        return Verdict(check=case.check, outcome=outcome, reasons=("r",))  # type: ignore[arg-type]
+
+    assert Row(case=case, healthy=v("passed"), broken=v("failed")).status == "proven"
+    assert Row(case=case, healthy=v("passed"), broken=v("passed")).status == "FAILED"
+    assert Row(case=case, healthy=v("failed"), broken=v("failed")).status == "FAILED"
+    assert Row(case=case, healthy=v("passed"), broken=v("skipped")).status == "healthy only"
+    assert Row(case=case, healthy=v("skipped"), broken=v("skipped")).status == "skipped"
+
+
+def test_a_gpu_without_its_stack_fails_every_check(tmp_path: Path) -> None:
+    """A host that shows a GPU but whose Python has no torch: every check runs and fails (none
+    passes vacuously, none is skipped), and the proof says which failed first."""
+    info = gpu_mod.GpuInfo(vendor="nvidia", model="NVIDIA H200", driver="580.159.03",
+                           runtime="13.0", count=1)  # fmt: skip
+    options = ProofOptions(manifest=ROOT / "pins/manifest.toml", python="/nonexistent/python",
+                           tms=tmp_path, report=tmp_path / "r.json", timeout_s=10)  # fmt: skip
+    proof = run_proof(options, detect=lambda _platform: info)
+    statuses = {r.case.check: r.status for r in proof.rows}
+    assert set(statuses.values()) == {"FAILED"}, statuses
+    with pytest.raises(FindingsError) as err:
+        prove(options, echo=lambda _line: None)
+    assert str(err.value).startswith(
+        "gpu-proof: 13 checks do not hold; first: torch-backend: healthy run failed:"
+    )
+    assert json.loads((tmp_path / "r.json").read_text())["host"]["gpu"]["model"] == "NVIDIA H200"
