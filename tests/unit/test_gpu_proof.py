@@ -111,8 +111,30 @@ def test_a_gpu_without_its_stack_fails_every_check(tmp_path: Path) -> None:
     statuses = {r.case.check: r.status for r in proof.rows}
     assert set(statuses.values()) == {"FAILED"}, statuses
     with pytest.raises(FindingsError) as err:
-        prove(options, echo=lambda _line: None)
+        prove(options, echo=lambda _line: None, detect=lambda _platform: info)
     assert str(err.value).startswith(
         "gpu-proof: 13 checks do not hold; first: torch-backend: healthy run failed:"
     )
     assert json.loads((tmp_path / "r.json").read_text())["host"]["gpu"]["model"] == "NVIDIA H200"
+
+
+def test_the_library_path_holds_the_runtime_and_nccl_of_torchs_wheels(tmp_path: Path) -> None:
+    """scripts/gpu-lib.sh's tb_library_path finds the CUDA 13 runtime (nvidia/cu13/lib, the
+    layout of torch's cu130 wheels) and NCCL (nvidia/nccl/lib) in the interpreter's site folders:
+    what the preload library and all_reduce_perf need on a bare host."""
+    site = (
+        tmp_path / "user" / f"lib/python{sys.version_info[0]}.{sys.version_info[1]}/site-packages"
+    )
+    for lib in ("nvidia/cu13/lib/libcudart.so.13", "nvidia/nccl/lib/libnccl.so.2"):
+        (site / lib).parent.mkdir(parents=True)
+        (site / lib).touch()
+    run = subprocess.run(
+        ["bash", "-c", ". scripts/gpu-lib.sh && tb_library_path"], cwd=ROOT, capture_output=True,
+        text=True, check=False, timeout=60,
+        env={**os.environ, "PYTHON": sys.executable, "PYTHONUSERBASE": str(tmp_path / "user"),
+             "CUDA_HOME": str(tmp_path / "no-cuda")},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    dirs = run.stdout.strip().split(":")
+    assert str(site / "nvidia/cu13/lib") in dirs
+    assert str(site / "nvidia/nccl/lib") in dirs

@@ -348,10 +348,15 @@ def report(proof: Proof, options: ProofOptions) -> dict[str, Any]:
     }
 
 
-def prove(options: ProofOptions, *, echo: Callable[[str], None] = print) -> Proof:
+def prove(
+    options: ProofOptions,
+    *,
+    echo: Callable[[str], None] = print,
+    detect: Callable[[Platform], gpu_mod.GpuInfo | None] = gpu_mod.detect,
+) -> Proof:
     """``twinbuild gpu-proof``: run, print the table, write the JSON report; raise
     FindingsError when a check does not hold or nothing was proven."""
-    proof = run_proof(options)
+    proof = run_proof(options, detect=detect)
     echo(table(proof, dry_run=options.dry_run).rstrip("\n"))
     if options.dry_run:
         return proof
