@@ -171,7 +171,7 @@ def run_proof(
     options: ProofOptions,
     *,
     shell: Shell | None = None,
-    detect: Callable[[Platform], gpu_mod.GpuInfo | None] = gpu_mod.detect,
+    detect: Callable[[Platform], gpu_mod.GpuInfo | None] | None = None,
 ) -> Proof:
     """Run every case healthy and broken (or, with ``dry_run``, none: every row says what it
     would run)."""
@@ -179,7 +179,7 @@ def run_proof(
     manifest = load(options.manifest)
     if options.dry_run:
         return Proof(rows=_skip_all("dry run: nothing was run"))
-    info = detect(options.platform)
+    info = (detect or gpu_mod.detect)(options.platform)
     host: dict[str, Any] = {"gpu": info.to_json() if info is not None else None}
     reason = gpu_mod.skip_reason(options.platform, info, wanted=None)
     if reason is not None:
@@ -352,7 +352,7 @@ def prove(
     options: ProofOptions,
     *,
     echo: Callable[[str], None] = print,
-    detect: Callable[[Platform], gpu_mod.GpuInfo | None] = gpu_mod.detect,
+    detect: Callable[[Platform], gpu_mod.GpuInfo | None] | None = None,
 ) -> Proof:
     """``twinbuild gpu-proof``: run, print the table, write the JSON report; raise
     FindingsError when a check does not hold or nothing was proven."""
