@@ -28,6 +28,7 @@ MATMUL = """
 import json, os, torch
 tf32 = os.environ.get("TB_MATMUL_TF32") == "1"
 torch.backends.cuda.matmul.allow_tf32 = tf32
+torch.set_float32_matmul_precision("high" if tf32 else "highest")
 g = torch.Generator().manual_seed(0)
 a = torch.randn(512, 512, generator=g)
 b = torch.randn(512, 512, generator=g)

@@ -160,9 +160,13 @@ def _wrong_archs(vendor: str, found: Sequence[str]) -> list[str]:
     return [a for a in pool if a not in targets][:1]
 
 
-def _newer_cuda(reading: dict[str, Any]) -> dict[str, Any]:
-    """The reading with torch built for one CUDA minor past what the driver supports."""
-    supported = gpu_checks.cuda_version(reading.get("driver_cuda")) or "13.0"
+def _newer_cuda(reading: dict[str, Any], toolkit: str) -> dict[str, Any]:
+    """The reading with torch built for one CUDA minor past what the driver supports (where the
+    driver's CUDA could not be read: for the next CUDA major, which the manifest refuses)."""
+    supported = gpu_checks.cuda_version(reading.get("driver_cuda"))
+    if supported is None:
+        major = int(toolkit.partition(".")[0])
+        return {**reading, "torch_cuda": f"{major + 1}.0"}
     major, minor = (int(x) for x in supported.split(".")[:2])
     return {**reading, "torch_cuda": f"{major}.{minor + 1}"}
 
@@ -231,8 +235,8 @@ def _device_rows(
     reading: dict[str, Any], options: ProofOptions,
 ) -> None:  # fmt: skip
     found = [str(a) for a in reading.get("archs") or []]
-    got["driver-toolkit"] = (gpu_probe.driver(reading, probe),
-                             gpu_probe.driver(_newer_cuda(reading), probe))  # fmt: skip
+    newer = _newer_cuda(reading, probe.toolkit)
+    got["driver-toolkit"] = (gpu_probe.driver(reading, probe), gpu_probe.driver(newer, probe))
     hidden = gpu_probe.read_devices(shell, probe, env={"CUDA_VISIBLE_DEVICES": "99"})
     got["visible-devices"] = (
         gpu_probe.visible(reading, probe),
