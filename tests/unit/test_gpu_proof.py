@@ -138,3 +138,61 @@ def test_the_library_path_holds_the_runtime_and_nccl_of_torchs_wheels(tmp_path: 
     dirs = run.stdout.strip().split(":")
     assert str(site / "nvidia/cu13/lib") in dirs
     assert str(site / "nvidia/nccl/lib") in dirs
+
+
+#: What gpu_scripts.DEVICES prints on one H200 with torch 2.11+cu130 and driver 580.159.03 (the
+#: lent GPU machine's versions); with CUDA_VISIBLE_DEVICES=99 torch sees none.
+H200 = {
+    "vendor": "nvidia", "available": True, "count": 1, "nodes": 1, "archs": ["9.0"],
+    "names": ["NVIDIA H200"],
+    "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"],
+    "env": {"CUDA_VISIBLE_DEVICES": None, "HIP_VISIBLE_DEVICES": None, "ROCR_VISIBLE_DEVICES": None},
+    "driver": "580.159.03", "driver_cuda": 13000, "cu_init": 0,
+    "libcuda": "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.03", "rocm": "",
+    "torch_cuda": "13.0", "torch_hip": None,
+}  # fmt: skip
+
+
+def test_the_device_rows_turn_one_reading_into_a_healthy_and_a_broken_case(
+    tmp_path: Path,
+) -> None:
+    """The proof's own bookkeeping on the reading shape of an H200 host: the driver, declared
+    architecture and torch architecture rows pass on the reading and fail on their broken case
+    (the interpreter is a stand-in printing that reading; the checks themselves are real)."""
+    hidden = {**H200, "available": False, "count": 0, "archs": [], "names": [], "arch_list": [],
+              "env": {**H200["env"], "CUDA_VISIBLE_DEVICES": "99"}}  # type: ignore[dict-item]  # fmt: skip
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/bin/sh\n"
+        f"if [ \"$CUDA_VISIBLE_DEVICES\" = 99 ]; then echo '{json.dumps(hidden)}'; "
+        f"else echo '{json.dumps(H200)}'; fi\n",
+        encoding="utf-8",
+    )
+    python.chmod(0o755)
+    info = gpu_mod.GpuInfo(vendor="nvidia", model="NVIDIA H200", driver="580.159.03",
+                           runtime="13.0", count=1)  # fmt: skip
+    options = ProofOptions(
+        manifest=ROOT / "pins/manifest.toml",
+        python=str(python),
+        report=tmp_path / "r.json",
+        timeout_s=30,
+        perf=tmp_path / "all_reduce_perf",  # never run: one GPU
+    )
+    rows = {r.case.check: r for r in run_proof(options, detect=lambda _p: info).rows}
+    for check in ("driver-toolkit", "gpu-arch-declared", "torch-arch", "visible-devices"):
+        assert rows[check].status == "proven", (check, rows[check])
+    assert rows["driver-toolkit"].broken.reasons == (
+        "the driver supports CUDA 13.0, older than CUDA 13.1 that torch is built for: update "
+        "the host's driver, or install the CUDA forward-compatibility package",
+    )
+    assert rows["torch-arch"].broken.readings["arch_list"] == [
+        "sm_75", "sm_80", "sm_86", "sm_100", "sm_120", "compute_120",
+    ]  # fmt: skip
+    # One GPU: both all-reduce rows are skipped, healthy and broken, never passed.
+    for check in ("all-reduce", "all-reduce-bandwidth"):
+        assert rows[check].status == "skipped"
+        assert rows[check].healthy.message.startswith("one GPU: an all-reduce on one GPU moves")
+        assert rows[check].broken.outcome == "skipped"
+    assert rows["memory-saver-free"].status == "skipped"  # no --tms: nothing was built
+    # The stand-in prints no kernel listing: the kernel check fails on it, never passes.
+    assert rows["kernel-arch"].healthy.message.startswith("kernel listing: incomplete reading")

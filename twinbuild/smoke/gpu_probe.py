@@ -236,6 +236,8 @@ def kernel_arch(
     if isinstance(got, Verdict):
         return got
     tool = str(got.get("tool") or "")
+    if not tool or not isinstance(got.get("listings"), list):
+        return failed("kernel-arch", f"kernel listing: incomplete reading {got}")
     if not got.get("tool_path"):
         where = "/usr/local/cuda/bin" if probe.vendor == "nvidia" else "/opt/rocm/bin"
         name = tool.split(" ", 1)[0]
