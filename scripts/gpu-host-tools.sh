@@ -26,21 +26,14 @@ case "$platform" in cuda|rocm) ;; *) echo "gpu-host-tools: PLATFORM must be cuda
 
 home="${TB_GPU_HOME:-/opt/twinbuild-gpu}"
 bin="${TB_BIN:-/usr/local/bin}"
-py="${PYTHON:-python3}"
+export PYTHON="${PYTHON:-python3}"
+py="$PYTHON"
+# shellcheck source=scripts/gpu-lib.sh
+. "$PWD/scripts/gpu-lib.sh"
 
 # One line per value, from the manifest (through twinbuild's own model).
-pin() {  # pin NAME FIELD
-  PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" - "$platform" "$1" "$2" <<'EOF'
-import sys
-from twinbuild.manifest.model import load
-platform, name, field = sys.argv[1:]
-if field in ("toolkit", "gpu_archs"):
-    value = getattr(load().platforms[platform], field)
-    print(";".join(value) if isinstance(value, tuple) else value)
-else:
-    pin = next(p for p in load().resolve(platform) if p.name == name)
-    print(getattr(pin, field) or "")
-EOF
+pin() {  # pin NAME FIELD (NAME "-": the platform's toolkit or gpu_archs)
+  tb_pin "$platform" "$@"
 }
 
 clone() {  # clone REPO COMMIT DEST
@@ -102,8 +95,10 @@ do_build() {
     done
     make -C "$src" -j"$(nproc)" CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" NCCL_HOME="$nccl" \
       NVCC_GENCODE="${gencode# }" BUILDDIR="$out/build"
-    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
-      "$nccl" "$out/build/all_reduce_perf" > "$out/all_reduce_perf"
+    # NCCL and the CUDA runtime from the venv's wheels: nothing else puts them on a bare host's
+    # library path.
+    printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' \
+      "$(PYTHON="$venv/bin/python" tb_library_path)" "$out/build/all_reduce_perf" > "$out/all_reduce_perf"
   else
     local archs
     archs="$(pin - gpu_archs)"
@@ -117,6 +112,11 @@ do_build() {
 }
 
 do_check() {
+  # torch_memory_saver's preload library links libcudart.so.N, which only the venv's wheels hold
+  # on a bare host: the checks' processes need their folders on the library path.
+  local libs
+  libs="$(PYTHON="$home/venv/bin/python" tb_library_path)"
+  LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
   PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m twinbuild smoke --host --gpu --platform "$platform" --python "$home/venv/bin/python" \
     --report-dir "${TB_REPORT_DIR:-build/smoke}"
 }

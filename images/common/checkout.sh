@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Check out REPO at COMMIT (or REF when COMMIT is empty) into DEST, detached, keeping .git so
 # the smoke suite reads the commit from DEST/.git/HEAD. An existing checkout at DEST (the base
-# image's) is reused: its origin is pointed at REPO first. Usage: checkout.sh REPO COMMIT REF DEST
+# image's) is reused: its origin is pointed at REPO first. Submodules only with --recursive, as
+# upstream clones: Megatron-LM with --recursive, rocm-systems (rccl-tests) with none of its ~37.
+# Usage: checkout.sh [--recursive] REPO COMMIT REF DEST
 set -euo pipefail
+recursive=0
+if [ "${1:-}" = "--recursive" ]; then recursive=1; shift; fi
 repo="$1" commit="$2" ref="$3" dest="$4"
 want="${commit:-$ref}"
 [ -n "$repo" ] && [ -n "$want" ] && [ -n "$dest" ] || { echo "checkout: REPO, COMMIT or REF, and DEST are required" >&2; exit 2; }
@@ -20,7 +24,7 @@ if [ -n "$commit" ] && [ "$(git -C "$dest" rev-parse HEAD)" != "$commit" ]; then
   echo "checkout: $repo fetched $(git -C "$dest" rev-parse HEAD), the manifest pins $commit" >&2
   exit 1
 fi
-if [ -f "$dest/.gitmodules" ]; then
+if [ "$recursive" = 1 ] && [ -f "$dest/.gitmodules" ]; then
   git -C "$dest" submodule update -q --init --recursive --depth 1
 fi
 echo "checkout: $repo @ $(git -C "$dest" rev-parse HEAD) in $dest (asked for $want)"

@@ -220,8 +220,8 @@ def test_smoke_local_build_record_passes(
     before = _containers(eng)
     summary = _smoke(manifest, project, tmp_path)
     tests = _by_id(summary)
-    # skipped: the 7 GPU checks (no GPU here) and 3 pins the local profile leaves out
-    assert summary["counts"] == {"passed": 8, "failed": 0, "skipped": 10, "flaky": 0}
+    # skipped: the 13 GPU checks (no GPU here) and 3 pins the local profile leaves out
+    assert summary["counts"] == {"passed": 8, "failed": 0, "skipped": 16, "flaky": 0}
     assert summary["image"]["id"] == images["good"]
     assert summary["image"]["base_digest"] == CUDA_BASE
     assert summary["image"]["inputs_hash"] == INPUTS

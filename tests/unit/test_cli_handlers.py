@@ -67,6 +67,7 @@ COVERED = {
     ("bake",): "test_bake_writes_the_file_it_reports",
     ("bench",): "test_bench_without_an_engine_exits_3",
     ("smoke",): "test_smoke_host_mode_reports_what_is_missing",
+    ("gpu-proof",): "test_gpu_proof_dry_run_and_without_a_gpu",
     ("import",): "test_import_drafts_a_manifest_from_two_recipes",
     ("workflows", "check"): "test_workflows_check_on_the_repositorys_workflows",
     ("rerun-decision", "report"): "test_rerun_decision_report_and_guard",
@@ -281,6 +282,24 @@ def test_smoke_host_mode_reports_what_is_missing(
     err = capsys.readouterr().err
     assert err.startswith("twinbuild: smoke: 4 failed; first: cuda (production): ")
     assert (reports / "smoke-cuda-production-host.json").exists()
+
+
+def test_gpu_proof_dry_run_and_without_a_gpu(
+    root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    manifest = ["--manifest", str(root / "pins/manifest.toml")]
+    assert main(["gpu-proof", "--dry-run", *manifest]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| check | proves | broken case it must fail on |\n")
+    assert not (root / "build").exists()  # a dry run writes nothing
+    monkeypatch.setattr("twinbuild.smoke.gpu.detect", lambda platform, **_: None)
+    report = root / "out/report.json"
+    assert main(["gpu-proof", "--report", str(report), *manifest]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "twinbuild: gpu-proof: nothing proven: every check skipped (no nvidia GPU"
+    )
+    assert json.loads(report.read_text())["counts"]["skipped"] == 13
 
 
 def test_import_drafts_a_manifest_from_two_recipes(

@@ -29,6 +29,7 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("bake",): "twinbuild.build.bake:bake_images",
     ("bench",): "twinbuild.bench.runner:bench",
     ("smoke",): "twinbuild.smoke.runner:smoke_images",
+    ("gpu-proof",): "twinbuild.smoke.proof:prove",
     ("import",): "twinbuild.importer.draft:run_import",
     ("workflows", "check"): "twinbuild.ci.workflows:check_workflows",
     ("rerun-decision", "report"): "twinbuild.ci.rerun:report",

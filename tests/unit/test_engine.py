@@ -17,7 +17,7 @@ import requests.exceptions
 
 import twinbuild.engine.client
 from tests.conftest import gpu_vendors
-from twinbuild.engine.client import Engine, ImageSummary, RunResult
+from twinbuild.engine.client import Engine, GpuAccess, ImageSummary, RunResult
 from twinbuild.errors import ConfigError, EngineError
 
 real_connect = twinbuild.engine.client.connect
@@ -479,3 +479,21 @@ def test_the_gpu_marker_runs_a_test_only_on_its_platforms_vendor(tmp_path: Path)
     assert "SKIPPED [1] test_fenced.py:4: needs a nvidia GPU: none detected here" in out
     assert "SKIPPED [1] test_fenced.py:8: needs a GPU: none detected here" in out
     assert "3 skipped" in out
+
+
+def test_gpu_containers_get_host_ipc_and_unlimited_memlock(engine: Engine, api: FakeAPI) -> None:
+    """What start_container hands the SDK, turned into the Engine API's HostConfig by the real
+    docker SDK: the host's IPC namespace (or a /dev/shm size) and memlock -1, as NCCL needs."""
+    import docker.types
+
+    access = GpuAccess(device_requests=({"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]},),
+                       ipc_mode="host", memlock_unlimited=True)  # fmt: skip
+    engine.start_container("img", gpus=access)
+    kwargs = api.calls[0][1][2]["host_config"]
+    config = docker.types.HostConfig(version="1.41", **kwargs)
+    assert config["IpcMode"] == "host"
+    assert config["Ulimits"] == [{"Name": "memlock", "Soft": -1, "Hard": -1}]
+    assert "ShmSize" not in config
+    engine.start_container("img", gpus=GpuAccess(shm_size="32g", memlock_unlimited=True))
+    sized = docker.types.HostConfig(version="1.41", **api.calls[-2][1][2]["host_config"])
+    assert (sized["ShmSize"], "IpcMode" in sized) == (32 << 30, False)

@@ -57,6 +57,8 @@ def test_amd_needs_kfd_and_render_nodes(tmp_path: Path) -> None:
     assert gpu.access("rocm", dev=tmp_path) == GpuAccess(
         devices=(f"{tmp_path}/kfd:{tmp_path}/kfd:rwm", f"{tmp_path}/dri:{tmp_path}/dri:rwm"),
         group_add=("video",),
+        ipc_mode="host",
+        memlock_unlimited=True,
     )
 
 
@@ -64,6 +66,15 @@ def test_nvidia_access_is_a_device_request() -> None:
     assert gpu.access("cuda").device_requests == (
         {"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]},
     )
+
+
+def test_gpu_containers_get_shared_memory_and_unlimited_memlock() -> None:
+    """NCCL's multi-GPU init needs more than Docker's 64 MB /dev/shm (ncclShmOpen) and pins host
+    memory: the host's IPC namespace as upstream runs its GPU containers, or the manifest's size."""
+    host = gpu.access("cuda")
+    assert (host.ipc_mode, host.shm_size, host.memlock_unlimited) == ("host", None, True)
+    sized = gpu.access("cuda", shm_size="32g")
+    assert (sized.ipc_mode, sized.shm_size, sized.memlock_unlimited) == (None, "32g", True)
 
 
 def test_skip_reasons() -> None:

@@ -194,11 +194,17 @@ def test_bare_gpu_host_runs_only_the_gpu_checks_and_they_fail_without_a_stack(
     assert all(t["outcome"] == "skipped" for t in pins)
     assert pins[0]["message"] == runner.BARE_HOST.format(what="pins")
     gpu_tests = {k: t for k, t in tests.items() if "gpu" in t["markers"]}
-    assert set(gpu_tests) >= {
-        "test_memory_saver_pause_free_resume", "test_all_reduce_every_gpu",
-        "test_driver_and_toolkit", "test_visible_devices", "test_gpu_arch_is_built_for",
+    assert set(gpu_tests) == {
+        "test_torch_sees_gpu", "test_matmul_matches_cpu", "test_memory_saver_free_while_paused",
+        "test_memory_saver_torch_mode", "test_memory_saver_tags", "test_memory_saver_cpu_backup",
+        "test_all_reduce_every_gpu", "test_all_reduce_bandwidth", "test_driver_and_toolkit",
+        "test_visible_devices", "test_gpu_arch_is_built_for", "test_torch_built_for_gpu",
+        "test_kernels_built_for_gpu",
     }  # fmt: skip
     assert all(t["outcome"] == "failed" for t in gpu_tests.values()), gpu_tests
+    assert tests["test_torch_sees_gpu"]["message"].startswith("torch GPU backend: exited 127:"), (
+        tests["test_torch_sees_gpu"]["message"]
+    )
 
 
 def test_python_needs_host(tmp_path: Path) -> None:

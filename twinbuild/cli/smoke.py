@@ -28,7 +28,25 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gpu_proof(args: argparse.Namespace) -> int:
+    from twinbuild.smoke.proof import ProofOptions, prove
+
+    def path(value: str | None) -> Path | None:
+        return Path(value) if value else None
+
+    options = ProofOptions(
+        manifest=manifest_path(args), platform=args.platform, python=args.python,
+        tms=path(args.tms), tms_broken=path(args.tms_broken), perf=path(args.perf),
+        kernel_ok=path(args.kernel_ok), kernel_wrong=path(args.kernel_wrong),
+        library_path=args.library_path, report=Path(args.report), dry_run=args.dry_run,
+        timeout_s=args.timeout_s,
+    )  # fmt: skip
+    prove(options)
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    _register_proof(sub)
     p = sub.add_parser(
         "smoke", help="check built images (by id, network none) against the manifest"
     )
@@ -56,3 +74,34 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "-v", "--verbose", action="store_true", help="list every skipped check with its reason"
     )
     p.set_defaults(func=cmd_smoke)
+
+
+def _register_proof(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "gpu-proof",
+        help="every GPU check on this bare GPU host, healthy and on the broken case it must "
+        "fail on (scripts/gpu-proof.sh builds what it needs)",
+    )
+    add_common(p, root=False)
+    p.add_argument("--platform", choices=PLATFORMS, default="cuda", help="default: cuda")
+    p.add_argument("--python", default="python3", help="the interpreter holding torch")
+    p.add_argument("--tms", metavar="DIR", help="folder holding the pinned torch_memory_saver")
+    p.add_argument("--tms-broken", metavar="DIR", help="the same for its pre-fix parent")
+    p.add_argument("--perf", metavar="PATH", help="all_reduce_perf from the pinned nccl-tests")
+    p.add_argument("--kernel-ok", metavar="PATH", help="a kernel compiled for this GPU")
+    p.add_argument(
+        "--kernel-wrong", metavar="PATH", help="a kernel compiled for another architecture"
+    )
+    p.add_argument(
+        "--library-path", default="", metavar="DIRS",
+        help="LD_LIBRARY_PATH the built tools need (libcudart, libnccl)",
+    )  # fmt: skip
+    p.add_argument("--report", default="build/gpu-proof/report.json", help="the JSON report")
+    p.add_argument(
+        "--timeout", dest="timeout_s", type=int, default=600, help="seconds per check (default 600)"
+    )
+    p.add_argument(
+        "--dry-run", action="store_true",
+        help="list each check and its broken case; run nothing (no GPU needed)",
+    )  # fmt: skip
+    p.set_defaults(func=cmd_gpu_proof)

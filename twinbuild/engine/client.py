@@ -70,11 +70,16 @@ class RunResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GpuAccess:
-    """How a container is given the host's GPUs."""
+    """How a container is given the host's GPUs, and what multi-GPU work needs beside them:
+    NCCL/RCCL share memory between processes through /dev/shm (Docker's default is 64 MB, and
+    NCCL's init fails in ncclShmOpen there) and pin host memory (memlock)."""
 
     device_requests: Sequence[Mapping[str, Any]] = ()
     devices: Sequence[str] = ()
     group_add: Sequence[str] = ()
+    ipc_mode: str | None = None  # "host": the host's IPC namespace and /dev/shm
+    shm_size: str | None = None  # else a /dev/shm of this size ("32g")
+    memlock_unlimited: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -617,6 +622,11 @@ class Engine:
                 "device_requests": cast(Any, list(gpus.device_requests)) or None,
                 "devices": list(gpus.devices) or None,
                 "group_add": list(gpus.group_add) or None,
+                "ipc_mode": gpus.ipc_mode,
+                "shm_size": gpus.shm_size,
+                "ulimits": [{"name": "memlock", "soft": -1, "hard": -1}]
+                if gpus.memlock_unlimited
+                else None,
             }
         host_config = self.api.create_host_config(network_mode=_check_network(network), **extra)
         with self._errors(f"start a container from {image}"):

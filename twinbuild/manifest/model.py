@@ -38,10 +38,15 @@ NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 """A Docker tag, as the engine accepts it: no spaces, no '|' (it is printed in tables and refs)."""
 REPOSITORY_RE = re.compile(r"[a-z0-9][a-z0-9._/:-]*")
+MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 """Loosely, an image repository: lower case, no spaces or markup (the engine checks the rest)."""
 MAX_BYTES = 4 * 1024 * 1024
 #: Deepest nesting of tables and arrays a manifest may use; it needs four.
 MAX_DEPTH = 16
+#: A Docker size for shm_size: digits and a unit (b, k, m, g).
+SIZE_RE = re.compile(r"[1-9][0-9]{0,5}[bkmg]")
+#: What only the smoke run reads from a platform, not the image's build: kept out of its digest.
+SMOKE_ONLY = ("imports", "kernel_modules", "all_reduce_floors", "shm_size")
 
 
 class ManifestError(ConfigError):
@@ -69,6 +74,18 @@ class BaseImage:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class BandwidthFloor:
+    """The least all-reduce bus bandwidth ``gpus`` GPUs of model ``gpu`` must reach at the
+    largest message size of the smoke run (nccl-tests' busbw column), and where it comes from."""
+
+    gpu: str  # the device name torch reports, e.g. "NVIDIA H200"
+    gpus: int  # GPUs in the all-reduce, two or more
+    busbw_gbs: float  # GB/s
+    source: str
+    line: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PlatformSpec:
     name: Platform
     base: BaseImage
@@ -78,6 +95,11 @@ class PlatformSpec:
     gpu_archs: tuple[str, ...]
     imports: tuple[str, ...] = ()
     binaries: tuple[str, ...] = ()
+    #: Extension modules whose device code the GPU check reads (cuobjdump / roc-obj-ls).
+    kernel_modules: tuple[str, ...] = ()
+    all_reduce_floors: tuple[BandwidthFloor, ...] = ()
+    #: The GPU smoke container's /dev/shm; None: it shares the host's IPC namespace (--ipc=host).
+    shm_size: str | None = None
     line: int = 0
 
 
@@ -246,7 +268,7 @@ class Manifest:
         data = {
             "platform": platform,
             "profile": profile,
-            "setting": _plain(setting, skip=("line", "imports")),
+            "setting": _plain(setting, skip=("line", *SMOKE_ONLY)),
             "pins": [_plain(p, skip=("line", "why", "floating")) for p in self.resolve(platform)],
         }
         blob = json.dumps(data, sort_keys=True, default=lambda o: _plain(o, skip=("line",)))
@@ -428,7 +450,7 @@ class _Reader:
         self.bad_keys: set[tuple[str, ...]] = set()
 
     def error(self, key: tuple[str, ...], message: str) -> None:
-        dotted = ".".join(key)
+        dotted = ".".join(key).replace(".[", "[")  # an array entry: floors[1].gpus
         line = self.keylines.line_of(key)
         # A key missing from a table that is not in the file has no line: name the file alone.
         where = f"{self.path}:{line}" if line else str(self.path)
@@ -554,7 +576,10 @@ class _Reader:
             if not isinstance(spec, dict):
                 self.error(key, f"expected a table, got {_tname(spec)}")
                 continue
-            known = ("base", "python", "toolkit", "vendor", "gpu_archs", "imports", "binaries")
+            known = (
+                "base", "python", "toolkit", "vendor", "gpu_archs", "imports", "binaries",
+                "kernel_modules", "all_reduce_floors", "shm_size",
+            )  # fmt: skip
             self.unknown_keys(spec, key, known)
             base = self.read_base(spec, (*key, "base"))
             out[name] = PlatformSpec(
@@ -568,9 +593,87 @@ class _Reader:
                 gpu_archs=self.get_list(spec, (*key, "gpu_archs")),
                 imports=self.get_list(spec, (*key, "imports")),
                 binaries=self.get_list(spec, (*key, "binaries")),
+                kernel_modules=self.read_modules(spec, (*key, "kernel_modules")),
+                all_reduce_floors=self.read_floors(spec, (*key, "all_reduce_floors")),
+                shm_size=self.read_shm_size(spec, (*key, "shm_size")),
                 line=self.keylines.line_of(key),
             )
         return out
+
+    def read_modules(self, spec: Mapping[str, Any], key: tuple[str, ...]) -> tuple[str, ...]:
+        modules = self.get_list(spec, key)
+        for name in modules:
+            if not MODULE_RE.fullmatch(name):
+                self.error(key, f"{name!r} is not a module name (dotted Python identifiers)")
+        return modules
+
+    def read_shm_size(self, spec: Mapping[str, Any], key: tuple[str, ...]) -> str | None:
+        value = self.get_str(spec, key)
+        if value is not None and not SIZE_RE.fullmatch(value):
+            self.error(
+                key,
+                f"{value!r} is not a size: digits and a unit b, k, m or g, e.g. '32g'; or leave "
+                "shm_size out so GPU containers share the host's IPC namespace (--ipc=host)",
+            )
+            return None
+        return value
+
+    def read_floors(
+        self, spec: Mapping[str, Any], key: tuple[str, ...]
+    ) -> tuple[BandwidthFloor, ...]:
+        raw = spec.get(key[-1])
+        if raw is None:
+            return ()
+        if not isinstance(raw, list) or not all(isinstance(x, dict) for x in raw):
+            self.error(
+                key,
+                f"expected an array of tables ([[{'.'.join(key)}]]), got {_tname(raw)}",
+            )
+            return ()
+        floors: list[BandwidthFloor] = []
+        seen: set[tuple[str, int]] = set()
+        for index, entry in enumerate(raw):
+            at = (*key, f"[{index}]")
+            self.unknown_keys(entry, at, ("gpu", "gpus", "busbw_gbs", "source"))
+            gpu = self.need_str(
+                entry, (*at, "gpu"), "the device name torch reports, e.g. 'NVIDIA H200'"
+            )
+            gpus = self._get(entry, (*at, "gpus"), int, "gpus")
+            if "gpus" not in entry:
+                self.error((*at, "gpus"), "missing; how many GPUs the floor is for, e.g. 8")
+            elif gpus is not None and gpus < 2:
+                self.error(
+                    (*at, "gpus"),
+                    f"{gpus}: one GPU moves no data between GPUs; a floor is for 2 or more",
+                )
+                gpus = None
+            bw = entry.get("busbw_gbs")
+            if bw is None:
+                self.error((*at, "busbw_gbs"), "missing; the least bus bandwidth in GB/s")
+            elif isinstance(bw, bool) or not isinstance(bw, int | float) or not 0 < bw < 1e5:
+                self.error((*at, "busbw_gbs"), f"expected a number of GB/s above 0, got {bw!r}")
+                bw = None
+            source = self.need_str(
+                entry, (*at, "source"), "say where the number comes from (datasheet, a run)"
+            )
+            if "source" in entry and not source.strip():
+                self.error((*at, "source"), "empty; say where the number comes from")
+            if not gpu or gpus is None or bw is None or not source.strip():
+                continue
+            if (gpu, gpus) in seen:
+                self.error(at, f"a second floor for {gpus}x {gpu}; keep one")
+                continue
+            seen.add((gpu, gpus))
+            floors.append(
+                BandwidthFloor(
+                    gpu=gpu,
+                    gpus=gpus,
+                    busbw_gbs=float(bw),
+                    source=source,
+                    line=self.keylines.line_of(at),
+                )
+            )
+        return tuple(floors)
 
     def read_base(self, spec: Mapping[str, Any], key: tuple[str, ...]) -> BaseImage:
         table = self.get_table(spec, key)

@@ -2,7 +2,8 @@
 
 tomllib gives values, not positions; findings must name the line. This index maps each dotted key
 path (``pins.tms.commit``) to the line that declares it: the ``key = value`` line, the ``[table]``
-header, or the parent key's line for keys inside an inline table.
+header, or the parent key's line for keys inside an inline table. The Nth ``[[array.of.tables]]``
+entry is the path ``(..., "[N]")``, so each entry's keys have their own lines.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_HEADER = re.compile(r"^\s*\[\[?\s*(?P<key>[^\]]+?)\s*\]\]?\s*(#.*)?$")
+_HEADER = re.compile(r"^\s*(?P<open>\[\[?)\s*(?P<key>[^\]]+?)\s*\]\]?\s*(#.*)?$")
 _KEYVAL = re.compile(
     r"""^\s*(?P<key>(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*')(?:\s*\.\s*(?:[A-Za-z0-9_-]+|"[^"]*"|'[^']*'))*)\s*="""
 )
@@ -32,6 +33,7 @@ class KeyLines:
     def index(cls, text: str) -> KeyLines:
         found: dict[tuple[str, ...], int] = {}
         table: tuple[str, ...] = ()
+        entries: dict[tuple[str, ...], int] = {}
         in_multiline: str | None = None
         for number, line in enumerate(text.splitlines(), start=1):
             if in_multiline is not None:
@@ -42,6 +44,11 @@ class KeyLines:
             if header:
                 table = split_key(header.group("key"))
                 found.setdefault(table, number)
+                if header.group("open") == "[[":
+                    n = entries.get(table, 0)
+                    entries[table] = n + 1
+                    table = (*table, f"[{n}]")
+                    found.setdefault(table, number)
                 continue
             keyval = _KEYVAL.match(line)
             if keyval:

@@ -3,7 +3,7 @@
 ``--rerun-failed-once``: a failed test marked ``gpu`` runs once more. A pass on the rerun is
 recorded as flaky (reported, never hidden); two failures are a failure; there is never a third
 attempt. Tests without the marker never rerun: a pin mismatch is not flaky. Nor does a GPU test
-that recorded ``NO_RERUN`` in its user properties (``remote.run_timed`` does when a command hit
+that recorded ``NO_RERUN`` in its user properties (``remote.report`` does when a command hit
 its timeout): a hang is a failure, never flaky.
 """
 

@@ -96,15 +96,26 @@ def _amd(run: Runner, dev: Path) -> GpuInfo | None:
     )
 
 
-def access(platform: Platform, *, dev: Path = Path("/dev")) -> GpuAccess:
-    """How a container of ``platform`` gets this machine's GPUs."""
+def access(
+    platform: Platform, *, dev: Path = Path("/dev"), shm_size: str | None = None
+) -> GpuAccess:
+    """How a container of ``platform`` gets this machine's GPUs: NVIDIA through a device
+    request, AMD through its device nodes and the video group; either way with unlimited memlock
+    and the host's IPC namespace (``--ipc=host``, as upstream runs its GPU containers), or a
+    /dev/shm of ``shm_size`` where the manifest declares one (``platforms.<p>.shm_size``)."""
+    shared: dict[str, Any] = {
+        "ipc_mode": None if shm_size else "host",
+        "shm_size": shm_size,
+        "memlock_unlimited": True,
+    }
     if VENDOR[platform] == "nvidia":
         return GpuAccess(
-            device_requests=({"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]},)
+            device_requests=({"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]},),
+            **shared,
         )
     nodes = [dev / "kfd", dev / "dri"]
     devices = [f"{n}:{n}:rwm" for n in nodes if n.exists()]
-    return GpuAccess(devices=tuple(devices), group_add=("video",))
+    return GpuAccess(devices=tuple(devices), group_add=("video",), **shared)
 
 
 def skip_reason(platform: Platform, info: GpuInfo | None, *, wanted: bool | None) -> str | None:

@@ -1,31 +1,31 @@
 """Pass or fail for each GPU check, from what the check measured: pure functions over data.
 
-The smoke suite runs the measurements in the image (``gpu_scripts``, ``all_reduce_perf``) and
-hands the numbers here; the unit tests feed the same functions healthy and broken readings. Each
-function returns the list of problems: empty means the check passed. None of them can pass on
-missing data: a reading that is absent or not a number is itself a problem.
+The checks run the measurements (``gpu_scripts``, ``all_reduce_perf``) in the image or on the
+host and hand the readings here; the unit tests feed the same functions healthy and broken
+readings. Each function returns the list of problems: empty means the check passed. None of them
+can pass on missing data: a reading that is absent or not a number is itself a problem. The
+architecture and all-reduce judgements live in ``gpu_arch`` and ``gpu_collective``.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 #: pause must hand back at least this share of the region's bytes ("most of the region"): VMM
 #: rounds each allocation up to its granularity, so a healthy pause releases a bit more than the
 #: tensors' bytes, never much less; ROCm 7.2 without the ROCr VMM fix releases none.
 RELEASED_SHARE = 0.9
+#: A region that stays resident may lose at most this share of its bytes while another pauses.
+KEPT_SHARE = 0.5
 
 #: Minimum driver for each CUDA toolkit major, under CUDA minor-version compatibility
 #: (NVIDIA's CUDA Toolkit release notes, table "CUDA Toolkit and Minimum Required Driver
-#: Version for CUDA Minor Version Compatibility"): a CUDA 13.x image needs driver >= 580.
+#: Version for CUDA Minor Version Compatibility"): a CUDA 13.x image needs driver >= 580, unless
+#: the CUDA forward-compatibility package supplies a newer user-mode driver (data-center GPUs).
 MIN_NVIDIA_DRIVER: dict[int, tuple[int, ...]] = {12: (525, 60, 13), 13: (580,)}
 
-#: How long all_reduce_perf may run before it counts as a hang. A healthy 8-GPU sweep up to
-#: 256 MiB takes seconds; minutes mean a hang, and a hang is a failure, never flaky.
-COLLECTIVE_TIMEOUT_S = 300
 #: How long a GPU script (torch, torch_memory_saver) may run.
 SCRIPT_TIMEOUT_S = 600
 #: ``timeout``'s exit code when it stopped the command (coreutils; 137 after -k's SIGKILL).
@@ -39,146 +39,171 @@ def _number(data: Mapping[str, Any], key: str) -> float | None:
     return float(value)
 
 
+def _numbers(data: Mapping[str, Any], keys: Sequence[str]) -> dict[str, float] | None:
+    """All of ``keys`` as numbers, or None when one is missing or not a number."""
+    got = {k: _number(data, k) for k in keys}
+    if any(v is None for v in got.values()):
+        return None
+    return {k: float(v) for k, v in got.items() if v is not None}
+
+
 def _mib(n: float) -> str:
     return f"{n / (1 << 20):.0f} MiB"
+
+
+def _incomplete(what: str, data: Mapping[str, Any]) -> str:
+    return f"{what}: incomplete readings {dict(data)}"
+
+
+# -- torch backend ---------------------------------------------------------------------------------
+
+
+def backend(data: Mapping[str, Any], *, vendor: str) -> list[str]:
+    """torch's GPU backend: available, at least one GPU, the build of the platform's vendor."""
+    problems: list[str] = []
+    if data.get("available") is not True:
+        problems.append("torch.cuda.is_available() is False: torch sees no GPU")
+    count = _number(data, "count")
+    if count is None or count < 1:
+        problems.append(f"torch sees {data.get('count')} GPUs")
+    if vendor == "nvidia" and not (data.get("cuda") and not data.get("hip")):
+        problems.append(f"expected a CUDA build of torch, found cuda={data.get('cuda')!r} "
+                        f"hip={data.get('hip')!r}")  # fmt: skip
+    if vendor == "amd" and not data.get("hip"):
+        problems.append(f"expected a ROCm (HIP) build of torch, found hip={data.get('hip')!r}")
+    return problems
+
+
+def matmul(data: Mapping[str, Any]) -> list[str]:
+    """A float32 matmul on the GPU must match the CPU's within float32 rounding."""
+    err = _number(data, "max_abs_err")
+    if err is None or data.get("close") is None:
+        return [_incomplete("GPU matmul", data)]
+    if data.get("close") is not True:
+        tf32 = " (TF32 was on)" if data.get("tf32") else ""
+        return [f"GPU matmul differs from the CPU result by up to {err:g}{tf32}"]
+    return []
 
 
 # -- torch_memory_saver ---------------------------------------------------------------------------
 
 
-def memory_saver(data: Mapping[str, Any]) -> list[str]:
-    """Judge the readings of ``gpu_scripts.MEMORY_SAVER``.
+def _preload(data: Mapping[str, Any]) -> list[str]:
+    if data.get("hook_mode") == "preload" and data.get("preload_active") is True:
+        return []
+    return [
+        "torch_memory_saver's preload library is not interposed: cudaMalloc/hipMalloc does "
+        f"not resolve into {data.get('library') or 'it'} (hook_mode={data.get('hook_mode')!r},"
+        f" LD_PRELOAD={data.get('ld_preload')!r})"
+    ]
 
-    Pause must raise the device's free memory by most of the region's bytes; a buffer freed
-    while paused must stay released after resume (freed through torch_memory_saver, not parked
-    in a cache); resume must give the kept tensor back bit for bit.
-    """
-    problems: list[str] = []
-    if data.get("hook_mode") != "preload" or data.get("preload_active") is not True:
-        problems.append(
-            "torch_memory_saver's preload library is not interposed: cudaMalloc/hipMalloc does "
-            f"not resolve into {data.get('library') or 'it'} (hook_mode={data.get('hook_mode')!r},"
-            f" LD_PRELOAD={data.get('ld_preload')!r})"
-        )
-    keys = ("region_bytes", "freed_bytes", "free_before", "free_paused", "free_resumed")
-    got = {k: _number(data, k) for k in keys}
-    n = {k: v for k, v in got.items() if v is not None}
-    if len(n) != len(keys) or not n["region_bytes"] or not n["freed_bytes"]:
-        problems.append(f"torch_memory_saver: incomplete readings {dict(data)}")
-        return problems
-    region, freed = n["region_bytes"], n["freed_bytes"]
-    before, paused, resumed = n["free_before"], n["free_paused"], n["free_resumed"]
-    released = paused - before
+
+def _released(what: str, released: float, region: float) -> list[str]:
     if released < RELEASED_SHARE * region:
-        problems.append(
-            f"torch_memory_saver pause released {_mib(released)} of the region's {_mib(region)} "
+        return [
+            f"{what} pause released {_mib(released)} of the region's {_mib(region)} "
             f"(expected >= {RELEASED_SHARE:.0%}); device memory was not handed back"
-        )
-    kept_free = resumed - before
-    if kept_free < RELEASED_SHARE * freed:
+        ]
+    return []
+
+
+def memory_saver_free(data: Mapping[str, Any]) -> list[str]:
+    """Judge ``gpu_scripts.MEMORY_SAVER_FREE`` (preload mode, free while paused).
+
+    Pause must raise the device's free memory by most of the region's bytes; ``cudaFree`` of a
+    buffer while paused must return success (0) and the buffer must stay released after resume
+    (freed through torch_memory_saver, not parked in a cache). The pre-fix package (before PR
+    #95) releases the paused handle a second time and exits instead.
+    """
+    problems = _preload(data)
+    keys = ("region_bytes", "freed_bytes", "free_before", "free_paused", "free_resumed")
+    n = _numbers(data, keys)
+    if n is None or not n["region_bytes"] or not n["freed_bytes"] or "free_rc" not in data:
+        return [*problems, _incomplete("torch_memory_saver free-while-paused", data)]
+    problems += _released("torch_memory_saver", n["free_paused"] - n["free_before"],
+                          n["region_bytes"])  # fmt: skip
+    rc = data.get("free_rc")
+    if rc != 0:
         problems.append(
-            f"a {_mib(freed)} buffer freed while paused left only {_mib(kept_free)} free after "
-            "resume: torch_memory_saver's free path did not release it"
+            f"cudaFree of a buffer freed while paused returned {rc!r}, not 0 (cudaSuccess)"
         )
-    if data.get("bit_exact") is not True:
-        problems.append("torch_memory_saver resume did not give the kept tensor back bit-exactly")
+    kept_free = n["free_resumed"] - n["free_before"]
+    if kept_free < RELEASED_SHARE * n["freed_bytes"]:
+        problems.append(
+            f"a {_mib(n['freed_bytes'])} buffer freed while paused left only {_mib(kept_free)} "
+            "free after resume: torch_memory_saver's free path did not release it"
+        )
     return problems
 
 
-# -- all_reduce_perf ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CollectiveRun:
-    """What nccl-tests / rccl-tests printed: the header, each size's row, the footer."""
-
-    ngpus: int | None = None
-    validation: int | None = None
-    rows: list[tuple[int, float, str, float, str]] = field(default_factory=list)
-    # (bytes, out-of-place busbw, out-of-place #wrong, in-place busbw, in-place #wrong)
-    out_of_bounds: int | None = None
-    avg_busbw: float | None = None
-
-
-_HEADER = re.compile(r"#\s*nThread\s+\d+\s+nGpus\s+(\d+).*?validation:\s*(\d+)")
-_ROW = re.compile(
-    r"^\s*(\d+)\s+\d+\s+\S+\s+\S+\s+-?\d+"  # size count type redop root
-    r"\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)"  # out-of-place: time algbw busbw #wrong
-    r"\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$"  # in-place: the same four
-)
-_OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)")
-_AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+)")
-
-
-def parse_collective(output: str) -> CollectiveRun:
-    """Read an ``*_perf`` run's stdout (the format of nccl-tests' src/util.cu, which rccl-tests
-    keeps): ``# nThread .. nGpus N .. validation: V``, one row per size, then the footer's
-    ``# Out of bounds values : E`` and ``# Avg bus bandwidth : B``."""
-    ngpus = validation = oob = None
-    avg = None
-    rows: list[tuple[int, float, str, float, str]] = []
-    for line in output.splitlines():
-        if (m := _HEADER.search(line)) is not None:
-            ngpus, validation = int(m.group(1)), int(m.group(2))
-        elif (m := _OOB.search(line)) is not None:
-            oob = int(m.group(1))
-        elif (m := _AVG.search(line)) is not None:
-            avg = float(m.group(1))
-        elif (m := _ROW.match(line)) is not None:
-            try:
-                rows.append(
-                    (int(m.group(1)), float(m.group(4)), m.group(5), float(m.group(8)), m.group(9))
-                )
-            except ValueError:
-                continue  # not a result row after all
-    return CollectiveRun(
-        ngpus=ngpus, validation=validation, rows=rows, out_of_bounds=oob, avg_busbw=avg
-    )
-
-
-def collective_argv(perf: str, gpus: int, *, timeout_s: int = COLLECTIVE_TIMEOUT_S) -> list[str]:
-    """all_reduce_perf on ``gpus`` GPUs in one process, checking every result, under a timeout.
-
-    ``-g N``: one thread drives every visible GPU (one GPU gives a bus bandwidth of 0 by
-    definition); ``-c 1``: check the results of each size (#wrong); ``-T``: nccl-tests' own
-    per-test timeout; ``timeout -k`` kills the process when even that hangs.
-    """
-    inner = max(timeout_s - 30, 30)
-    return [
-        "timeout", "-k", "10", str(timeout_s),
-        perf, "-b", "8M", "-e", "256M", "-f", "2", "-g", str(gpus), "-c", "1", "-T", str(inner),
-    ]  # fmt: skip
-
-
-def collective(run: CollectiveRun, *, rc: int, gpus: int, tail: str, perf: str) -> list[str]:
-    """Judge one ``collective_argv`` run on a machine with ``gpus`` visible GPUs."""
-    if rc in TIMED_OUT:
-        return [f"{perf} did not finish within its timeout (exit {rc}): a hang; {tail}"]
+def memory_saver_torch(data: Mapping[str, Any]) -> list[str]:
+    """Judge ``gpu_scripts.MEMORY_SAVER_TORCH`` (hook_mode="torch": the CUDAPluggableAllocator
+    behind torch's MemPool, as the training stack uses it): pause releases the region, resume
+    maps it again, and the tensor is usable after resume."""
     problems: list[str] = []
-    if rc != 0:
-        problems.append(f"{perf} exited {rc}: {tail}")
-    if run.ngpus != gpus:
-        problems.append(f"{perf} ran on {run.ngpus} GPUs, the machine shows {gpus}: {tail}")
-    if run.validation != 1:
-        problems.append(f"{perf} ran without its correctness check (validation: {run.validation})")
-    if not run.rows:
-        problems.append(f"{perf} printed no result rows: {tail}")
-    wrong = [(size, a, b) for size, _, a, _, b in run.rows if a != "0" or b != "0"]
-    if wrong:
-        size, a, b = wrong[0]
+    if data.get("hook_mode") != "torch":
+        mode = data.get("hook_mode")
+        problems.append(f"torch_memory_saver ran in hook_mode={mode!r}, not torch")
+    keys = ("region_bytes", "free_before", "free_paused", "free_resumed")
+    n = _numbers(data, keys)
+    if n is None or not n["region_bytes"] or data.get("usable_after_resume") is None:
+        return [*problems, _incomplete("torch_memory_saver torch mode", data)]
+    region = n["region_bytes"]
+    problems += _released("torch_memory_saver (torch mode)", n["free_paused"] - n["free_before"],
+                          region)  # fmt: skip
+    taken = n["free_paused"] - n["free_resumed"]
+    if taken < RELEASED_SHARE * region:
         problems.append(
-            f"{perf}: wrong results at {len(wrong)} sizes, first {size} bytes "
-            f"(#wrong out-of-place {a}, in-place {b})"
+            f"resume took back {_mib(taken)} of the region's {_mib(region)}: the region's "
+            "memory was not mapped again"
         )
-    if run.out_of_bounds is None or run.out_of_bounds != 0:
-        problems.append(f"{perf}: out of bounds values {run.out_of_bounds}")
-    if gpus >= 2:
-        flat = [size for size, oop, _, inp, _ in run.rows if oop <= 0 or inp <= 0]
-        if run.avg_busbw is None or run.avg_busbw <= 0 or flat:
-            problems.append(
-                f"{perf}: bus bandwidth {run.avg_busbw} GB/s on {gpus} GPUs (zero at sizes "
-                f"{flat[:3]}); GPUs that communicate move bytes"
-            )
+    if data.get("usable_after_resume") is not True:
+        problems.append("the tensor was not usable after resume (a kernel on it gave wrong values)")
+    return problems
+
+
+def memory_saver_tags(data: Mapping[str, Any]) -> list[str]:
+    """Judge ``gpu_scripts.MEMORY_SAVER_TAGS``: ``pause(tag)`` releases that tag's region and
+    only it; the other region stays resident and bit-exact while the first is paused (miles
+    pauses "grad_buffer" and keeps "default")."""
+    problems = _preload(data)
+    n = _numbers(data, ("paused_bytes", "kept_bytes", "free_before", "free_paused"))
+    if n is None or not n["paused_bytes"] or not n["kept_bytes"]:
+        return [*problems, _incomplete("torch_memory_saver tags", data)]
+    released = n["free_paused"] - n["free_before"]
+    tag = data.get("paused_tag")
+    problems += _released(f"torch_memory_saver (tag {tag!r})", released, n["paused_bytes"])
+    if released > n["paused_bytes"] + KEPT_SHARE * n["kept_bytes"]:
+        problems.append(
+            f"pause({tag!r}) released {_mib(released)}, more than its region's "
+            f"{_mib(n['paused_bytes'])}: the region tagged {data.get('kept_tag')!r} was paused too"
+        )
+    if data.get("kept_exact") is not True:
+        problems.append(
+            f"the region tagged {data.get('kept_tag')!r} was not resident and bit-exact while "
+            f"{tag!r} was paused (kept_exact={data.get('kept_exact')!r})"
+        )
+    return problems
+
+
+def memory_saver_cpu_backup(data: Mapping[str, Any]) -> list[str]:
+    """Judge ``gpu_scripts.MEMORY_SAVER_CPU_BACKUP``: with ``enable_cpu_backup=True`` the bytes
+    are backed up on pause (``get_cpu_backup`` gives them bit for bit) and restored on resume
+    bit for bit; without a backup the device's contents after resume are undefined."""
+    problems = _preload(data)
+    n = _numbers(data, ("region_bytes", "free_before", "free_paused"))
+    if n is None or not n["region_bytes"] or data.get("restored_exact") is None:
+        return [*problems, _incomplete("torch_memory_saver CPU backup", data)]
+    problems += _released("torch_memory_saver (CPU backup)", n["free_paused"] - n["free_before"],
+                          n["region_bytes"])  # fmt: skip
+    if data.get("backup_exact") is not True:
+        problems.append(
+            "get_cpu_backup() while paused did not give the region's bytes back bit for bit "
+            f"(backup_exact={data.get('backup_exact')!r}; enable_cpu_backup="
+            f"{data.get('enable_cpu_backup')!r})"
+        )
+    if data.get("restored_exact") is not True:
+        problems.append("resume did not restore the region's bytes bit for bit from the CPU backup")
     return problems
 
 
@@ -190,28 +215,66 @@ def _version(text: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in parts) if parts else None
 
 
-def nvidia_driver(*, toolkit: str, driver: str, torch_cuda: str | None) -> list[str]:
-    """A CUDA ``toolkit`` image on ``driver``: the driver must be new enough for the toolkit's
-    major (minor-version compatibility) and torch must be built for that toolkit."""
-    problems: list[str] = []
+def cuda_version(code: int | None) -> str | None:
+    """``cuDriverGetVersion``'s integer as CUDA writes it: 13000 -> "13.0", 12040 -> "12.4"."""
+    if code is None or code <= 0:
+        return None
+    return f"{code // 1000}.{(code % 1000) // 10}"
+
+
+def nvidia_driver(
+    *,
+    toolkit: str,
+    driver: str,
+    torch_cuda: str | None,
+    driver_cuda: str | None = None,
+    cu_init: int | None = None,
+    compat: bool = False,
+) -> list[str]:
+    """A CUDA ``toolkit`` image on this driver, by CUDA's own rule.
+
+    torch's CUDA must have the manifest's major (any minor: CUDA's minor-version compatibility).
+    The driver must support torch's CUDA: the CUDA version it reports (``cuDriverGetVersion``)
+    has the same major and a minor not older, or a newer major. A kernel driver older than the
+    major's minimum passes only through CUDA forward compatibility: the compat libraries are what
+    the process loaded (``libcuda.so`` from a ``compat`` folder) and a CUDA call (``cuInit``)
+    succeeds, which NVIDIA supports on data-center GPUs only.
+    """
     want = _version(toolkit)
-    have = _version(driver)
     if want is None:
         return [f"platforms.cuda.toolkit {toolkit!r} is not a CUDA version"]
+    problems: list[str] = []
+    built = _version(torch_cuda or "")
+    if built is None or built[0] != want[0]:
+        problems.append(
+            f"torch is built for CUDA {torch_cuda}, the manifest says {toolkit} (the major "
+            "must match)"
+        )
+    if cu_init is not None and cu_init != 0:
+        why = " (804: forward compatibility is not supported on this GPU)" if cu_init == 804 else ""
+        via = "the forward-compatibility libcuda" if compat else "the driver"
+        problems.append(f"cuInit through {via} returned {cu_init}{why}: no CUDA call succeeds")
+    supports = _version(driver_cuda or "")
+    need = built[:2] if built is not None else want[:2]
+    if supports is not None:
+        if supports[:2] < need:
+            problems.append(
+                f"the driver supports CUDA {driver_cuda}, older than CUDA "
+                f"{'.'.join(map(str, need))} that torch is built for: update the host's driver"
+                + ("" if compat else ", or install the CUDA forward-compatibility package")
+            )
+        return problems
     minimum = MIN_NVIDIA_DRIVER.get(want[0])
+    have = _version(driver)
     if minimum is None:
         problems.append(f"no known minimum driver for CUDA {toolkit}; add it to MIN_NVIDIA_DRIVER")
     elif have is None:
         problems.append(f"the NVIDIA driver version could not be read ({driver!r})")
-    elif have < minimum:
-        need = ".".join(map(str, minimum))
+    elif have < minimum and not compat:
         problems.append(
             f"NVIDIA driver {driver} is too old for CUDA {toolkit}: CUDA {want[0]}.x needs "
-            f"driver >= {need}; update the host's driver"
+            f"driver >= {'.'.join(map(str, minimum))}; update the host's driver"
         )
-    got = _version(torch_cuda or "")
-    if got is None or got[:2] != want[:2]:
-        problems.append(f"torch is built for CUDA {torch_cuda}, the manifest says {toolkit}")
     return problems
 
 
@@ -230,7 +293,7 @@ def rocm_toolkit(*, toolkit: str, rocm_version: str, torch_hip: str | None) -> l
     return problems
 
 
-# -- devices and architectures --------------------------------------------------------------------
+# -- devices --------------------------------------------------------------------------------------
 
 
 def _listed(value: str | None) -> int | None:
@@ -266,20 +329,4 @@ def visible_devices(
             return [f"HIP_VISIBLE_DEVICES={hip!r} but CUDA_VISIBLE_DEVICES={cuda!r}"]
     if torch_count != expected:
         return [f"torch sees {torch_count} GPUs; the container got {expected} ({how})"]
-    return []
-
-
-def gpu_arch(*, vendor: str, archs: Sequence[str], found: Sequence[str]) -> list[str]:
-    """Every GPU must be one the image is built for (``platforms.<p>.gpu_archs``)."""
-    if not found:
-        return ["no GPU architecture could be read"]
-    declared = set(archs)
-    names = [a.split(":", 1)[0] for a in found]  # "gfx942:sramecc+:xnack-" -> "gfx942"
-    other = sorted({n for n in names if n not in declared})
-    if other:
-        what = "compute capability" if vendor == "nvidia" else "architecture"
-        return [
-            f"GPU {what} {', '.join(other)} is not one this image is built for "
-            f"({', '.join(archs)}): use a build for it, or add it to gpu_archs and rebuild"
-        ]
     return []

@@ -276,13 +276,16 @@ def gpu_case(
         reason = NOT_PRODUCTION.format(what="GPU stack (no torch, no torch_memory_saver)")
     binaries = manifest.platforms[platform].binaries
     perf = next((b for b in binaries if b.rsplit("/", 1)[-1] == "all_reduce_perf"), None)
+    spec = manifest.platforms[platform]
     return GpuCase(
         skip=reason,
         vendor=gpu_mod.VENDOR[platform],
         perf_binary=perf,
         info=info.to_json() if info is not None else None,
-        toolkit=manifest.platforms[platform].toolkit,
-        archs=list(manifest.platforms[platform].gpu_archs),
+        toolkit=spec.toolkit,
+        archs=list(spec.gpu_archs),
+        kernel_modules=[] if target.image_id is None else list(spec.kernel_modules),
+        floors=list(spec.all_reduce_floors),
     )
 
 
@@ -440,7 +443,8 @@ def smoke_target(
         try:
             if target.image_id is not None:
                 assert eng is not None  # noqa: S101 -- an image target always comes with an engine
-                access = gpu_mod.access(target.platform) if gcase.skip is None else None
+                shm = manifest.platforms[target.platform].shm_size
+                access = None if gcase.skip else gpu_mod.access(target.platform, shm_size=shm)
                 cid = start_container(eng, target.image_id, access)
                 hostspec = f"docker://{cid}"
             else:

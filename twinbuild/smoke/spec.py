@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twinbuild.manifest.model import ResolvedPin
+from twinbuild.manifest.model import BandwidthFloor, ResolvedPin
 
 SCHEMA = 1
 
@@ -47,6 +47,8 @@ class GpuCase:
     info: Mapping[str, Any] | None = None
     toolkit: str = ""  # platforms.<p>.toolkit: the CUDA or ROCm release the image is built on
     archs: list[str] = field(default_factory=list)  # platforms.<p>.gpu_archs
+    kernel_modules: list[str] = field(default_factory=list)  # none on a bare host
+    floors: list[BandwidthFloor] = field(default_factory=list)  # platforms.<p>.all_reduce_floors
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +88,8 @@ class SuiteSpec:
             pins=[PinCase(pin=ResolvedPin(**c["pin"]), skip=c["skip"]) for c in data.pop("pins")],
             env=[EnvCase(**e) for e in data.pop("env")],
             base=BaseCase(**base) if base is not None else None,
-            gpu=GpuCase(**gpu) if gpu is not None else None,
+            gpu=GpuCase(**{**gpu, "floors": [BandwidthFloor(**f) for f in gpu.get("floors", [])]})
+            if gpu is not None
+            else None,
             **data,
         )

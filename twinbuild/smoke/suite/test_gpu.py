@@ -1,7 +1,8 @@
 """GPU checks: only where a GPU of the image's platform is present and handed to the container.
 
-Each test measures in the image (``gpu_scripts``, ``all_reduce_perf``) and lets ``gpu_checks``
-decide; every command runs under a timeout, and one that hits it fails without a rerun.
+Each test is one ``gpu_probe`` check (the GPU proof runs the same ones): it measures in the image
+through testinfra and lets ``gpu_checks``/``gpu_arch``/``gpu_collective`` decide; every command
+runs under a timeout, and one that hits it fails without a rerun.
 """
 
 from __future__ import annotations
@@ -10,37 +11,12 @@ from typing import Any
 
 import pytest
 
-from twinbuild.smoke import gpu_checks, gpu_scripts
+from twinbuild.smoke import gpu_probe
+from twinbuild.smoke.gpu_probe import Probe, Shell, Verdict
 from twinbuild.smoke.spec import SuiteSpec
-from twinbuild.smoke.suite.remote import check, run_script, run_timed
+from twinbuild.smoke.suite.remote import report, shell
 
 pytestmark = pytest.mark.gpu
-
-BACKEND = """
-import json, torch
-ok = torch.cuda.is_available()
-print(json.dumps({
-    "available": ok,
-    "count": torch.cuda.device_count() if ok else 0,
-    "cuda": torch.version.cuda,
-    "hip": getattr(torch.version, "hip", None),
-    "name": torch.cuda.get_device_name(0) if ok else None,
-}))
-"""
-
-MATMUL = """
-import json, torch
-torch.backends.cuda.matmul.allow_tf32 = False
-g = torch.Generator().manual_seed(0)
-a = torch.randn(512, 512, generator=g)
-b = torch.randn(512, 512, generator=g)
-cpu = a @ b
-gpu = (a.cuda() @ b.cuda()).cpu()
-print(json.dumps({
-    "max_abs_err": (cpu - gpu).abs().max().item(),
-    "close": torch.allclose(cpu, gpu, rtol=1e-4, atol=1e-3),
-}))
-"""
 
 
 @pytest.fixture(autouse=True)
@@ -51,94 +27,110 @@ def _gpu_given(spec: SuiteSpec) -> None:
         pytest.skip(spec.gpu.skip)
 
 
+@pytest.fixture(scope="session")
+def probe(spec: SuiteSpec) -> Probe:
+    gpu = spec.gpu
+    assert gpu is not None  # noqa: S101 -- the autouse fixture skipped otherwise
+    return Probe(
+        vendor=gpu.vendor, platform=spec.platform, python=spec.python, toolkit=gpu.toolkit,
+        archs=tuple(gpu.archs), kernel_modules=tuple(gpu.kernel_modules),
+        perf=gpu.perf_binary, floors=tuple(gpu.floors),
+        host_driver=str((gpu.info or {}).get("driver") or ""),
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def run(host: Any) -> Shell:
+    return shell(host)
+
+
 @pytest.fixture
-def devices(spec: SuiteSpec, host: Any, request: pytest.FixtureRequest) -> dict[str, Any]:
+def devices(run: Shell, probe: Probe, request: pytest.FixtureRequest) -> dict[str, Any]:
     """What the container got and what torch sees (one run of ``gpu_scripts.DEVICES``)."""
-    return run_script(host, spec.python, gpu_scripts.DEVICES, "GPU devices", item=request.node)
+    got = gpu_probe.read_devices(run, probe)
+    if isinstance(got, Verdict):
+        report(got, request.node)
+    assert isinstance(got, dict)  # noqa: S101 -- report() failed otherwise
+    return got
 
 
-def _fail_on(problems: list[str]) -> None:
-    check(not problems, "; ".join(problems))
+def _model(devices: dict[str, Any], spec: SuiteSpec) -> str:
+    names = devices.get("names") or []
+    info = (spec.gpu.info if spec.gpu is not None else None) or {}
+    return str(names[0]) if names else str(info.get("model") or "")
 
 
-def test_torch_sees_gpu(spec: SuiteSpec, host: Any, request: pytest.FixtureRequest) -> None:
-    got = run_script(host, spec.python, BACKEND, "torch GPU backend", item=request.node)
-    check(got["available"], f"torch.cuda.is_available() is False in the {spec.platform} image")
-    check(got["count"] >= 1, f"torch sees {got['count']} GPUs")
-    if spec.platform == "cuda":
-        check(got["cuda"] and not got["hip"], f"expected a CUDA build of torch, found {got}")
-    else:
-        check(got["hip"], f"expected a ROCm (HIP) build of torch, found {got}")
+def test_torch_sees_gpu(run: Shell, probe: Probe, request: pytest.FixtureRequest) -> None:
+    report(gpu_probe.torch_backend(run, probe), request.node)
 
 
-def test_matmul_matches_cpu(spec: SuiteSpec, host: Any, request: pytest.FixtureRequest) -> None:
-    got = run_script(host, spec.python, MATMUL, "GPU matmul", item=request.node)
-    check(got["close"], f"GPU matmul differs from the CPU result by up to {got['max_abs_err']}")
+def test_matmul_matches_cpu(run: Shell, probe: Probe, request: pytest.FixtureRequest) -> None:
+    report(gpu_probe.matmul(run, probe), request.node)
 
 
-def test_memory_saver_pause_free_resume(
-    spec: SuiteSpec, host: Any, request: pytest.FixtureRequest
+def test_memory_saver_free_while_paused(
+    run: Shell, probe: Probe, request: pytest.FixtureRequest
 ) -> None:
-    where = run_script(
-        host, spec.python, gpu_scripts.PRELOAD_LIBRARY, "torch_memory_saver library",
-        item=request.node,
-    )  # fmt: skip
-    got = run_script(
-        host, spec.python, gpu_scripts.MEMORY_SAVER, "torch_memory_saver pause/free/resume",
-        item=request.node, env={"LD_PRELOAD": str(where["ld_preload"])},
-    )  # fmt: skip
-    _fail_on(gpu_checks.memory_saver(got))
+    report(gpu_probe.memory_saver(run, probe, "memory-saver-free"), request.node)
+
+
+def test_memory_saver_torch_mode(run: Shell, probe: Probe, request: pytest.FixtureRequest) -> None:
+    report(gpu_probe.memory_saver(run, probe, "memory-saver-torch-mode"), request.node)
+
+
+def test_memory_saver_tags(run: Shell, probe: Probe, request: pytest.FixtureRequest) -> None:
+    report(gpu_probe.memory_saver(run, probe, "memory-saver-tags"), request.node)
+
+
+def test_memory_saver_cpu_backup(run: Shell, probe: Probe, request: pytest.FixtureRequest) -> None:
+    report(gpu_probe.memory_saver(run, probe, "memory-saver-cpu-backup"), request.node)
 
 
 def test_all_reduce_every_gpu(
-    spec: SuiteSpec, host: Any, devices: dict[str, Any], request: pytest.FixtureRequest
+    run: Shell, probe: Probe, devices: dict[str, Any], spec: SuiteSpec,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    results, _ = gpu_probe.all_reduce(
+        run, probe, gpus=int(devices.get("count") or 0), model=_model(devices, spec)
+    )
+    report(results, request.node)
+
+
+def test_all_reduce_bandwidth(
+    run: Shell, probe: Probe, devices: dict[str, Any], spec: SuiteSpec,
+    request: pytest.FixtureRequest,
+) -> None:  # fmt: skip
+    _, bandwidth = gpu_probe.all_reduce(
+        run, probe, gpus=int(devices.get("count") or 0), model=_model(devices, spec)
+    )
+    report(bandwidth, request.node)
+
+
+def test_driver_and_toolkit(
+    probe: Probe, devices: dict[str, Any], request: pytest.FixtureRequest
 ) -> None:
-    perf = spec.gpu.perf_binary if spec.gpu is not None else None
-    if perf is None:
-        pytest.skip("no all_reduce_perf among the platform's binaries")
-    gpus = int(devices["count"])
-    check(gpus >= 1, "torch sees no GPU; all_reduce_perf has nothing to run on")
-    argv = gpu_checks.collective_argv(perf, gpus)
-    result = run_timed(host, argv, request.node, perf)
-    out = result.stdout + result.stderr
-    run = gpu_checks.parse_collective(result.stdout)
-    tail = out.strip()[-600:]
-    _fail_on(gpu_checks.collective(run, rc=result.rc, gpus=gpus, tail=tail, perf=perf))
+    report(gpu_probe.driver(devices, probe), request.node)
 
 
-def test_driver_and_toolkit(spec: SuiteSpec, devices: dict[str, Any]) -> None:
-    assert spec.gpu is not None  # noqa: S101 -- the autouse fixture skipped otherwise
-    if spec.gpu.vendor == "nvidia":
-        driver = devices["driver"] or str((spec.gpu.info or {}).get("driver") or "")
-        _fail_on(
-            gpu_checks.nvidia_driver(
-                toolkit=spec.gpu.toolkit, driver=driver, torch_cuda=devices["torch_cuda"]
-            )
-        )
-    else:
-        _fail_on(
-            gpu_checks.rocm_toolkit(
-                toolkit=spec.gpu.toolkit,
-                rocm_version=devices["rocm"],
-                torch_hip=devices["torch_hip"],
-            )
-        )
+def test_visible_devices(
+    probe: Probe, devices: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    report(gpu_probe.visible(devices, probe), request.node)
 
 
-def test_visible_devices(spec: SuiteSpec, devices: dict[str, Any]) -> None:
-    assert spec.gpu is not None  # noqa: S101 -- the autouse fixture skipped otherwise
-    _fail_on(
-        gpu_checks.visible_devices(
-            vendor=spec.gpu.vendor,
-            nodes=int(devices["nodes"]),
-            torch_count=int(devices["count"]),
-            env=devices["env"],
-        )
-    )
+def test_gpu_arch_is_built_for(
+    probe: Probe, devices: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    report(gpu_probe.declared_arch(devices, probe), request.node)
 
 
-def test_gpu_arch_is_built_for(spec: SuiteSpec, devices: dict[str, Any]) -> None:
-    assert spec.gpu is not None  # noqa: S101 -- the autouse fixture skipped otherwise
-    _fail_on(
-        gpu_checks.gpu_arch(vendor=spec.gpu.vendor, archs=spec.gpu.archs, found=devices["archs"])
-    )
+def test_torch_built_for_gpu(
+    probe: Probe, devices: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    report(gpu_probe.torch_arch(devices, probe), request.node)
+
+
+def test_kernels_built_for_gpu(
+    run: Shell, probe: Probe, devices: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    report(gpu_probe.kernel_arch(run, probe, devices), request.node)

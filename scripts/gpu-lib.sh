@@ -1,0 +1,60 @@
+# shellcheck shell=bash
+# What scripts/gpu-host-tools.sh and scripts/gpu-proof.sh share; source it from the repository
+# root. Needs PYTHON (an interpreter of 3.11 or newer; the twinbuild model is standard library).
+
+# tb_pin PLATFORM NAME FIELD: one value from pins/manifest.toml, through twinbuild's own model.
+# NAME "-" reads the platform: FIELD toolkit, or gpu_archs (';'-separated).
+tb_pin() {
+  PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$@" <<'EOF'
+import sys
+from twinbuild.manifest.model import load
+platform, name, field = sys.argv[1:]
+if name == "-":
+    value = getattr(load().platforms[platform], field)
+    print(";".join(value) if isinstance(value, tuple) else value)
+else:
+    pin = next(p for p in load().resolve(platform) if p.name == name)
+    print(getattr(pin, field) or "")
+EOF
+}
+
+# tb_unpack SOURCE COMMIT DEST: a git checkout or a `git archive` tarball of COMMIT into DEST
+# (a fresh copy, so builds never write into what was carried in). Any other commit is refused.
+tb_unpack() {
+  local src="$1" commit="$2" dest="$3" got
+  rm -rf "$dest" && mkdir -p "$dest"
+  if [ -d "$src/.git" ]; then
+    got="$(git -C "$src" rev-parse HEAD)"
+    [ "$got" = "$commit" ] || { echo "gpu: $src is at $got, the manifest pins $commit" >&2; return 1; }
+    git -C "$src" archive "$commit" | tar -x -C "$dest"
+  elif [ -f "$src" ]; then
+    # git archive writes the commit into the tarball's pax header (git get-tar-commit-id).
+    got="$("$PYTHON" -c 'import sys, tarfile; print(tarfile.open(sys.argv[1]).pax_headers.get("comment", ""))' "$src")"
+    [ "$got" = "$commit" ] || { echo "gpu: $src holds ${got:-no commit id}, the manifest pins $commit" >&2; return 1; }
+    tar -xf "$src" -C "$dest"
+  else
+    echo "gpu: $src: no such checkout or tarball" >&2
+    return 1
+  fi
+}
+
+# tb_library_path: the folders holding the CUDA runtime and NCCL that PYTHON's torch brings (its
+# nvidia-* wheels), then CUDA_HOME's: what torch_memory_saver's preload library (libcudart.so.N)
+# and all_reduce_perf (libnccl.so.2) need on a bare host, where nothing else puts them on the path.
+tb_library_path() {
+  "$PYTHON" - "${CUDA_HOME:-}" <<'EOF'
+import glob, os, site, sys
+roots = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
+dirs = []
+for root in roots:
+    for pattern in ("nvidia/*/lib/libcudart.so.*", "nvidia/*/lib/libnccl.so.*"):
+        for hit in sorted(glob.glob(os.path.join(root, pattern))):
+            d = os.path.dirname(hit)
+            if d not in dirs:
+                dirs.append(d)
+home = sys.argv[1]
+if home and glob.glob(os.path.join(home, "lib64", "libcudart.so*")):
+    dirs.append(os.path.join(home, "lib64"))
+print(":".join(dirs))
+EOF
+}

@@ -1,0 +1,134 @@
+"""The GPU checks' plumbing, with real processes: timeouts, crashes, output that is not JSON,
+skips that are never passes. The judgements themselves are tested in test_gpu_checks.py,
+test_gpu_arch.py and test_gpu_collective.py."""
+
+from __future__ import annotations
+
+import ast
+import stat
+from pathlib import Path
+
+from twinbuild.manifest.model import BandwidthFloor
+from twinbuild.smoke import gpu_probe
+from twinbuild.smoke.gpu_probe import Probe, Ran
+from twinbuild.smoke.proof import CASES, local_shell
+
+SUITE = Path(gpu_probe.__file__).with_name("suite") / "test_gpu.py"
+
+
+def _python(tmp_path: Path, body: str) -> str:
+    """A stand-in interpreter: a shell script in place of the image's Python."""
+    path = tmp_path / "python"
+    path.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+def _probe(python: str, **more: object) -> Probe:
+    return Probe(vendor="nvidia", platform="cuda", python=python, toolkit="13.0", **more)  # type: ignore[arg-type]
+
+
+def test_a_hang_is_killed_and_fails_marked_hung(tmp_path: Path) -> None:
+    probe = _probe(_python(tmp_path, "sleep 30"), timeout_s=1)
+    verdict = gpu_probe.torch_backend(local_shell(1), probe)
+    assert (verdict.outcome, verdict.hung) == ("failed", True)
+    assert verdict.message.startswith(
+        "torch GPU backend: did not finish within its timeout (exit 124)"
+    )
+
+
+def test_a_crash_or_no_json_fails_with_its_output(tmp_path: Path) -> None:
+    crash = _probe(_python(tmp_path, "echo 'Segmentation fault' >&2; exit 139"))
+    verdict = gpu_probe.matmul(local_shell(30), crash)
+    assert (verdict.outcome, verdict.message) == (
+        "failed", "GPU matmul: exited 139: Segmentation fault",
+    )  # fmt: skip
+    (tmp_path / "two").mkdir()
+    chatty = _probe(_python(tmp_path / "two", "echo hello"))
+    assert (
+        gpu_probe.matmul(local_shell(30), chatty).message == "GPU matmul: printed no JSON: 'hello'"
+    )
+
+
+def test_the_env_reaches_the_script(tmp_path: Path) -> None:
+    echo = _python(
+        tmp_path, 'printf \'{"available": true, "count": 1, "cuda": "%s", "hip": null}\\n\' "$TB_X"'
+    )
+    probe = _probe(echo, env={"TB_X": "13.0"})
+    assert gpu_probe.torch_backend(local_shell(30), probe).outcome == "passed"
+    bare = _probe(echo)
+    verdict = gpu_probe.torch_backend(local_shell(30), bare, env={"TB_X": ""})
+    assert verdict.reasons == ("expected a CUDA build of torch, found cuda='' hip=None",)
+
+
+def test_the_preload_checks_fail_when_the_package_is_missing(tmp_path: Path) -> None:
+    probe = _probe(
+        _python(
+            tmp_path,
+            "echo \"ModuleNotFoundError: No module named 'torch_memory_saver'\" >&2; exit 1",
+        )
+    )
+    for check in gpu_probe.SAVER_CHECKS:
+        verdict = gpu_probe.memory_saver(local_shell(30), probe, check)
+        assert verdict.outcome == "failed", check
+        assert "No module named 'torch_memory_saver'" in verdict.message
+
+
+def test_all_reduce_skips_one_gpu_and_a_missing_binary_never_passes() -> None:
+    def never(argv: object) -> Ran:
+        raise AssertionError("all_reduce_perf must not run")
+
+    probe = _probe("python3", perf="/usr/local/bin/all_reduce_perf")
+    results, bandwidth = gpu_probe.all_reduce(never, probe, gpus=1, model="NVIDIA H200")
+    assert (results.outcome, bandwidth.outcome) == ("skipped", "skipped")
+    assert results.message.startswith("one GPU: an all-reduce on one GPU moves no data")
+    none = gpu_probe.all_reduce(never, _probe("python3"), gpus=8, model="NVIDIA H200")
+    assert [v.outcome for v in none] == ["skipped", "skipped"]
+    zero = gpu_probe.all_reduce(never, probe, gpus=0, model="")
+    assert [v.outcome for v in zero] == ["failed", "failed"]
+
+
+def test_all_reduce_of_a_binary_that_cannot_run_fails_both(tmp_path: Path) -> None:
+    header = (
+        "# nThread 1 nGpus 2 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 20 "
+        "agg iters: 1 validation: 1 graph: 0"
+    )
+    error = "vm: Test NCCL failure common.cu:1005"
+    perf = _python(tmp_path, f"echo '{header}'; echo '{error}' >&2; exit 2")
+    floor = BandwidthFloor(gpu="NVIDIA H200", gpus=2, busbw_gbs=100.0, source="test")
+    probe = _probe("python3", perf=perf, floors=(floor,))
+    results, bandwidth = gpu_probe.all_reduce(local_shell(30), probe, gpus=2, model="NVIDIA H200")
+    assert results.outcome == "failed"
+    assert results.reasons == (
+        f"{perf} exited 2: {header}\n{error}",
+        f"{perf} printed no result rows: {header}\n{error}",
+        f"{perf}: out of bounds values None",
+        f"{perf}: bus bandwidth None GB/s on 2 GPUs (zero at sizes []); GPUs that communicate "
+        "move bytes",
+    )
+    assert bandwidth.outcome == "failed"
+    assert bandwidth.message.startswith(f"{perf} did not complete")
+
+
+def test_every_suite_check_is_a_probe_check_and_in_the_proof() -> None:
+    """The smoke suite's GPU tests and the proof's rows are the same checks."""
+    failing = _probe("/nonexistent/python", perf="/nonexistent/perf")
+    shell = local_shell(5)
+    reading = {"archs": ["9.0"], "count": 2, "names": ["NVIDIA H200"], "arch_list": ["sm_90"]}
+    produced = {
+        gpu_probe.torch_backend(shell, failing).check,
+        gpu_probe.matmul(shell, failing).check,
+        gpu_probe.driver(reading, failing).check,
+        gpu_probe.visible(reading, failing).check,
+        gpu_probe.declared_arch(reading, failing).check,
+        gpu_probe.torch_arch(reading, failing).check,
+        gpu_probe.kernel_arch(shell, failing, reading, files=["/x"]).check,
+        *(gpu_probe.memory_saver(shell, failing, c).check for c in gpu_probe.SAVER_CHECKS),
+        *(v.check for v in gpu_probe.all_reduce(shell, failing, gpus=2, model="NVIDIA H200")),
+    }
+    assert produced == {c.check for c in CASES}
+    tree = ast.parse(SUITE.read_text(encoding="utf-8"))
+    tests = [
+        n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
+    ]
+    assert len(tests) == len(CASES)
