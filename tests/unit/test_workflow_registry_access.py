@@ -20,7 +20,7 @@ WORKFLOWS = Path(__file__).resolve().parents[2] / ".github" / "workflows"
 # (workflow, job) -> its `packages` permission; every other job has none.
 PACKAGES = {
     ("validate.yml", "build"): "write",
-    ("validate.yml", "smoke"): "read",
+    ("validate-gpu.yml", "smoke"): "read",
     ("nightly.yml", "build"): "write",
     ("nightly.yml", "smoke"): "read",
 }
