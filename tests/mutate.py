@@ -60,7 +60,7 @@ class Target:
 TARGETS = (
     Target(
         name="inputs hash",
-        source="twinbuild/build/inputs.py",
+        source="twinbuild/builder/inputs.py",
         tests=("tests/unit/test_inputs_hash.py", "tests/unit/test_build.py"),
     ),
     Target(

@@ -16,7 +16,7 @@ import pytest
 
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import git, init, isolate_git
-from twinbuild.build.image import BuildOptions, BuildResult, build_image, image_tag
+from twinbuild.builder.image import BuildOptions, BuildResult, build_image, image_tag
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError

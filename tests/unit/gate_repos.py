@@ -19,7 +19,7 @@ from tests.helpers import edit, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, Signer, evidence, github_env, smoke_report
 from tests.unit.gitrepos import commit_all, git, isolate_git
 from twinbuild import evidence as ev
-from twinbuild.build.inputs import BUILDER_CODE
+from twinbuild.builder.inputs import BUILDER_CODE
 from twinbuild.cli.main import main
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.model import PLATFORMS

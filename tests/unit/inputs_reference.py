@@ -20,7 +20,7 @@ from twinbuild.manifest.render import Rendered
 #: The build tool's code that decides an image's bytes, as the format describes it.
 BUILDER_CODE = (
     "twinbuild/manifest",
-    "twinbuild/build",
+    "twinbuild/builder",
     "twinbuild/engine",
     "twinbuild/util/exact_pin.py",
     "pyproject.toml",

@@ -17,7 +17,7 @@ import requests
 from tests.fake_engine import FakeEngine
 from tests.helpers import edit, mini_project
 from tests.unit.inputs_reference import reference
-from twinbuild.build.image import BuilderChoice, BuildOptions, BuildResult, build_image, out_dir
+from twinbuild.builder.image import BuilderChoice, BuildOptions, BuildResult, build_image, out_dir
 from twinbuild.engine.client import BuilderUnavailable
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest.model import load
@@ -199,12 +199,12 @@ def test_an_unchanged_recipe_is_not_parsed_again(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from twinbuild.build.inputs import input_files
+    from twinbuild.builder.inputs import input_files
 
     root = mini_project(tmp_path)
     first = input_files(root, "rocm", "local")  # parses, and remembers
     code = (
-        "import sys; from pathlib import Path; from twinbuild.build.inputs import input_files; "
+        "import sys; from pathlib import Path; from twinbuild.builder.inputs import input_files; "
         f"files = input_files(Path({str(root)!r}), 'rocm', 'local'); "
         "print(len(files), 'twinbuild.recipe.scan' in sys.modules, 'dockerfile_parse' in sys.modules)"
     )

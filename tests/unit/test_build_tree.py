@@ -11,15 +11,15 @@ import pytest
 from tests.helpers import mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
-from twinbuild.build.image import builder_settings
-from twinbuild.build.inputs import (
+from twinbuild.builder.image import builder_settings
+from twinbuild.builder.inputs import (
     BUILDER_CODE,
     builder_code,
     input_files,
     inputs_hash,
     is_builder_code,
 )
-from twinbuild.build.tree import CommitTree, Tree, WorkTree
+from twinbuild.builder.tree import CommitTree, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import load
 from twinbuild.manifest.render import render
@@ -52,8 +52,8 @@ def _hash(tree: Tree | Path, root: Path) -> str:
 
 
 def test_the_working_tree_and_its_commit_hash_alike(root: Path) -> None:
-    (root / "twinbuild/build/__pycache__").mkdir(exist_ok=True)
-    (root / "twinbuild/build/__pycache__/image.cpython-311.pyc").write_bytes(b"\0compiled")
+    (root / "twinbuild/builder/__pycache__").mkdir(exist_ok=True)
+    (root / "twinbuild/builder/__pycache__/image.cpython-311.pyc").write_bytes(b"\0compiled")
     assert _hash(root, root) == _hash(CommitTree(root, "HEAD"), root)
     paths = [e.path for e in input_files(CommitTree(root, "HEAD"), "cuda", "production")]
     assert paths == ["images/common/a.sh", "images/cuda/Dockerfile"]  # the glob, not b.txt
@@ -90,7 +90,7 @@ def test_each_input_moves_the_hash_in_both_views(
         ("README.md", False),
         ("tests/test_x.py", False),
         ("twinbuild/smoke/runner.py", False),  # twinbuild, but not builder code
-        ("twinbuild/build/plan.py", True),
+        ("twinbuild/builder/plan.py", True),
     ],
 )
 def test_what_does_not_decide_image_bytes_does_not_move_it(
@@ -127,12 +127,12 @@ def test_a_copy_from_outside_the_repository_is_refused(root: Path) -> None:
 def test_builder_code_is_the_documented_rule() -> None:
     assert BUILDER_CODE == (
         "twinbuild/manifest/",
-        "twinbuild/build/",
+        "twinbuild/builder/",
         "twinbuild/engine/",
         "twinbuild/util/exact_pin.py",
         "pyproject.toml",
     )
-    assert is_builder_code("twinbuild/build/inputs.py")
-    assert not is_builder_code("twinbuild/build/__pycache__/inputs.cpython-311.pyc")
+    assert is_builder_code("twinbuild/builder/inputs.py")
+    assert not is_builder_code("twinbuild/builder/__pycache__/inputs.cpython-311.pyc")
     assert not is_builder_code("twinbuild/evidence/gate.py")
     assert not is_builder_code("twinbuild/buildx.py")

@@ -161,7 +161,7 @@ def test_a_change_to_the_code_that_renders_the_build_is_refused(
 def test_a_change_to_the_build_context_assembly_is_refused(
     repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    image = repo.root / "twinbuild/build/image.py"
+    image = repo.root / "twinbuild/builder/image.py"
     image.write_text(image.read_text() + "\n# assemble differently\n")
     head = commit_all(repo.root, "build: change")
     code, _, err = run_gate(capsys, head)

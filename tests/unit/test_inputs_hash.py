@@ -20,15 +20,15 @@ from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.inputs_reference import BUILDER_CODE as REFERENCE_CODE
 from tests.unit.inputs_reference import builder_code as REFERENCE_BUILDER_CODE
 from tests.unit.inputs_reference import copied_by_regex, reference
-from twinbuild.build.image import builder_settings
-from twinbuild.build.inputs import (
+from twinbuild.builder.image import builder_settings
+from twinbuild.builder.inputs import (
     BUILDER_CODE,
     builder_code,
     input_files,
     inputs_hash,
     is_builder_code,
 )
-from twinbuild.build.tree import CommitTree
+from twinbuild.builder.tree import CommitTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Manifest, Platform, Profile, load
 from twinbuild.manifest.render import Rendered, render
@@ -358,10 +358,10 @@ def test_builder_code_is_an_input_and_the_rest_of_twinbuild_is_not(repo: Path) -
                 "twinbuild/evidence/gate.py", "twinbuild/__init__.py"):  # fmt: skip
         with (repo / rel).open("a") as fh:
             fh.write("# not builder code\n")
-    (repo / "twinbuild/build/__pycache__").mkdir(exist_ok=True)
-    (repo / "twinbuild/build/__pycache__/x.pyc").write_bytes(b"\0")
+    (repo / "twinbuild/builder/__pycache__").mkdir(exist_ok=True)
+    (repo / "twinbuild/builder/__pycache__/x.pyc").write_bytes(b"\0")
     assert {p: _hash(repo, p) for p in ("cuda", "rocm")} == before
-    for rel in ("twinbuild/manifest/render.py", "twinbuild/build/image.py",
+    for rel in ("twinbuild/manifest/render.py", "twinbuild/builder/image.py",
                 "twinbuild/engine/client.py", "pyproject.toml"):  # fmt: skip
         path = repo / rel
         original = path.read_bytes()
@@ -426,13 +426,13 @@ def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("path", "expected"),
     [
-        ("twinbuild/build/image.py", True),
+        ("twinbuild/builder/image.py", True),
         ("twinbuild/manifest/model.py", True),
         ("twinbuild/engine/client.py", True),
         ("pyproject.toml", True),
         ("pyproject.toml.orig", False),  # a file, not a folder: the exact name only
         ("twinbuild/buildx/tool.py", False),  # a folder: only below it
-        ("twinbuild/build/__pycache__/image.cpython-311.pyc", False),
+        ("twinbuild/builder/__pycache__/image.cpython-311.pyc", False),
         ("twinbuild/smoke/runner.py", False),
         ("docs/building.md", False),
     ],
@@ -445,16 +445,16 @@ def test_builder_code_of_a_folder(repo: Path) -> None:
     found = [e.path for e in builder_code(repo)]
     assert found == REFERENCE_BUILDER_CODE(repo)
     assert "pyproject.toml" in found
-    assert "twinbuild/build/inputs.py" in found
+    assert "twinbuild/builder/inputs.py" in found
 
 
 def test_a_symlink_among_builder_code_or_attributes_is_refused(repo: Path) -> None:
-    link = repo / "twinbuild/build/link.py"
+    link = repo / "twinbuild/builder/link.py"
     link.symlink_to("image.py")
     with pytest.raises(ConfigError) as info:
         _hash(repo, "cuda")
     assert str(info.value) == (
-        f"{repo}:twinbuild/build/link.py: a symlink (mode 120000) among the image inputs "
+        f"{repo}:twinbuild/builder/link.py: a symlink (mode 120000) among the image inputs "
         "(builder code); commit the file itself, the gate hashes only what the commit holds"
     )
     link.unlink()

@@ -1,4 +1,4 @@
-"""twinbuild.build.plan: which images a change affects, in git repositories made from the mini project."""
+"""twinbuild.builder.plan: which images a change affects, in git repositories made from the mini project."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import edit, mini_project
 from tests.unit.github_runner import runner_outputs
 from tests.unit.gitrepos import commit_all, git, init, isolate_git, needs_git
-from twinbuild.build.plan import Plan, plan
+from twinbuild.builder.plan import Plan, plan
 from twinbuild.cli.main import main
 from twinbuild.errors import ConfigError
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.helpers import mini_project
 from tests.unit.gitrepos import git, init, isolate_git, needs_git
-from twinbuild.build import provenance
+from twinbuild.builder import provenance
 from twinbuild.manifest.model import ManifestError, load
 
 
@@ -103,7 +103,7 @@ def test_a_bad_manifest_source_is_one_line_naming_it(tmp_path: Path, value: str)
 
 
 def test_the_build_labels_the_manifests_source(tmp_path: Path) -> None:
-    from twinbuild.build.image import BuildOptions, _labels
+    from twinbuild.builder.image import BuildOptions, _labels
 
     manifest = _declaring(tmp_path, "https://github.com/acme/twinbuild")
     root = manifest.parent.parent

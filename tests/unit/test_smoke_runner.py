@@ -9,7 +9,7 @@ import pytest
 
 from tests.fake_engine import FakeEngine
 from tests.helpers import mini_project
-from twinbuild.build.image import record_path
+from twinbuild.builder.image import record_path
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.manifest.model import load
 from twinbuild.smoke import runner

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import mini_project
-from twinbuild.build import wheelhouse
+from twinbuild.builder import wheelhouse
 from twinbuild.errors import BuildFailed
 from twinbuild.manifest.model import load
 from twinbuild.manifest.render import render, requirement

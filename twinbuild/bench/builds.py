@@ -51,7 +51,7 @@ def bench_cold(s: Session) -> None:
 
 def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
     """The assembled context of each platform and the docker CLI args that build it."""
-    from twinbuild.build.image import BuildOptions, _assemble, plan_inputs
+    from twinbuild.builder.image import BuildOptions, _assemble, plan_inputs
     from twinbuild.engine.client import connect
     from twinbuild.manifest.model import load
 
@@ -183,7 +183,7 @@ def _set_click(s: Session, version: str) -> None:
 
 def _prefetch(s: Session, versions: Sequence[str]) -> None:
     """Download the bump's wheels before timing, so PyPI's latency is not in the figures."""
-    from twinbuild.build.wheelhouse import download_wheels
+    from twinbuild.builder.wheelhouse import download_wheels
     from twinbuild.manifest.model import load
     from twinbuild.manifest.render import render
 

@@ -75,7 +75,7 @@ def child_main(arg: str) -> None:
     }
     # Import before the clock starts: the in-process figure is the work, not the interpreter's
     # imports (the whole-process figure, measured by the parent, has both).
-    import twinbuild.build.image
+    import twinbuild.builder.image
     import twinbuild.engine.base
     import twinbuild.engine.client
     import twinbuild.importer.draft
@@ -93,7 +93,7 @@ def child_main(arg: str) -> None:
 
 
 def _job_build(job: dict[str, Any]) -> dict[str, Any]:
-    from twinbuild.build.image import BuildOptions, build_image
+    from twinbuild.builder.image import BuildOptions, build_image
     from twinbuild.engine.base import ensure_base
     from twinbuild.engine.client import connect
     from twinbuild.manifest.model import load

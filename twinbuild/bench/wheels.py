@@ -40,7 +40,7 @@ def bench_wheels(s: Session) -> None:
     """Once each, parallel first (network noise hits both; the slow one takes half a minute)."""
     if s.quick:
         return
-    from twinbuild.build.wheelhouse import prefetch_wheels
+    from twinbuild.builder.wheelhouse import prefetch_wheels
     from twinbuild.manifest.model import PLATFORMS, load
     from twinbuild.manifest.render import render
 

@@ -27,9 +27,9 @@ from types import FrameType
 from typing import Any, Literal
 
 from twinbuild import __version__
-from twinbuild.build.inputs import input_files, inputs_hash
-from twinbuild.build.progress import BuildStream
-from twinbuild.build.wheelhouse import copy_mirrors, download_wheels, prefetch_wheels
+from twinbuild.builder.inputs import input_files, inputs_hash
+from twinbuild.builder.progress import BuildStream
+from twinbuild.builder.wheelhouse import copy_mirrors, download_wheels, prefetch_wheels
 from twinbuild.engine.client import Builder, BuilderUnavailable, EngineAPI
 from twinbuild.engine.daemon import cache_root
 from twinbuild.errors import (
@@ -323,7 +323,7 @@ def _labels(
         f"{oci}.base.digest": base_info["id"],
     }
     # Asked only here, when something is built: the no-op decision runs no git.
-    from twinbuild.build import provenance
+    from twinbuild.builder import provenance
 
     found = {
         "revision": options.revision or provenance.revision(options.root),

@@ -25,7 +25,7 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from twinbuild.build.tree import KIND_NAMES, Entry, Tree, WorkTree
+from twinbuild.builder.tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Platform, Profile
 from twinbuild.manifest.render import GENERATED, RECIPES, Rendered
@@ -40,7 +40,7 @@ FORMAT = 2
 #: rebuilds both platforms when any of these changes, for the same reason.
 BUILDER_CODE: tuple[str, ...] = (
     "twinbuild/manifest/",
-    "twinbuild/build/",
+    "twinbuild/builder/",
     "twinbuild/engine/",
     "twinbuild/util/exact_pin.py",  # the recipes mount it beside images/common/verify_pins.py
     "pyproject.toml",
@@ -146,7 +146,7 @@ def inputs_hash(
 ) -> str:
     """``sha256:<hex>`` over everything that decides the image's bytes (see the module doc).
 
-    ``root`` is the working tree (a folder) or a :class:`~twinbuild.build.tree.CommitTree`.
+    ``root`` is the working tree (a folder) or a :class:`~twinbuild.builder.tree.CommitTree`.
     """
     tree = WorkTree(root) if isinstance(root, Path) else root
     inputs = input_files(tree, rendered.platform, rendered.profile)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinbuild.build.inputs import is_builder_code
+from twinbuild.builder.inputs import is_builder_code
 from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load, loads

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-from twinbuild.build import buildkit_trace
+from twinbuild.builder import buildkit_trace
 from twinbuild.util.activity import LIVE
 
 STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")

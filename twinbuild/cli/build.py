@@ -11,7 +11,7 @@ from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from twinbuild.build.image import BuildOptions, BuildRequest, build_images
+    from twinbuild.builder.image import BuildOptions, BuildRequest, build_images
 
     request = BuildRequest(
         manifest=manifest_path(args),
@@ -34,7 +34,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from twinbuild.build.plan import PlanOptions, plan_change
+    from twinbuild.builder.plan import PlanOptions, plan_change
 
     options = PlanOptions(
         manifest=repo_manifest(args),  # plan reads it with git: relative to the root
@@ -47,7 +47,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_bake(args: argparse.Namespace) -> int:
-    from twinbuild.build.bake import BakeOptions, bake_images
+    from twinbuild.builder.bake import BakeOptions, bake_images
 
     options = BakeOptions(
         manifest=manifest_path(args),

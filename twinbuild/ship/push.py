@@ -2,7 +2,7 @@
 
 The build record (``build/<profile>/<platform>/image.json``) says which image the build made; it
 is tagged ``REGISTRY/twinbuild/<platform>:<profile>`` and pushed through the engine. That tag is
-only a handle (and the build cache of the next build, see ``twinbuild.build.image``): what is
+only a handle (and the build cache of the next build, see ``twinbuild.builder.image``): what is
 printed, recorded and handed to the GPU job is ``REPOSITORY@sha256:DIGEST``, which cannot move.
 A digest the registry already holds is pushed again at the cost of one manifest: the engine sends
 no layer the registry has.
@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from twinbuild.build.image import read_record, record_path
+from twinbuild.builder.image import read_record, record_path
 from twinbuild.engine.client import EngineAPI
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile

@@ -22,7 +22,7 @@ from typing import Any
 from dockerfile_parse import DockerfileParser
 
 import twinbuild
-from twinbuild.build.image import read_record, record_path
+from twinbuild.builder.image import read_record, record_path
 from twinbuild.ci import github
 from twinbuild.engine import client as engine_mod
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
