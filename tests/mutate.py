@@ -88,7 +88,7 @@ TARGETS = (
     ),
     Target(
         name="strict JSON",
-        source="twinbuild/evidence/strictjson.py",
+        source="twinbuild/util/strictjson.py",
         tests=(
             "tests/unit/test_evidence_strictjson.py",
             "tests/unit/test_strictjson_bounds.py",

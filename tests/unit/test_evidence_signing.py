@@ -9,7 +9,8 @@ import pytest
 
 from tests.unit.evidence_builders import NOW, Signer, github_env, smoke_report, write_json
 from twinbuild.errors import ConfigError, EvidenceRefused
-from twinbuild.evidence import Blob, dsse, record, save, sign, strictjson, verify
+from twinbuild.evidence import Blob, dsse, record, save, sign, verify
+from twinbuild.util import strictjson
 
 
 def _statement(tmp_path: Path) -> Path:

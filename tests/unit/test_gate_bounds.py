@@ -10,8 +10,9 @@ import pytest
 from tests.unit.gate_repos import EVIDENCE_REF, GateRepo, make_repo, run_gate
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.cli.main import main
-from twinbuild.evidence import dsse, strictjson
+from twinbuild.evidence import dsse
 from twinbuild.manifest.model import MAX_DEPTH
+from twinbuild.util import strictjson
 
 pytestmark = needs_git
 

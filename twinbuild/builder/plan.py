@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from twinbuild.builder.inputs import is_builder_code
-from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load, loads
 from twinbuild.pins.diff import compare, text_at
+from twinbuild.util import github
 from twinbuild.util.git import run_git
 
 DEFAULT_REMOTE_BRANCH = "origin/main"

@@ -15,7 +15,6 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild import evidence
-from twinbuild.ci import github
 from twinbuild.errors import ConfigError
 from twinbuild.evidence import Blob, Policy
 from twinbuild.evidence.head import commit_inputs, evidence_blobs, inputs_report
@@ -27,6 +26,7 @@ from twinbuild.evidence.options import (
     SignOptions,
     VerifyOptions,
 )
+from twinbuild.util import github
 
 REPORT = "report.json"
 

@@ -17,11 +17,11 @@ from twinbuild.builder.image import builder_settings
 from twinbuild.builder.inputs import inputs_hash
 from twinbuild.builder.tree import KIND_NAMES, CommitTree
 from twinbuild.errors import ConfigError
-from twinbuild.evidence import strictjson
 from twinbuild.evidence.options import InputsOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.manifest.model import DEFAULT_PATH, MAX_BYTES, PLATFORMS, Platform, load_bytes
 from twinbuild.manifest.render import render
+from twinbuild.util import strictjson
 from twinbuild.util.git import run_git
 
 

@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from twinbuild.ci import github
 from twinbuild.errors import ConfigError
-from twinbuild.evidence import strictjson
 from twinbuild.evidence.statement import (
     COMMIT_RE,
     DIGEST_RE,
@@ -37,9 +35,10 @@ from twinbuild.evidence.statement import (
     parse_gpu,
     parse_test,
 )
-from twinbuild.evidence.strictjson import Fields
 from twinbuild.manifest.model import PLATFORMS, Platform
+from twinbuild.util import github, strictjson
 from twinbuild.util.atomic import write_atomic
+from twinbuild.util.strictjson import Fields
 
 PR_EVENTS = ("pull_request", "pull_request_target")
 SAFE_REF_RE = re.compile(r"refs/[A-Za-z0-9._/-]+")

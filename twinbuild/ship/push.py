@@ -129,7 +129,7 @@ def push(
         say(result.describe())
         results.append(result)
     if options.github_output is not None:
-        from twinbuild.ci.github import append_outputs
+        from twinbuild.util.github import append_outputs
 
         append_outputs(options.github_output, {f"{r.platform}-image": r.ref for r in results})
     return results

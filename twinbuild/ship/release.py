@@ -24,11 +24,11 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
-from twinbuild.evidence import strictjson
 from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import Platform, Profile
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
+from twinbuild.util import strictjson
 
 Say = Callable[[str], None]
 

@@ -23,7 +23,6 @@ from dockerfile_parse import DockerfileParser
 
 import twinbuild
 from twinbuild.builder.image import read_record, record_path
-from twinbuild.ci import github
 from twinbuild.engine import client as engine_mod
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
 from twinbuild.manifest.model import (
@@ -40,6 +39,7 @@ from twinbuild.recipe.scan import parse as parse_recipe
 from twinbuild.smoke import gpu as gpu_mod
 from twinbuild.smoke import report
 from twinbuild.smoke.spec import BaseCase, EnvCase, GpuCase, PinCase, SuiteSpec
+from twinbuild.util import github
 
 SUITE = Path(__file__).with_name("suite")
 PYTEST_TIMEOUT_S = 3600

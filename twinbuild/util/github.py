@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import strictjson
 from twinbuild.util.append import append_text
 
 Level = Literal["error", "warning", "notice"]
@@ -123,8 +124,6 @@ def event(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
 
 def event_at(path: Path) -> dict[str, Any]:
     """The event payload at ``path``, strictly read; it must be a JSON object."""
-    from twinbuild.evidence import strictjson  # lazily: plain output writers need no evidence code
-
     data = strictjson.load(path, max_bytes=EVENT_MAX_BYTES)
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the GitHub event payload is not a JSON object")
