@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twinbuild.engine import base, daemon
+from twinbuild.util.paths import cache_root
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +35,7 @@ class SessionEngine:
 
 def pin_cache() -> Path:
     """Fix the session's cache folder to the user's, whatever HOME a test sets later."""
-    cache = daemon.cache_root().resolve()
+    cache = cache_root().resolve()
     os.environ["TWINBUILD_CACHE"] = str(cache)
     return cache
 

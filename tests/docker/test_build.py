@@ -16,7 +16,8 @@ import pytest
 
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import git, init, isolate_git
-from twinbuild.builder.image import BuildOptions, BuildResult, build_image, image_tag
+from twinbuild.builder.image import BuildResult, build_image, image_tag
+from twinbuild.builder.options import BuildOptions
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
@@ -96,7 +97,7 @@ def test_build_twice_then_cuda_only_change_rebuilds_cuda_only(
         assert labels["org.opencontainers.image.revision"] == git(project, "rev-parse", "HEAD")
         assert (project / f"build/local/{platform}/image.json").exists()
         assert (project / f"build/local/{platform}/build.log").read_text()
-    skipped = {s["pin"] for s in first["cuda"].skipped}
+    skipped = {s.pin for s in first["cuda"].skipped}
     assert skipped == {"torch_memory_saver", "megatron-bridge", "megatron-lm"}
 
     again = {p: _build(project, engine, p) for p in PLATFORMS}

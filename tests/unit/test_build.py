@@ -17,7 +17,9 @@ import requests
 from tests.fake_engine import FakeEngine
 from tests.helpers import edit, mini_project
 from tests.unit.inputs_reference import reference
-from twinbuild.builder.image import BuilderChoice, BuildOptions, BuildResult, build_image, out_dir
+from twinbuild.builder.image import BuildResult, build_image
+from twinbuild.builder.options import BuilderChoice, BuildOptions
+from twinbuild.builder.record import record_path
 from twinbuild.engine.client import BuilderUnavailable
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest.model import load
@@ -66,7 +68,7 @@ def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None
     # a step that runs says so when it starts (a cached one only when it is done)
     assert said[1] == "[rocm/production] step 2/2: RUN pip install -r /tmp/pins.txt: started"
     assert said[2].startswith("[rocm/production] step 2/2: RUN pip install -r /tmp/pins.txt (ran, ")
-    assert (out_dir(BuildOptions(root=root, profile="production"), "rocm") / "image.json").exists()
+    assert record_path(root, "production", "rocm").exists()
 
 
 def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
@@ -139,7 +141,7 @@ def test_disk_full(tmp_path: Path) -> None:
 
 def test_a_second_build_of_the_same_image_waits_then_gives_up(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    folder = out_dir(BuildOptions(root=root, profile="production"), "rocm")
+    folder = record_path(root, "production", "rocm").parent
     folder.mkdir(parents=True)
     engine = FakeEngine(build_chunks=GOOD)
     said: list[str] = []

@@ -11,10 +11,10 @@ import pytest
 from tests.helpers import mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
-from twinbuild.builder.image import builder_settings
 from twinbuild.builder.inputs import (
     BUILDER_CODE,
     builder_code,
+    builder_settings,
     input_files,
     inputs_hash,
     is_builder_code,

@@ -14,6 +14,7 @@ from tests.unit import fake_host
 from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import DEFAULT_HOST, EnginePaths, EngineState
 from twinbuild.errors import EngineError
+from twinbuild.util.paths import cache_root
 
 
 @dataclass
@@ -57,7 +58,7 @@ def test_cache_root_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setenv("TWINBUILD_CACHE", str(tmp_path))
     assert EnginePaths.under().socket == tmp_path / "engine" / "docker.sock"
     monkeypatch.delenv("TWINBUILD_CACHE")
-    assert dockerd.cache_root() == Path.home() / ".cache" / "twinbuild"
+    assert cache_root() == Path.home() / ".cache" / "twinbuild"
 
 
 def test_up_starts_private_engine_with_no_network(paths: EnginePaths) -> None:

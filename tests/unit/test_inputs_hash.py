@@ -20,10 +20,10 @@ from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.inputs_reference import BUILDER_CODE as REFERENCE_CODE
 from tests.unit.inputs_reference import builder_code as REFERENCE_BUILDER_CODE
 from tests.unit.inputs_reference import copied_by_regex, reference
-from twinbuild.builder.image import builder_settings
 from twinbuild.builder.inputs import (
     BUILDER_CODE,
     builder_code,
+    builder_settings,
     input_files,
     inputs_hash,
     is_builder_code,

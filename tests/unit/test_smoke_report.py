@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from twinbuild.smoke import report
+from twinbuild.smoke.report import SmokeReport
+from twinbuild.util.strictjson import Fields
 
 TESTS: list[dict[str, Any]] = [
     {"id": "test_conformance.py::test_pin[tms]", "outcome": "passed", "attempts": 1,
@@ -29,9 +31,13 @@ def _summary() -> dict[str, Any]:
         image=report.ImageRef(id="sha256:abc", inputs_hash="sha256:in"),
         manifest_digest="sha256:m",
         gpu=None,
-        tests=TESTS,
+        tests=[report.SmokeTest.from_json(Fields(t, "test", "TESTS")) for t in TESTS],
         holds={"tms": "f" * 40, "fla": "0.4.3"},
-    )
+    ).to_json()
+
+
+def _report(data: dict[str, Any]) -> SmokeReport:
+    return SmokeReport.from_json(data, "summary")
 
 
 def test_summary_shape() -> None:
@@ -52,7 +58,7 @@ def test_summary_shape() -> None:
 
 
 def test_write_json_and_junit(tmp_path: Path) -> None:
-    paths = report.write(_summary(), tmp_path)
+    paths = _report(_summary()).save(tmp_path)
     assert paths == {
         "json": tmp_path / "smoke-cuda-local.json",
         "junit": tmp_path / "smoke-cuda-local.junit.xml",
@@ -73,7 +79,7 @@ def test_write_json_and_junit(tmp_path: Path) -> None:
 
 
 def test_markdown_lists_failures_and_flaky() -> None:
-    assert report.markdown([_summary()]) == (
+    assert report.markdown([_report(_summary())]) == (
         "## twinbuild smoke\n\n"
         "| platform | profile | image | passed | failed | skipped | flaky | GPU |\n"
         "|---|---|---|---|---|---|---|---|\n"
@@ -87,8 +93,8 @@ def test_markdown_lists_failures_and_flaky() -> None:
 def test_another_image_gets_its_own_report_and_smoke_md_keeps_both(tmp_path: Path) -> None:
     built = _summary()
     other = {**_summary(), "image": {**built["image"], "id": "sha256:" + "9" * 64}}
-    first = report.write(built, tmp_path)
-    second = report.write(other, tmp_path, keyed=True)  # `smoke --image X --platform cuda`
+    first = _report(built).save(tmp_path)
+    second = _report(other).save(tmp_path, keyed=True)  # `smoke --image X --platform cuda`
     assert first["json"].name == "smoke-cuda-local.json"
     assert second["json"].name == "smoke-cuda-local-999999999999.json"
     assert json.loads(first["json"].read_text())["image"]["id"] == "sha256:abc"  # not overwritten

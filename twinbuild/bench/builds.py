@@ -14,7 +14,7 @@ from pathlib import Path
 from twinbuild.bench.child import Sample, spawn
 from twinbuild.bench.session import Session, interleave, measured, peak_rss
 from twinbuild.bench.stats import Row, median, ratio
-from twinbuild.engine.daemon import cache_root
+from twinbuild.util.paths import cache_root
 
 BUMP_PIN = """
 [pins.click]
@@ -51,7 +51,9 @@ def bench_cold(s: Session) -> None:
 
 def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
     """The assembled context of each platform and the docker CLI args that build it."""
-    from twinbuild.builder.image import BuildOptions, _assemble, plan_inputs
+    from twinbuild.builder.context import assemble
+    from twinbuild.builder.image import plan_inputs
+    from twinbuild.builder.options import BuildOptions
     from twinbuild.engine.client import connect
     from twinbuild.manifest.model import load
 
@@ -62,7 +64,7 @@ def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
         for p in ("cuda", "rocm"):
             rendered, _, _ = plan_inputs(manifest, engine, p, options, lambda _: None)
             ctx = Path(tempfile.mkdtemp(prefix=f"ctx-{p}-", dir=s.work))
-            _assemble(options, rendered, ctx, lambda _: None)
+            assemble(options, rendered, ctx, lambda _: None)
             args = [
                 "build",
                 "-q",

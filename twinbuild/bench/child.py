@@ -93,7 +93,8 @@ def child_main(arg: str) -> None:
 
 
 def _job_build(job: dict[str, Any]) -> dict[str, Any]:
-    from twinbuild.builder.image import BuildOptions, build_image
+    from twinbuild.builder.image import build_image
+    from twinbuild.builder.options import BuildOptions
     from twinbuild.engine.base import ensure_base
     from twinbuild.engine.client import connect
     from twinbuild.manifest.model import load

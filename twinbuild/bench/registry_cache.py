@@ -64,7 +64,7 @@ def _machine_cache(s: Session) -> Path:
     """The cache folder a sample builds with: a fresh machine's. It has the host's wheels (PyPI's
     latency is not what this row measures) but not the base root filesystem saved by earlier
     builds, which would spare the cold variant its mmdebstrap (18.5 s against 15.9 s, seen)."""
-    from twinbuild.engine.daemon import cache_root
+    from twinbuild.util.paths import cache_root
 
     folder = s.work / f"cache-{uuid.uuid4().hex[:8]}"
     folder.mkdir()
@@ -89,8 +89,8 @@ def _steps(s: Session) -> tuple[int, int]:
 def bench_registry_cache(s: Session) -> None:
     from twinbuild.engine import registry
     from twinbuild.engine.client import connect
-    from twinbuild.engine.daemon import cache_root
     from twinbuild.ship.push import PushOptions, push
+    from twinbuild.util.paths import cache_root
 
     paths = registry.RegistryPaths.under(s.work / "registry-cache")
     address = registry.up(paths, port=_free_port()).address

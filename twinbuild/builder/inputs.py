@@ -25,6 +25,7 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from twinbuild.builder.options import BuilderChoice
 from twinbuild.builder.tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Platform, Profile
@@ -96,7 +97,7 @@ def recipe_copies(recipe: Path, data: bytes, *, remember: bool = True) -> list[t
         from twinbuild.recipe import scan
 
         return scan.parse(recipe, data=data).copies
-    from twinbuild.engine.daemon import cache_root
+    from twinbuild.util.paths import cache_root
 
     key = hashlib.sha256(data + b"\0" + _scanner_identity()).hexdigest()
     memo = cache_root() / "recipe-copies" / f"{key}.json"
@@ -220,3 +221,11 @@ def _attributes(tree: Tree, entries: Iterable[Entry]) -> list[Entry]:
         candidates.add(".gitattributes")
     found = [e for c in sorted(candidates) for e in tree.entries(c) if e.path == c]
     return _files(tree, found, what="attributes of the image inputs")
+
+
+def builder_settings(rendered: Rendered, choice: BuilderChoice = "auto") -> dict[str, str]:
+    """The builder part of the inputs hash; the evidence gate recomputes hashes with it too."""
+    settings = {"builder": "engine-api", "target": rendered.target or ""}
+    if choice != "auto":
+        settings["kind"] = choice
+    return settings

@@ -11,7 +11,8 @@ from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from twinbuild.builder.image import BuildOptions, BuildRequest, build_images
+    from twinbuild.builder.image import build_images
+    from twinbuild.builder.options import BuildOptions, BuildRequest
 
     request = BuildRequest(
         manifest=manifest_path(args),

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twinbuild.engine.daemon import APT_INSTALL, cache_root
+from twinbuild.engine.daemon import APT_INSTALL
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 from twinbuild.util.activity import Say, step, to_stderr
+from twinbuild.util.paths import cache_root
 
 if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK costs it 0.15 s
     from twinbuild.engine.client import EngineAPI

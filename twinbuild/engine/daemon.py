@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from twinbuild.errors import ConfigError, EngineError
+from twinbuild.errors import EngineError
 from twinbuild.util.activity import Say, step, to_stderr
+from twinbuild.util.paths import cache_root
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 60.0
@@ -29,20 +30,6 @@ STOP_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 12
 
 Source = Literal["env", "private", "default"]
-
-
-def cache_root() -> Path:
-    """The cache folder: ``$TWINBUILD_CACHE``, else ``~/.cache/twinbuild``."""
-    env = os.environ.get("TWINBUILD_CACHE")
-    if env:
-        return Path(env)
-    try:
-        return Path.home() / ".cache" / "twinbuild"
-    except (RuntimeError, KeyError):  # HOME unset and no passwd entry for this user id
-        raise ConfigError(
-            f"no cache folder: $HOME is unset and user id {os.getuid()} has no passwd entry; "
-            "set TWINBUILD_CACHE=/path/to/cache (or HOME)"
-        ) from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,8 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from twinbuild.builder.image import builder_settings
-from twinbuild.builder.inputs import inputs_hash
+from twinbuild.builder.inputs import builder_settings, inputs_hash
 from twinbuild.builder.tree import KIND_NAMES, CommitTree
 from twinbuild.errors import ConfigError
 from twinbuild.evidence.options import InputsOptions

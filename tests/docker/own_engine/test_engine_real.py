@@ -28,6 +28,7 @@ from twinbuild.engine import client as engine
 from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import EnginePaths, EngineState
 from twinbuild.manifest.model import load
+from twinbuild.util.paths import cache_root
 
 pytestmark = pytest.mark.docker
 
@@ -50,7 +51,7 @@ def private() -> Iterator[Private]:
     # A short path: the socket path must fit in 107 bytes.
     cache = Path(tempfile.mkdtemp(prefix="tb-", dir="/tmp"))
     paths = EnginePaths.under(cache)
-    user_cache = dockerd.cache_root()
+    user_cache = cache_root()
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("DOCKER_HOST", raising=False)  # CI exports the shared engine's; not this one
         mp.setenv("TWINBUILD_CACHE", str(cache))
