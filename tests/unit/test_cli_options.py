@@ -21,7 +21,7 @@ from twinbuild.cli.main import build_parser, main
 # command words -> "module:function" the handler passes its options object to (first argument)
 LIBRARY: dict[tuple[str, ...], str] = {
     ("lint",): "twinbuild.lint.checks:lint_project",
-    ("render",): "twinbuild.manifest.render:render_manifest",
+    ("render",): "twinbuild.builder.render:render_manifest",
     ("engine",): "twinbuild.engine.daemon:control",
     ("base",): "twinbuild.engine.base:base_for",
     ("build",): "twinbuild.builder.image:build_images",

@@ -9,10 +9,10 @@ Recipes carry no version, commit, branch or base tag. They read:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinbuild.manifest.model import DEFAULT_PATH, Manifest, Platform, Profile, ResolvedPin, load
+from twinbuild.manifest.model import Manifest, Platform, Profile, ResolvedPin
 
 GENERATED = ".twinbuild"
 RECIPES: Mapping[Profile, Mapping[Platform, Path]] = {
@@ -108,41 +108,6 @@ def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | Non
     if pin.kind == "url":
         return f"wheel URL {pin.url} is not on a registry this profile reaches"
     return None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RenderOptions:
-    """What ``twinbuild render`` was asked for."""
-
-    manifest: Path = DEFAULT_PATH
-    platform: Platform
-    profile: Profile = "local"  # build's default: both describe the same build
-    mirrors: Mapping[str, str] = field(default_factory=dict)  # as given to build (--mirror)
-
-
-def render_manifest(options: RenderOptions) -> Rendered:
-    """Load the manifest and render what a build of ``options.platform`` receives.
-
-    For the local profile ``BASE_IMAGE`` is the tag ``twinbuild build`` gives the base, from the
-    one derivation (``engine.base.base_tag``); it needs mmdebstrap installed (its version is an
-    input), and where it is not the rendering says so instead of naming a tag that does not exist.
-    """
-    manifest = load(options.manifest)
-    if options.profile != "local":
-        return render(manifest, options.platform, options.profile, mirrors=options.mirrors)
-    from twinbuild.engine.base import base_tag
-    from twinbuild.errors import TwinbuildError
-
-    local = manifest.local
-    try:
-        tag = base_tag(suite=local.suite, mirror=local.mirror, packages=local.packages)
-    except TwinbuildError as exc:
-        rendered = render(manifest, options.platform, "local", mirrors=options.mirrors,
-                          local_base=UNKNOWN_BASE)  # fmt: skip
-        return replace(
-            rendered, notes=[f"BASE_IMAGE: unknown until mmdebstrap is installed ({exc})"]
-        )
-    return render(manifest, options.platform, "local", local_base=tag, mirrors=options.mirrors)
 
 
 def render(
