@@ -55,8 +55,8 @@ def lint(session: nox.Session) -> None:
     _install(session, "lint")
     session.run("twinbuild", "lint", *session.posargs)
     session.run("twinbuild", "workflows", "check")
-    session.run("ruff", "check", "twinbuild", "tests", "noxfile.py")
-    session.run("ruff", "format", "--check", "twinbuild", "tests", "noxfile.py")
+    session.run("ruff", "check", "twinbuild", "tools", "tests", "noxfile.py")
+    session.run("ruff", "format", "--check", "twinbuild", "tools", "tests", "noxfile.py")
     session.run("mypy")
 
 
@@ -123,7 +123,7 @@ def bench(session: nox.Session) -> None:
     """Benchmarks side by side with docker; writes build/bench/bench.md and bench.json."""
     _install(session, "test")  # row 6 runs the test suite as nox -s tests does (xdist)
     _engine_up(session)
-    session.run("twinbuild", "bench", *session.posargs)
+    session.run("python", "-m", "tools.bench", *session.posargs)  # tools/bench: not installed
 
 
 @nox.session(python=PYTHON, default=False, tags=["mutate"])

@@ -12,7 +12,7 @@ from tests.helpers import mini_project
 from twinbuild.cli.main import build_parser, main
 
 COMMANDS = {
-    "lint", "render", "engine", "base", "build", "smoke", "bench", "import", "workflows",
+    "lint", "render", "engine", "base", "build", "smoke", "import", "workflows",
     "rerun-decision", "evidence", "pins", "plan", "bake", "registry", "push", "release", "prune",
 }  # fmt: skip
 

@@ -65,7 +65,6 @@ COVERED = {
     ("build",): "test_build_passes_every_option_to_the_build",
     ("plan",): "test_plan_and_pins_diff_in_a_git_repository",
     ("bake",): "test_bake_writes_the_file_it_reports",
-    ("bench",): "test_bench_without_an_engine_exits_3",
     ("smoke",): "test_smoke_host_mode_reports_what_is_missing",
     ("import",): "test_import_drafts_a_manifest_from_two_recipes",
     ("workflows", "check"): "test_workflows_check_on_the_repositorys_workflows",
@@ -168,22 +167,6 @@ def test_base_without_an_engine_exits_3(
         f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
     )
     assert main(["prune", "--keep", "2"]) == 3
-    assert capsys.readouterr().err == (
-        f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
-    )
-
-
-def test_bench_without_an_engine_exits_3(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import tempfile
-
-    monkeypatch.setattr(client, "connect", _no_engine)
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # bench's work folder
-    monkeypatch.setenv("DOCKER_HOST", NOWHERE)
-    repo = Path(__file__).resolve().parents[2]
-    code = main(["bench", "--quick", "--root", str(repo), "--out", str(tmp_path / "bench")])
-    assert code == 3
     assert capsys.readouterr().err == (
         f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
     )

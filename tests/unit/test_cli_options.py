@@ -27,7 +27,6 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("build",): "twinbuild.builder.image:build_images",
     ("plan",): "twinbuild.builder.plan:plan_change",
     ("bake",): "twinbuild.builder.bake:bake_images",
-    ("bench",): "twinbuild.bench.runner:bench",
     ("smoke",): "twinbuild.smoke.runner:smoke_images",
     ("import",): "twinbuild.importer.draft:run_import",
     ("workflows", "check"): "twinbuild.ci.workflows:check_workflows",

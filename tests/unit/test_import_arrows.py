@@ -146,3 +146,65 @@ def test_a_three_way_loop_is_one_group(tmp_path: Path) -> None:
         },
     )
     assert cycles(arrows(root)) == [["a", "b", "c"]]
+
+
+def private_uses(folder: Path, package: str = PACKAGE) -> list[str]:
+    """Where code under ``folder`` reaches past ``package``'s public names, or into ``tests``:
+    ``from twinbuild.x import _y``, ``module._y`` on an imported twinbuild module, ``import tests``."""
+    found: list[str] = []
+    for path in sorted(folder.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        modules = {package}  # names bound to twinbuild modules in this file
+        where = path.relative_to(folder.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                stem = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+                names = [stem] if stem else []
+                names += [f"{stem}.{a.name}" if stem else a.name for a in node.names]
+                if any(n == "tests" or n.startswith("tests.") for n in names):
+                    found.append(f"{where}:{node.lineno}: imports test code")
+                if any(_private(n) for n in names if n.startswith(package)):
+                    found.append(f"{where}:{node.lineno}: imports a private name")
+                if isinstance(node, ast.ImportFrom) and stem.startswith(package):
+                    modules |= {a.asname or a.name for a in node.names}
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and _root_name(node.value) in modules
+            ):
+                found.append(f"{where}:{node.lineno}: uses {node.attr}")
+    return found
+
+
+def _private(name: str) -> bool:
+    last = name.rsplit(".", 1)[-1]
+    return last.startswith("_") and not last.startswith("__")
+
+
+def _root_name(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def test_the_benchmarks_use_twinbuild_by_its_public_names_only() -> None:
+    assert private_uses(ROOT / "tools") == []
+
+
+def test_the_public_names_check_sees_each_way_in(tmp_path: Path) -> None:
+    tool = tmp_path / "tools" / "t.py"
+    tool.parent.mkdir()
+    tool.write_text(
+        "from twinbuild.builder.image import _assemble\n"
+        "from twinbuild.engine import base\n"
+        "import tests.helpers\n"
+        "def f():\n    base._remove_tree()\n    base.ensure_base()\n"
+        "    import twinbuild.engine.daemon\n    twinbuild.engine.daemon._private_pid()\n"
+    )
+    assert private_uses(tmp_path / "tools") == [
+        "tools/t.py:1: imports a private name",
+        "tools/t.py:3: imports test code",
+        "tools/t.py:5: uses _remove_tree",
+        "tools/t.py:8: uses _private_pid",
+    ]

@@ -15,6 +15,6 @@ measured), ``builds``, ``smoke``, ``lint`` and ``recipes`` (the benchmarks), ``r
 the cleanup).
 """
 
-from twinbuild.bench.runner import BenchOptions, bench, run
+from tools.bench.runner import BenchOptions, bench, run
 
 __all__ = ["BenchOptions", "bench", "run"]

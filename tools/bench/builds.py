@@ -11,9 +11,9 @@ import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from twinbuild.bench.child import Sample, spawn
-from twinbuild.bench.session import Session, interleave, measured, peak_rss
-from twinbuild.bench.stats import Row, median, ratio
+from tools.bench.child import Sample, spawn
+from tools.bench.session import Session, interleave, measured, peak_rss
+from tools.bench.stats import Row, median, ratio
 from twinbuild.util.paths import cache_root
 
 BUMP_PIN = """
@@ -75,7 +75,7 @@ def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
                 "--target",
                 p,
                 "--label",
-                "org.twinbuild.bench=1",
+                "org.tools.bench=1",
             ]
             for k, v in rendered.args.items():
                 args += ["--build-arg", f"{k}={v}"]

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 RESULT = "BENCH-RESULT "
+#: The checkout the benchmarks run from: a measuring child imports tools.bench from there.
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,8 +61,9 @@ def spawn(
 
 
 def child(job: dict[str, Any], env: dict[str, str]) -> Sample:
-    code = "import sys; from twinbuild.bench.child import child_main; child_main(sys.argv[1])"
-    return spawn([sys.executable, "-c", code, json.dumps(job)], env=env)
+    code = "import sys; from tools.bench.child import child_main; child_main(sys.argv[1])"
+    path = os.pathsep.join(filter(None, [str(CHECKOUT), env.get("PYTHONPATH")]))
+    return spawn([sys.executable, "-c", code, json.dumps(job)], env={**env, "PYTHONPATH": path})
 
 
 def child_main(arg: str) -> None:

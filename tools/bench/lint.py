@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import itertools
 
-from twinbuild.bench.child import child
-from twinbuild.bench.generate import write_project
-from twinbuild.bench.session import Session, measured
-from twinbuild.bench.stats import Row, fit_exponent, median, nlogn_ratio
+from tools.bench.child import child
+from tools.bench.generate import write_project
+from tools.bench.session import Session, measured
+from tools.bench.stats import Row, fit_exponent, median, nlogn_ratio
 
 
 def bench_lint(s: Session) -> None:

@@ -16,10 +16,10 @@ import itertools
 import shutil
 from pathlib import Path
 
-from twinbuild.bench.child import Sample, child
-from twinbuild.bench.generate import write_project
-from twinbuild.bench.session import Session, measured
-from twinbuild.bench.stats import Row, fit_exponent, median
+from tools.bench.child import Sample, child
+from tools.bench.generate import write_project
+from tools.bench.session import Session, measured
+from tools.bench.stats import Row, fit_exponent, median
 
 PAIR = Path("tests/fixtures/real/miles")
 TARGET_LINES = 100_000

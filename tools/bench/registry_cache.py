@@ -19,9 +19,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from twinbuild.bench.child import Sample, child
-from twinbuild.bench.session import Session, interleave, measured
-from twinbuild.bench.stats import median, ratio
+from tools.bench.child import Sample, child
+from tools.bench.session import Session, interleave, measured
+from tools.bench.stats import median, ratio
 
 BENCH = "7 fresh engine, registry build cache (mini, local profile)"
 TARGET = 0.3

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from twinbuild.bench.builds import (
+from tools.bench.builds import (
     BUMP_PIN,
     bench_base,
     bench_bump,
@@ -25,14 +25,14 @@ from twinbuild.bench.builds import (
     bench_noop,
     bench_noop_real,
 )
-from twinbuild.bench.lint import bench_lint
-from twinbuild.bench.recipes import bench_recipes
-from twinbuild.bench.registry_cache import bench_registry_cache
-from twinbuild.bench.session import Say, Session
-from twinbuild.bench.smoke import bench_smoke
-from twinbuild.bench.stats import Row, table
-from twinbuild.bench.suite import bench_suite
-from twinbuild.bench.wheels import bench_wheels
+from tools.bench.lint import bench_lint
+from tools.bench.recipes import bench_recipes
+from tools.bench.registry_cache import bench_registry_cache
+from tools.bench.session import Say, Session
+from tools.bench.smoke import bench_smoke
+from tools.bench.stats import Row, table
+from tools.bench.suite import bench_suite
+from tools.bench.wheels import bench_wheels
 
 if TYPE_CHECKING:
     from twinbuild.engine.client import EngineAPI

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twinbuild.bench.child import Sample, child, spawn
-from twinbuild.bench.stats import Row
+from tools.bench.child import Sample, child, spawn
+from tools.bench.stats import Row
 
 Say = Callable[[str], None]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from twinbuild.bench.child import Sample, child
-from twinbuild.bench.generate import FABRICATE, SMOKE_RECIPE, smoke_manifest
-from twinbuild.bench.session import Session, interleave, measured
-from twinbuild.bench.stats import median, ratio
+from tools.bench.child import Sample, child
+from tools.bench.generate import FABRICATE, SMOKE_RECIPE, smoke_manifest
+from tools.bench.session import Session, interleave, measured
+from tools.bench.stats import median, ratio
 
 
 def bench_smoke(s: Session) -> None:
@@ -37,7 +37,7 @@ def bench_smoke(s: Session) -> None:
                 "--build-arg",
                 f"BASE_IMAGE={base.image_id}",
                 "--label",
-                "org.twinbuild.bench=1",
+                "org.tools.bench=1",
                 "--iidfile",
                 str(image),
                 str(ctx),

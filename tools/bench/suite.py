@@ -11,9 +11,9 @@ import os
 import sys
 from pathlib import Path
 
-from twinbuild.bench.child import Sample, spawn
-from twinbuild.bench.session import Session, measured
-from twinbuild.bench.stats import ratio
+from tools.bench.child import Sample, spawn
+from tools.bench.session import Session, measured
+from tools.bench.stats import ratio
 
 TARGET_S = 90.0
 BENCH = "6 test suite (nox -s tests)"

@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from twinbuild.bench.child import Sample
-from twinbuild.bench.session import Session, measured
-from twinbuild.bench.stats import ratio
+from tools.bench.child import Sample
+from tools.bench.session import Session, measured
+from tools.bench.stats import ratio
 
 TARGET_S = 10.0
 BENCH = "8 wheel stage, first run (both platforms)"
