@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twinbuild.engine import base, daemon
+from twinbuild.engine.host import run_command
 from twinbuild.util.paths import cache_root
 
 
@@ -30,7 +31,7 @@ class SessionEngine:
         if self.paths is None or self.folder is None:
             return
         daemon.down(self.paths)
-        base._remove_tree(self.folder, base.run_command)  # unmounts first, never crosses mounts
+        base._remove_tree(self.folder, run_command)  # unmounts first, never crosses mounts
 
 
 def pin_cache() -> Path:
@@ -55,7 +56,7 @@ def start() -> SessionEngine:
     try:
         state = daemon.up(paths, private=True)
     except BaseException:
-        base._remove_tree(folder, base.run_command)
+        base._remove_tree(folder, run_command)
         raise
     os.environ["DOCKER_HOST"] = state.docker_host
     return SessionEngine(docker_host=state.docker_host, paths=paths, folder=folder)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Protocol
 
-from twinbuild.engine.daemon import (
+from twinbuild.engine.host import (
     Host,
     SystemHost,
     apt_install,

@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import MINI, edit, mini_project
-from twinbuild.engine import base
+from twinbuild.engine import base, daemon
 from twinbuild.engine import client as engine
-from twinbuild.engine import daemon as dockerd
 from twinbuild.engine.daemon import EnginePaths, EngineState
+from twinbuild.engine.host import run_command
+from twinbuild.engine.wire import ping
 from twinbuild.manifest.model import load
 from twinbuild.util.paths import cache_root
 
@@ -55,14 +56,14 @@ def private() -> Iterator[Private]:
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("DOCKER_HOST", raising=False)  # CI exports the shared engine's; not this one
         mp.setenv("TWINBUILD_CACHE", str(cache))
-        if dockerd.ping(dockerd.DEFAULT_HOST):
+        if ping(daemon.DEFAULT_HOST):
             pytest.skip("an engine answers on the default socket; up() would use it")
-        state = dockerd.up(paths)
+        state = daemon.up(paths)
         try:
             yield Private(cache, paths, state, user_cache)
         finally:
-            dockerd.down(paths)
-            base._remove_tree(cache, base.run_command)
+            daemon.down(paths)
+            base._remove_tree(cache, run_command)
 
 
 def test_up_starts_then_finds_it_running(private: Private) -> None:
@@ -71,9 +72,9 @@ def test_up_starts_then_finds_it_running(private: Private) -> None:
     assert (
         private.paths.env_file.read_text() == f"export DOCKER_HOST=unix://{private.paths.socket}\n"
     )
-    again = dockerd.up(private.paths)
+    again = daemon.up(private.paths)
     assert (again.started, again.pid) == (False, private.state.pid)
-    assert dockerd.docker_host(private.paths) == private.state.docker_host
+    assert daemon.docker_host(private.paths) == private.state.docker_host
 
 
 def test_connect_and_info(private: Private) -> None:
@@ -89,7 +90,7 @@ def test_base_builds_then_reuses(private: Private) -> None:
 
     def run(argv: Sequence[str]) -> tuple[int, str]:
         ran.append(argv[0])
-        return base.run_command(argv)
+        return run_command(argv)
 
     with engine.connect(private.state.docker_host) as eng:
         # Nothing is asked of mmdebstrap before ensure_base: on a fresh machine the session
@@ -173,7 +174,7 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
     assert "the engine went away during the build of rocm" in err
     assert "nothing was tagged" in err
 
-    private.state = dockerd.up(private.paths)  # a fresh daemon on the same data root
+    private.state = daemon.up(private.paths)  # a fresh daemon on the same data root
     with engine.connect(private.state.docker_host) as eng:
         assert (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id") == before
 
@@ -214,8 +215,8 @@ def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: P
 
 
 def test_down_stops_it(private: Private) -> None:
-    stopped = dockerd.down(private.paths)
+    stopped = daemon.down(private.paths)
     assert (stopped.stopped, stopped.pid) == (True, private.state.pid)
     assert not private.paths.pidfile.exists()
-    assert dockerd.ping(private.state.docker_host) is False
-    assert dockerd.down(private.paths).stopped is False
+    assert ping(private.state.docker_host) is False
+    assert daemon.down(private.paths).stopped is False
