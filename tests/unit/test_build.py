@@ -20,7 +20,7 @@ from tests.unit.inputs_reference import reference
 from twinbuild.builder.image import BuildResult, build_image
 from twinbuild.builder.options import BuilderChoice, BuildOptions
 from twinbuild.builder.record import record_path
-from twinbuild.engine.client import BuilderUnavailable
+from twinbuild.engine.api import BuilderUnavailable
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest.model import load
 from twinbuild.manifest.render import render

@@ -17,7 +17,8 @@ import requests.exceptions
 
 import twinbuild.engine.client
 from tests.conftest import gpu_vendors
-from twinbuild.engine.client import Engine, ImageSummary, RunResult
+from twinbuild.engine.api import EngineAPI, ImageSummary, RunResult
+from twinbuild.engine.client import Engine
 from twinbuild.errors import ConfigError, EngineError
 
 real_connect = twinbuild.engine.client.connect
@@ -358,7 +359,7 @@ def test_info_reads_builder_version(engine: Engine) -> None:
 def test_engine_has_every_member_of_the_protocol_with_its_signature() -> None:
     """What the rest of twinbuild calls (EngineAPI) is what Engine implements, parameter by
     parameter; a fake that only matches the protocol would otherwise drift from the real class."""
-    protocol = twinbuild.engine.client.EngineAPI
+    protocol = EngineAPI
     members = {
         name
         for name, value in vars(protocol).items()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from twinbuild.engine.client import GpuAccess
+from twinbuild.engine.api import GpuAccess
 from twinbuild.smoke import gpu
 
 SMI = """+-----------------------------------------------------------------------------------------+

@@ -35,7 +35,7 @@ from tools.bench.suite import bench_suite
 from tools.bench.wheels import bench_wheels
 
 if TYPE_CHECKING:
-    from twinbuild.engine.client import EngineAPI
+    from twinbuild.engine.api import EngineAPI
 
 MINI = Path("tests/fixtures/mini")
 

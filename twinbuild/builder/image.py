@@ -25,7 +25,7 @@ from twinbuild.builder.options import BuildOptions, BuildRequest
 from twinbuild.builder.record import BaseRef, BuildRecord, SkippedPin
 from twinbuild.builder.submit import run_build
 from twinbuild.builder.wheelhouse import prefetch_wheels
-from twinbuild.engine.client import EngineAPI
+from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, EngineError, TwinbuildError
 from twinbuild.manifest.model import PLATFORMS, Manifest, Platform, Profile, load
 from twinbuild.manifest.render import Rendered, render

@@ -9,7 +9,7 @@ from pathlib import Path
 from twinbuild.builder.context import tar_context
 from twinbuild.builder.options import BuilderChoice
 from twinbuild.builder.progress import BuildStream
-from twinbuild.engine.client import Builder, BuilderUnavailable, EngineAPI
+from twinbuild.engine.api import Builder, BuilderUnavailable, EngineAPI
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted
 from twinbuild.manifest.render import Rendered
 from twinbuild.util.activity import Say

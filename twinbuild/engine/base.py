@@ -29,7 +29,7 @@ from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.paths import cache_root
 
 if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK costs it 0.15 s
-    from twinbuild.engine.client import EngineAPI
+    from twinbuild.engine.api import EngineAPI
 
 REPOSITORY = "twinbuild/base"
 INPUTS_LABEL = "org.twinbuild.base-inputs"

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from twinbuild.builder.record import BuildRecord, PushRecord, record_path
-from twinbuild.engine.client import EngineAPI
+from twinbuild.engine.api import EngineAPI
 from twinbuild.engine.registry import cache_ref
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile

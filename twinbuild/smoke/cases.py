@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from twinbuild.engine.client import EngineAPI
+from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Manifest
 from twinbuild.manifest.render import RECIPES, local_skip_reason, render

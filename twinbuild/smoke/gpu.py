@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from twinbuild.engine.client import GpuAccess
+from twinbuild.engine.api import GpuAccess
 
 Runner = Callable[[Sequence[str]], str | None]
 

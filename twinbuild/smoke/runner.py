@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twinbuild.engine import client
-from twinbuild.engine.client import EngineAPI, GpuAccess
+from twinbuild.engine.api import EngineAPI, GpuAccess
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile, load
 from twinbuild.smoke import cases, report, targets

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from twinbuild.builder.record import BuildRecord, record_path
-from twinbuild.engine.client import EngineAPI
+from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import PLATFORMS, PROFILES, Platform, Profile
 
