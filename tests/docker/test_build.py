@@ -21,7 +21,8 @@ from twinbuild.builder.options import BuildOptions
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
-from twinbuild.manifest.model import PLATFORMS, Platform, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS, Platform
 
 # The session engine's tests run on one xdist worker, one after another (tests/xdist_docker.py):
 # they share the session engine, where image tags are global.

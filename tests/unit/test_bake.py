@@ -10,7 +10,7 @@ import pytest
 from tests.helpers import mini_project
 from twinbuild.builder.bake import bake, check_repository, definition
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
 # The attributes the Bake file reference (docs.docker.com/build/bake/reference/) documents.

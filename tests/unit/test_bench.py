@@ -20,7 +20,7 @@ from tools.bench.stats import (
 )
 from twinbuild.engine import client
 from twinbuild.lint.checks import lint
-from twinbuild.manifest.model import load, loads
+from twinbuild.manifest.loader import load, loads
 
 
 def test_median_of_odd_and_even_counts() -> None:
@@ -96,7 +96,7 @@ def test_too_small_a_manifest_is_refused() -> None:
 
 def test_smoke_manifest_pins_what_the_fabricated_image_holds() -> None:
     manifest = loads(smoke_manifest(3), Path("m.toml"))
-    assert [(r.name, r.version) for r in manifest.resolve("cuda")] == [
+    assert [(r.name, r.values.version) for r in manifest.resolve("cuda")] == [
         ("benchdist-00000", "1.0.0"),
         ("benchdist-00001", "1.0.1"),
         ("benchdist-00002", "1.0.2"),

@@ -22,7 +22,7 @@ from twinbuild.builder.options import BuilderChoice, BuildOptions
 from twinbuild.builder.record import record_path
 from twinbuild.engine.api import BuilderUnavailable
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
 BUILT = "sha256:" + "b" * 64

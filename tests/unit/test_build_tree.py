@@ -21,7 +21,7 @@ from twinbuild.builder.inputs import (
 )
 from twinbuild.builder.tree import CommitTree, Tree, WorkTree
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
 pytestmark = needs_git

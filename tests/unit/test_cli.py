@@ -67,7 +67,7 @@ def test_render_defaults_to_the_local_profile_and_the_base_tag_build_uses(
 ) -> None:
     from twinbuild.engine.base import base_tag
     from twinbuild.errors import TwinbuildError
-    from twinbuild.manifest.model import load
+    from twinbuild.manifest.loader import load
 
     root = mini_project(tmp_path)
     manifest = root / "pins/manifest.toml"

@@ -21,7 +21,8 @@ from twinbuild.builder.image import plan_inputs
 from twinbuild.builder.options import BuildOptions
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine
-from twinbuild.manifest.model import PLATFORMS, Platform, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS, Platform
 
 pytestmark = needs_git
 MANIFEST = Path("pins/manifest.toml")

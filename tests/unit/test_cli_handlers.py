@@ -23,7 +23,8 @@ from tests.unit.test_build import BUILT, GOOD
 from twinbuild.cli.main import build_parser, main
 from twinbuild.engine import client
 from twinbuild.errors import EngineError
-from twinbuild.manifest.model import PLATFORMS, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS
 
 NOWHERE = "unix:///nonexistent/twinbuild-test/docker.sock"
 
@@ -350,7 +351,7 @@ def test_pins_table_and_bump(root: Path, capsys: pytest.CaptureFixture[str]) -> 
     resolved = {
         p: {r.name: r for r in load(root / "pins/manifest.toml").resolve(p)} for p in PLATFORMS
     }
-    assert {p: r["flash-linear-attention"].version for p, r in resolved.items()} == {
+    assert {p: r["flash-linear-attention"].values.version for p, r in resolved.items()} == {
         "cuda": "0.4.3",
         "rocm": "0.4.3",
     }

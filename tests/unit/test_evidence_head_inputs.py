@@ -13,7 +13,8 @@ from tests.unit.gitrepos import git, isolate_git, needs_git
 from twinbuild.builder.image import plan_inputs
 from twinbuild.builder.options import BuildOptions
 from twinbuild.evidence.head import commit_inputs
-from twinbuild.manifest.model import PLATFORMS, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS
 
 MANIFEST = Path("pins/manifest.toml")
 

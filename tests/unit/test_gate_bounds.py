@@ -11,7 +11,7 @@ from tests.unit.gate_repos import EVIDENCE_REF, GateRepo, make_repo, run_gate
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.cli.main import main
 from twinbuild.evidence import dsse
-from twinbuild.manifest.model import MAX_DEPTH
+from twinbuild.manifest.messages import MAX_DEPTH
 from twinbuild.util import strictjson
 
 pytestmark = needs_git

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from twinbuild.smoke import gpu_checks as gc
+from twinbuild.smoke import gpu_checks
 
 MIB = 1 << 20
 FREE = 140_000 * MIB  # an H200's free memory, give or take
@@ -36,12 +36,12 @@ def _saver(**changes: Any) -> dict[str, Any]:
 
 
 def test_memory_saver_passes_a_healthy_run() -> None:
-    assert gc.memory_saver(_saver()) == []
+    assert gpu_checks.memory_saver(_saver()) == []
 
 
 def test_memory_saver_fails_when_pause_frees_no_vram() -> None:
     # ROCm 7.2 without the ROCr VMM fix: pause unmaps, the device gets nothing back.
-    problems = gc.memory_saver(_saver(free_paused=FREE, free_resumed=FREE))
+    problems = gpu_checks.memory_saver(_saver(free_paused=FREE, free_resumed=FREE))
     assert problems[0] == (
         "torch_memory_saver pause released 0 MiB of the region's 512 MiB (expected >= 90%); "
         "device memory was not handed back"
@@ -49,7 +49,7 @@ def test_memory_saver_fails_when_pause_frees_no_vram() -> None:
 
 
 def test_memory_saver_fails_when_the_freed_buffer_is_not_released() -> None:
-    problems = gc.memory_saver(_saver(free_resumed=FREE))
+    problems = gpu_checks.memory_saver(_saver(free_resumed=FREE))
     assert problems == [
         "a 256 MiB buffer freed while paused left only 0 MiB free after resume: "
         "torch_memory_saver's free path did not release it"
@@ -57,10 +57,10 @@ def test_memory_saver_fails_when_the_freed_buffer_is_not_released() -> None:
 
 
 def test_memory_saver_fails_on_corrupt_data_or_no_preload() -> None:
-    assert gc.memory_saver(_saver(bit_exact=False)) == [
+    assert gpu_checks.memory_saver(_saver(bit_exact=False)) == [
         "torch_memory_saver resume did not give the kept tensor back bit-exactly"
     ]
-    (problem,) = gc.memory_saver(_saver(preload_active=False, ld_preload=None))
+    (problem,) = gpu_checks.memory_saver(_saver(preload_active=False, ld_preload=None))
     assert problem.startswith("torch_memory_saver's preload library is not interposed")
 
 
@@ -68,9 +68,11 @@ def test_memory_saver_never_passes_on_missing_readings() -> None:
     for key in ("region_bytes", "free_paused", "free_resumed"):
         broken = _saver()
         del broken[key]
-        assert gc.memory_saver(broken)[-1].startswith("torch_memory_saver: incomplete readings")
-    assert gc.memory_saver(_saver(free_paused="n/a"))
-    assert gc.memory_saver({})
+        assert gpu_checks.memory_saver(broken)[-1].startswith(
+            "torch_memory_saver: incomplete readings"
+        )
+    assert gpu_checks.memory_saver(_saver(free_paused="n/a"))
+    assert gpu_checks.memory_saver({})
 
 
 # -- all_reduce_perf ------------------------------------------------------------------------------
@@ -111,12 +113,12 @@ PERF = "/usr/local/bin/all_reduce_perf"
 
 
 def _judge(output: str, *, rc: int = 0, gpus: int) -> list[str]:
-    run = gc.parse_collective(output)
-    return gc.collective(run, rc=rc, gpus=gpus, tail="(tail)", perf=PERF)
+    run = gpu_checks.parse_collective(output)
+    return gpu_checks.collective(run, rc=rc, gpus=gpus, tail="(tail)", perf=PERF)
 
 
 def test_collective_parses_header_rows_and_footer() -> None:
-    run = gc.parse_collective(_perf_output(ngpus=8, busbw=119.3))
+    run = gpu_checks.parse_collective(_perf_output(ngpus=8, busbw=119.3))
     assert (run.ngpus, run.validation, run.out_of_bounds, run.avg_busbw) == (8, 1, 0, 119.3)
     assert [r[0] for r in run.rows] == [8 * MIB << k for k in range(6)]
     assert run.rows[0][1:] == (119.3, "0", 119.3, "0")
@@ -144,7 +146,7 @@ def test_collective_fails_broken_runs() -> None:
 
 
 def test_collective_timeout_is_a_hang_and_nothing_else() -> None:
-    for rc in gc.TIMED_OUT:
+    for rc in gpu_checks.TIMED_OUT:
         assert _judge("# nThread 1 nGpus 8", rc=rc, gpus=8) == [
             f"{PERF} did not finish within its timeout (exit {rc}): a hang; (tail)"
         ]
@@ -155,7 +157,7 @@ def test_collective_never_passes_on_no_output() -> None:
 
 
 def test_collective_argv_uses_every_gpu_checks_and_times_out() -> None:
-    argv = gc.collective_argv(PERF, 8, timeout_s=300)
+    argv = gpu_checks.collective_argv(PERF, 8, timeout_s=300)
     assert argv[:4] == ["timeout", "-k", "10", "300"]
     assert argv[4] == PERF
     flags = dict(zip(argv[5::2], argv[6::2], strict=True))
@@ -170,7 +172,7 @@ def test_collective_argv_uses_every_gpu_checks_and_times_out() -> None:
     [("580.65.06", True), ("590.44.01", True), ("575.57.08", False), ("", False)],
 )
 def test_cuda_13_needs_driver_580(driver: str, ok: bool) -> None:
-    problems = gc.nvidia_driver(toolkit="13.0", driver=driver, torch_cuda="13.0")
+    problems = gpu_checks.nvidia_driver(toolkit="13.0", driver=driver, torch_cuda="13.0")
     assert (problems == []) is ok
     if driver == "575.57.08":
         assert problems == [
@@ -180,11 +182,13 @@ def test_cuda_13_needs_driver_580(driver: str, ok: bool) -> None:
 
 
 def test_torch_must_match_the_toolkit() -> None:
-    assert gc.nvidia_driver(toolkit="13.0", driver="580.65.06", torch_cuda="12.9") == [
+    assert gpu_checks.nvidia_driver(toolkit="13.0", driver="580.65.06", torch_cuda="12.9") == [
         "torch is built for CUDA 12.9, the manifest says 13.0"
     ]
-    assert gc.rocm_toolkit(toolkit="7.2", rocm_version="7.2.0-43", torch_hip="7.2.26015") == []
-    assert gc.rocm_toolkit(toolkit="7.2", rocm_version="7.0.2", torch_hip="7.0.51831") == [
+    assert (
+        gpu_checks.rocm_toolkit(toolkit="7.2", rocm_version="7.2.0-43", torch_hip="7.2.26015") == []
+    )
+    assert gpu_checks.rocm_toolkit(toolkit="7.2", rocm_version="7.0.2", torch_hip="7.0.51831") == [
         "/opt/rocm is ROCm 7.0.2, the manifest 7.2",
         "torch is built for HIP 7.0.51831, the manifest says ROCm 7.2",
     ]
@@ -192,41 +196,41 @@ def test_torch_must_match_the_toolkit() -> None:
 
 def test_visible_devices_compares_what_the_container_got() -> None:
     none: dict[str, str | None] = {}
-    assert gc.visible_devices(vendor="nvidia", nodes=8, torch_count=8, env=none) == []
-    assert gc.visible_devices(vendor="nvidia", nodes=8, torch_count=2, env=none) == [
+    assert gpu_checks.visible_devices(vendor="nvidia", nodes=8, torch_count=8, env=none) == []
+    assert gpu_checks.visible_devices(vendor="nvidia", nodes=8, torch_count=2, env=none) == [
         "torch sees 2 GPUs; the container got 8 (8 device nodes)"
     ]
-    assert gc.visible_devices(vendor="nvidia", nodes=0, torch_count=0, env=none) == [
+    assert gpu_checks.visible_devices(vendor="nvidia", nodes=0, torch_count=0, env=none) == [
         "the container got no nvidia GPU device nodes"
     ]
     narrowed = {"CUDA_VISIBLE_DEVICES": "0,1"}
-    assert gc.visible_devices(vendor="nvidia", nodes=8, torch_count=2, env=narrowed) == []
+    assert gpu_checks.visible_devices(vendor="nvidia", nodes=8, torch_count=2, env=narrowed) == []
     # ROCR_VISIBLE_DEVICES narrows on AMD (the runtime applies it before HIP's variable).
     rocr = {"ROCR_VISIBLE_DEVICES": "0,1,2,3"}
-    assert gc.visible_devices(vendor="amd", nodes=8, torch_count=4, env=rocr) == []
-    assert gc.visible_devices(vendor="amd", nodes=8, torch_count=8, env=rocr) == [
+    assert gpu_checks.visible_devices(vendor="amd", nodes=8, torch_count=4, env=rocr) == []
+    assert gpu_checks.visible_devices(vendor="amd", nodes=8, torch_count=8, env=rocr) == [
         "torch sees 8 GPUs; the container got 4 (8 device nodes, ROCR_VISIBLE_DEVICES='0,1,2,3')"
     ]
     both = {"HIP_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": "1"}
-    assert gc.visible_devices(vendor="amd", nodes=8, torch_count=1, env=both) == [
+    assert gpu_checks.visible_devices(vendor="amd", nodes=8, torch_count=1, env=both) == [
         "HIP_VISIBLE_DEVICES='0' but CUDA_VISIBLE_DEVICES='1'"
     ]
 
 
 def test_gpu_arch_must_be_one_the_image_is_built_for() -> None:
     rocm = ("gfx942", "gfx950")
-    assert gc.gpu_arch(vendor="amd", archs=rocm, found=["gfx942:sramecc+:xnack-"] * 8) == []
-    assert gc.gpu_arch(vendor="amd", archs=rocm, found=["gfx950"]) == []
-    assert gc.gpu_arch(vendor="amd", archs=rocm, found=["gfx90a:sramecc+:xnack-"]) == [
+    assert gpu_checks.gpu_arch(vendor="amd", archs=rocm, found=["gfx942:sramecc+:xnack-"] * 8) == []
+    assert gpu_checks.gpu_arch(vendor="amd", archs=rocm, found=["gfx950"]) == []
+    assert gpu_checks.gpu_arch(vendor="amd", archs=rocm, found=["gfx90a:sramecc+:xnack-"]) == [
         "GPU architecture gfx90a is not one this image is built for (gfx942, gfx950): "
         "use a build for it, or add it to gpu_archs and rebuild"
     ]
     cuda = ("9.0", "10.0", "10.3")
-    assert gc.gpu_arch(vendor="nvidia", archs=cuda, found=["9.0"]) == []
-    assert gc.gpu_arch(vendor="nvidia", archs=cuda, found=["8.0"])[0].startswith(
+    assert gpu_checks.gpu_arch(vendor="nvidia", archs=cuda, found=["9.0"]) == []
+    assert gpu_checks.gpu_arch(vendor="nvidia", archs=cuda, found=["8.0"])[0].startswith(
         "GPU compute capability 8.0 is not one"
     )
-    assert gc.gpu_arch(vendor="nvidia", archs=cuda, found=[]) == [
+    assert gpu_checks.gpu_arch(vendor="nvidia", archs=cuda, found=[]) == [
         "no GPU architecture could be read"
     ]
 
@@ -236,7 +240,7 @@ def test_collective_fails_the_real_binary_where_it_cannot_run() -> None:
     against NCCL 2.32 and run with collective_argv's flags on a machine without a GPU (exit 2)."""
     fixture = Path(__file__).parent.parent / "fixtures/gpu/all_reduce_perf-no-gpu.txt"
     output = fixture.read_text(encoding="utf-8")
-    run = gc.parse_collective(output)
+    run = gpu_checks.parse_collective(output)
     assert (run.ngpus, run.validation, run.rows, run.out_of_bounds) == (1, 1, [], None)
     assert _judge(output, rc=2, gpus=1) == [
         f"{PERF} exited 2: (tail)",

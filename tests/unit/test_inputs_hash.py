@@ -30,7 +30,8 @@ from twinbuild.builder.inputs import (
 )
 from twinbuild.builder.tree import CommitTree
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import Manifest, Platform, Profile, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import Manifest, Platform, Profile
 from twinbuild.manifest.render import Rendered, render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -218,8 +219,8 @@ def test_a_checkout_pin_moves_the_hash_through_its_build_args(repo: Path) -> Non
     """megatron-lm is a checkout pin: a build arg, not a pip line."""
     before = _hash(repo, "cuda")
     manifest = load(repo / MANIFEST)
-    pin = next(p for p in manifest.resolve("cuda") if p.install == "checkout" and p.commit)
-    commit = pin.commit
+    pin = next(p for p in manifest.resolve("cuda") if p.install == "checkout" and p.values.commit)
+    commit = pin.values.commit
     assert commit is not None
     text = (repo / MANIFEST).read_text()
     assert text.count(commit) >= 1

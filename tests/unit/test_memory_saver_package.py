@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.smoke import gpu_checks, gpu_scripts
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import mini_project
 from tests.unit.gitrepos import git, init, isolate_git, needs_git
 from twinbuild.builder import provenance
-from twinbuild.manifest.model import ManifestError, load
+from twinbuild.manifest.loader import ManifestError, load
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from tests.fake_engine import FakeEngine
 from tests.helpers import mini_project
 from twinbuild.builder.record import BuildRecord, SkippedPin, record_path
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.smoke import cases, runner, targets
 from twinbuild.smoke.spec import EnvCase, SuiteSpec
 

@@ -26,7 +26,7 @@ from tests.helpers import edit, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, smoke_report
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
-from twinbuild import evidence as ev
+from twinbuild.evidence import keygen
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.model import PLATFORMS
 
@@ -126,7 +126,7 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
     work = mini_project(tmp_path)
     copy_builder_code(work)
-    pair = ev.keygen(tmp_path / "secret" / "ci.key", work / "evidence/keys/ci.pub")
+    pair = keygen(tmp_path / "secret" / "ci.key", work / "evidence/keys/ci.pub")
     git(work, "init", "-q", "-b", "main")
     base = commit_all(work, "main")
     edit(work / "pins/manifest.toml", 'version = "0.4.2"', 'version = "0.4.3"')

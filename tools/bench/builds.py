@@ -55,7 +55,7 @@ def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
     from twinbuild.builder.image import plan_inputs
     from twinbuild.builder.options import BuildOptions
     from twinbuild.engine.client import connect
-    from twinbuild.manifest.model import load
+    from twinbuild.manifest.loader import load
 
     manifest = load(s.root / "pins/manifest.toml")
     options = BuildOptions(root=s.root, profile="local")
@@ -186,7 +186,7 @@ def _set_click(s: Session, version: str) -> None:
 def _prefetch(s: Session, versions: Sequence[str]) -> None:
     """Download the bump's wheels before timing, so PyPI's latency is not in the figures."""
     from twinbuild.builder.wheelhouse import download_wheels
-    from twinbuild.manifest.model import load
+    from twinbuild.manifest.loader import load
     from twinbuild.manifest.render import render
 
     cache = cache_root()

@@ -100,7 +100,7 @@ def _job_build(job: dict[str, Any]) -> dict[str, Any]:
     from twinbuild.builder.options import BuildOptions
     from twinbuild.engine.base import ensure_base
     from twinbuild.engine.client import connect
-    from twinbuild.manifest.model import load
+    from twinbuild.manifest.loader import load
 
     root = Path(job["root"])
     manifest = load(root / "pins/manifest.toml")
@@ -147,7 +147,7 @@ def _job_build(job: dict[str, Any]) -> dict[str, Any]:
 
 def _job_smoke(job: dict[str, Any]) -> dict[str, Any]:
     from twinbuild.engine.client import connect
-    from twinbuild.manifest.model import loads
+    from twinbuild.manifest.loader import loads
     from twinbuild.smoke import collect
     from twinbuild.smoke.conformance import Collected, check_pin, request_for
 
@@ -193,7 +193,7 @@ def _job_import(job: dict[str, Any]) -> dict[str, Any]:
 
 def _job_lint(job: dict[str, Any]) -> dict[str, Any]:
     from twinbuild.lint.checks import lint
-    from twinbuild.manifest.model import load
+    from twinbuild.manifest.loader import load
 
     root = Path(job["root"])
     t0 = time.perf_counter()

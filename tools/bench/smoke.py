@@ -14,7 +14,7 @@ from tools.bench.stats import median, ratio
 def bench_smoke(s: Session) -> None:
     from twinbuild.engine.base import ensure_base
     from twinbuild.engine.client import connect
-    from twinbuild.manifest.model import load
+    from twinbuild.manifest.loader import load
 
     sizes = (10, 100) if s.quick else (10, 100, 1000)
     runs = 2 if s.quick else 3

@@ -41,7 +41,8 @@ def bench_wheels(s: Session) -> None:
     if s.quick:
         return
     from twinbuild.builder.wheelhouse import prefetch_wheels
-    from twinbuild.manifest.model import PLATFORMS, load
+    from twinbuild.manifest.loader import load
+    from twinbuild.manifest.model import PLATFORMS
     from twinbuild.manifest.render import render
 
     root = Path(s.extra["repo_root"])

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from twinbuild.errors import ConfigError, DiskFull, TwinbuildError
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile
 from twinbuild.manifest.render import GENERATED, RECIPES, render
 from twinbuild.util.atomic import write_atomic
 

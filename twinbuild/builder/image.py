@@ -27,7 +27,8 @@ from twinbuild.builder.submit import run_build
 from twinbuild.builder.wheelhouse import prefetch_wheels
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, EngineError, TwinbuildError
-from twinbuild.manifest.model import PLATFORMS, Manifest, Platform, Profile, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS, Manifest, Platform, Profile
 from twinbuild.manifest.render import Rendered, render
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from twinbuild.builder.inputs import is_builder_code
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, load, loads
+from twinbuild.manifest.loader import load, loads
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform
 from twinbuild.pins.diff import compare, text_at
 from twinbuild.util import github
 from twinbuild.util.git import run_git

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from twinbuild.engine.base import base_tag
 from twinbuild.errors import TwinbuildError
-from twinbuild.manifest.model import DEFAULT_PATH, Platform, Profile, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import DEFAULT_PATH, Platform, Profile
 from twinbuild.manifest.render import UNKNOWN_BASE, Rendered, render
 
 

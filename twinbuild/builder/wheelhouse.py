@@ -117,7 +117,7 @@ def _download_missing(
 ) -> None:
     groups: dict[tuple[str, str | None], list[tuple[ResolvedPin, str]]] = {}
     for pin, req in missing:
-        groups.setdefault((pin.layer, pin.index), []).append((pin, req))
+        groups.setdefault((pin.layer, pin.values.index), []).append((pin, req))
     from concurrent.futures import ThreadPoolExecutor  # here: a no-op build downloads nothing
 
     calls = [call for group in groups.values() for call in split_evenly(group, per_call)]
@@ -148,7 +148,7 @@ def _download_group(group: Sequence[tuple[ResolvedPin, str]], cache: Path) -> No
 
     When that call fails, each pin is fetched alone so the error names the pin at fault.
     """
-    index = group[0][0].index
+    index = group[0][0].values.index
     batch = cache / "wheels" / f".batch-{os.getpid()}-{threading.get_ident()}"
     shutil.rmtree(batch, ignore_errors=True)
     batch.mkdir(parents=True)
@@ -157,7 +157,7 @@ def _download_group(group: Sequence[tuple[ResolvedPin, str]], cache: Path) -> No
         files = list(batch.iterdir()) if proc.returncode == 0 else []
         alone: list[tuple[ResolvedPin, str]] = []
         for pin, req in group:
-            mine = [f for f in files if _names_dist(f.name, pin.dist or pin.name)]
+            mine = [f for f in files if _names_dist(f.name, pin.values.dist or pin.name)]
             if len(mine) != 1:  # failed call, or a file we cannot attribute: fetch it alone
                 alone.append((pin, req))
                 continue
@@ -241,11 +241,11 @@ def copy_mirrors(rendered: Rendered, context: Path, mirrors: Mapping[str, str]) 
         if cloned.returncode != 0:
             tail = cloned.stderr.strip()[-300:]
             raise BuildFailed(f"pins.{pin.name}: git clone {source}: {tail}")
-        found = run_git(dest, "cat-file", "-e", f"{pin.commit or pin.ref}^{{commit}}")
+        found = run_git(dest, "cat-file", "-e", f"{pin.values.commit or pin.values.ref}^{{commit}}")
         if found.returncode != 0:
             raise ConfigError(
-                f"pins.{pin.name}: commit {pin.commit or pin.ref} is not in the mirror {source}; "
-                "fetch it into the mirror or fix the pin"
+                f"pins.{pin.name}: commit {pin.values.commit or pin.values.ref} is not in the "
+                f"mirror {source}; fetch it into the mirror or fix the pin"
             )
 
 

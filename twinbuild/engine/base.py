@@ -292,7 +292,7 @@ class BaseOptions:
 def base_for(options: BaseOptions) -> BaseResult:
     """Make sure the base of the manifest's ``[local]`` table is in the engine."""
     from twinbuild.engine.client import connect
-    from twinbuild.manifest.model import load
+    from twinbuild.manifest.loader import load
 
     local = load(options.manifest).local  # a bad manifest fails before the engine is asked
     with connect() as engine:

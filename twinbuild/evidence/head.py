@@ -18,7 +18,8 @@ from twinbuild.builder.tree import KIND_NAMES, CommitTree
 from twinbuild.errors import ConfigError
 from twinbuild.evidence.options import InputsOptions
 from twinbuild.evidence.signing import Blob
-from twinbuild.manifest.model import DEFAULT_PATH, MAX_BYTES, PLATFORMS, Platform, load_bytes
+from twinbuild.manifest.loader import MAX_BYTES, load_bytes
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Platform
 from twinbuild.manifest.render import render
 from twinbuild.util import strictjson
 from twinbuild.util.git import run_git

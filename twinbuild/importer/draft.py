@@ -21,8 +21,8 @@ from packaging.utils import canonicalize_name
 from tomlkit.items import Table
 
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.importer import report as drift
-from twinbuild.recipe import scan as recipe
+from twinbuild.importer import report
+from twinbuild.recipe import scan
 from twinbuild.recipe.pin_rules import HEX, SHA40
 from twinbuild.recipe.scan import RecipePin, Unrecognised
 from twinbuild.util.atomic import write_atomic
@@ -201,8 +201,8 @@ def _git_values(ref: str) -> tuple[dict[str, str], bool]:
     return {"ref": ref or "HEAD"}, True
 
 
-def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base, recipe.Recipe]:
-    parsed = recipe.parse(path)
+def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base, scan.Recipe]:
+    parsed = scan.parse(path)
     if not parsed.pins:
         raise ConfigError(
             f"{path}: no pins found (no FROM image, pip/git/curl/apt install or pinned ARG); "
@@ -369,7 +369,7 @@ def _url_key(url: str) -> str:
     return key
 
 
-def _base(platform: Platform, c: _Collect, f: RecipePin | None, parsed: recipe.Recipe) -> Base:
+def _base(platform: Platform, c: _Collect, f: RecipePin | None, parsed: scan.Recipe) -> Base:
     envs = {k: v for stage in parsed.envs.values() for k, v, _ in stage}
     archs_env = "TORCH_CUDA_ARCH_LIST" if platform == "cuda" else "PYTORCH_ROCM_ARCH"
     archs = tuple(a.removesuffix("+PTX") for a in re.split(r"[;,\s]+", envs.get(archs_env, ""))
@@ -411,7 +411,7 @@ def _toolkit(platform: Platform, repository: str, tag: str, envs: Mapping[str, s
     return f"{m.group(1)}.{m.group(2)}" if m else TODO
 
 
-def adopted(parsed: recipe.Recipe) -> bool:
+def adopted(parsed: scan.Recipe) -> bool:
     """The recipe already takes every pin from a manifest: nothing literal to import."""
     return bool(parsed.pins) and not any(p.literal for p in parsed.pins) and not parsed.unrecognised
 
@@ -423,7 +423,7 @@ def adopt(cuda: Path, rocm: Path) -> Adoption:
     """Scan both recipes and match their dependencies."""
     collected: dict[Platform, _Collect] = {}
     bases: dict[Platform, Base] = {}
-    parsed: dict[Platform, recipe.Recipe] = {}
+    parsed: dict[Platform, scan.Recipe] = {}
     for platform, path in zip(PLATFORMS, (cuda, rocm), strict=True):
         collected[platform], bases[platform], parsed[platform] = _scan(platform, path)
     cuda_sides, rocm_sides = collected["cuda"].sides, collected["rocm"].sides
@@ -594,7 +594,7 @@ def run(
             message = json.dumps({"adopted": True, "message": message}, indent=2)
         stream.write(message + "\n")
         return 0
-    stream.write(drift.report(adoption, fmt))
+    stream.write(report.report(adoption, fmt))
     if out.exists() and not force:
         raise ConfigError(f"{out}: already exists, so the draft was not written; pass --force "
                           "to overwrite it, or --out another path")  # fmt: skip

@@ -18,7 +18,8 @@ from pathlib import Path
 from twinbuild.engine import client
 from twinbuild.engine.api import EngineAPI, GpuAccess
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile
 from twinbuild.smoke import cases, report, targets
 from twinbuild.smoke.gpu import GpuInfo, access, detect
 from twinbuild.smoke.report import SmokeReport

@@ -23,12 +23,11 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import MINI, edit, mini_project
-from twinbuild.engine import base, daemon
-from twinbuild.engine import client as engine
+from twinbuild.engine import base, client, daemon
 from twinbuild.engine.daemon import EnginePaths, EngineState
 from twinbuild.engine.host import run_command
 from twinbuild.engine.wire import ping
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.util.paths import cache_root
 
 pytestmark = pytest.mark.docker
@@ -78,7 +77,7 @@ def test_up_starts_then_finds_it_running(private: Private) -> None:
 
 
 def test_connect_and_info(private: Private) -> None:
-    with engine.connect() as eng:
+    with client.connect() as eng:
         info = eng.info()
     assert info.docker_host == private.state.docker_host
     assert info.os_type == "linux"
@@ -92,7 +91,7 @@ def test_base_builds_then_reuses(private: Private) -> None:
         ran.append(argv[0])
         return run_command(argv)
 
-    with engine.connect(private.state.docker_host) as eng:
+    with client.connect(private.state.docker_host) as eng:
         # Nothing is asked of mmdebstrap before ensure_base: on a fresh machine the session
         # engine's worker may still be installing it, under the cache's base lock.
         before = set((private.user_cache / "base").glob("*.tar"))
@@ -134,7 +133,7 @@ def test_base_builds_then_reuses(private: Private) -> None:
 
 
 def test_exec_in_a_started_container(private: Private) -> None:
-    with engine.connect(private.state.docker_host) as eng:
+    with client.connect(private.state.docker_host) as eng:
         (image,) = eng.images_by_label(base.INPUTS_LABEL)
         cid = eng.start_container(image.id)
         try:
@@ -154,7 +153,7 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
             "--manifest", str(root / "pins/manifest.toml")]  # fmt: skip
     good = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert good.returncode == 0, good.stderr
-    with engine.connect(private.state.docker_host) as eng:
+    with client.connect(private.state.docker_host) as eng:
         before = (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id")
     assert before
 
@@ -175,7 +174,7 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
     assert "nothing was tagged" in err
 
     private.state = daemon.up(private.paths)  # a fresh daemon on the same data root
-    with engine.connect(private.state.docker_host) as eng:
+    with client.connect(private.state.docker_host) as eng:
         assert (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id") == before
 
 
@@ -194,7 +193,7 @@ def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: P
             env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert built.returncode == 0, built.stderr
-        with engine.connect(private.state.docker_host) as eng:
+        with client.connect(private.state.docker_host) as eng:
             ids.append(str((eng.inspect_image("twinbuild/rocm:local") or {})["Id"]))
         edit(recipe, f"RUN echo {marker} > /x\n", "")
     pruned = subprocess.run(
@@ -208,7 +207,7 @@ def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: P
     )
     assert match, pruned.stdout
     assert int(match[1]) >= 1
-    with engine.connect(private.state.docker_host) as eng:
+    with client.connect(private.state.docker_host) as eng:
         assert eng.inspect_image(ids[0]) is None  # the first build, untagged by the second: gone
         assert eng.inspect_image("twinbuild/rocm:local") is not None  # tagged: never pruned
         assert eng.inspect_image(ids[1]) is not None
