@@ -28,11 +28,12 @@ from tools.bench.builds import (
 from tools.bench.lint import bench_lint
 from tools.bench.recipes import bench_recipes
 from tools.bench.registry_cache import bench_registry_cache
-from tools.bench.session import Say, Session
+from tools.bench.session import Session
 from tools.bench.smoke import bench_smoke
 from tools.bench.stats import Row, table
 from tools.bench.suite import bench_suite
 from tools.bench.wheels import bench_wheels
+from twinbuild.util.activity import Say
 
 if TYPE_CHECKING:
     from twinbuild.engine.api import EngineAPI

@@ -11,8 +11,7 @@ from typing import Any
 
 from tools.bench.child import Sample, child, spawn
 from tools.bench.stats import Row
-
-Say = Callable[[str], None]
+from twinbuild.util.activity import Say
 
 
 @dataclass(slots=True, kw_only=True)

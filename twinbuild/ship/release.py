@@ -16,7 +16,7 @@ ever names a digest whose evidence is not stored.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,8 +29,7 @@ from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import Platform, Profile
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
 from twinbuild.util import strictjson
-
-Say = Callable[[str], None]
+from twinbuild.util.activity import Say
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
