@@ -65,11 +65,9 @@ def tests(session: nox.Session) -> None:
     """The whole suite in one pytest run on parallel workers; the Docker tests on one of them,
     against an engine of their own (tests/conftest.py), while the others share the rest."""
     _install(session, "test")
-    docker = []
-    if os.environ.get("TWINBUILD_NO_DOCKER") != "1":
+    if os.environ.get("TWINBUILD_NO_DOCKER") != "1":  # the one switch; tests/conftest.py reads it
         _engine_up(session)  # installs docker.io where it is missing, showing its progress
-        docker = ["--run-docker"]
-    session.run("pytest", "-n", "auto", *docker, *session.posargs)
+    session.run("pytest", "-n", "auto", *session.posargs)
 
 
 @nox.session(python=PYTHON)

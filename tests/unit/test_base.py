@@ -48,7 +48,8 @@ class FakeRunner:
             # a folder named "--include=..." in the checkout (removed, with this fence and check)
             _suite, target, _mirror = [a for a in argv[1:] if not a.startswith("--")]
             rootfs = Path(target)
-            assert rootfs.is_absolute() and rootfs.name == "rootfs", argv
+            assert rootfs.is_absolute(), argv
+            assert rootfs.name == "rootfs", argv
             (rootfs / "var/cache/apt/archives").mkdir(parents=True)
             (rootfs / "var/cache/apt/archives/git_1_amd64.deb").write_text("deb")
             (rootfs / "etc").mkdir()

@@ -429,17 +429,17 @@ def _run_fenced(
 
 
 def test_conftest_fences_docker_and_gpu(tmp_path: Path) -> None:
-    out = _run_fenced(tmp_path, env={"TWINBUILD_RUN_DOCKER": "0"})
+    out = _run_fenced(tmp_path, env={"TWINBUILD_NO_DOCKER": "1"})
     assert "DockerBlocked: blocked in tests without @pytest.mark.docker" in out
-    assert "SKIPPED [1] test_fenced.py:8: needs a Docker engine: pass --run-docker" in out
+    assert "SKIPPED [1] test_fenced.py:8: needs a Docker engine: unset TWINBUILD_NO_DOCKER" in out
     if "amd" not in gpu_vendors():
         assert "SKIPPED [1] test_fenced.py:12: needs a amd GPU: none detected here" in out
     assert "1 failed" in out
 
 
-def test_run_docker_option_and_env_enable_docker_tests(tmp_path: Path) -> None:
-    assert "needs a Docker engine" not in _run_fenced(tmp_path, "--run-docker")
-    assert "needs a Docker engine" not in _run_fenced(tmp_path, env={"TWINBUILD_RUN_DOCKER": "1"})
+def test_docker_tests_run_unless_the_one_switch_says_no(tmp_path: Path) -> None:
+    assert "needs a Docker engine" not in _run_fenced(tmp_path, env={"TWINBUILD_NO_DOCKER": ""})
+    assert "needs a Docker engine" not in _run_fenced(tmp_path, env={"TWINBUILD_NO_DOCKER": "0"})
 
 
 GPU_MARKED = """

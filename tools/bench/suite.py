@@ -24,13 +24,14 @@ def bench_suite(s: Session) -> None:
     if s.quick:
         return
     root = Path(s.extra["repo_root"])
-    env = {k: v for k, v in s.env.items() if k != "DOCKER_HOST"}  # the suite starts its own
+    # the suite starts its own engine, and runs the Docker tests (TWINBUILD_NO_DOCKER unset)
+    env = {k: v for k, v in s.env.items() if k not in ("DOCKER_HOST", "TWINBUILD_NO_DOCKER")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
     pytest = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     tests = str(root / "tests")
-    one = spawn([*pytest, "-n", "auto", "--run-docker", tests], env=env, timeout=900)
+    one = spawn([*pytest, "-n", "auto", tests], env=env, timeout=900)
     units = spawn([*pytest, "-n", "auto", "-m", "not docker", tests], env=env, timeout=900)
-    docker = spawn([*pytest, "--run-docker", "-m", "docker", tests], env=env, timeout=900)
+    docker = spawn([*pytest, "-m", "docker", tests], env=env, timeout=900)
     two = Sample(
         seconds=units.seconds + docker.seconds,
         wall=units.wall + docker.wall,
@@ -39,7 +40,7 @@ def bench_suite(s: Session) -> None:
     s.rows += [
         measured(
             BENCH,
-            "before: pytest -n auto -m 'not docker', then pytest --run-docker -m docker",
+            "before: pytest -n auto -m 'not docker', then pytest -m docker",
             [two],
             wall=True,
             ratio=1.0,
@@ -47,7 +48,7 @@ def bench_suite(s: Session) -> None:
         ),
         measured(
             BENCH,
-            "pytest -n auto --run-docker (Docker tests on one worker)",
+            "pytest -n auto (Docker tests on one worker)",
             [one],
             wall=True,
             ratio=ratio(one.wall, two.wall),
