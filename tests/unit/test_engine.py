@@ -422,6 +422,7 @@ def _run_fenced(
             **os.environ,
             "PYTHONPATH": str(Path(__file__).parents[2]),
             "TWINBUILD_TEST_ENGINE": "given",
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # this conftest needs none: seconds a run
             **(env or {}),
         },
     )

@@ -7,6 +7,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from twinbuild.errors import ConfigError
 from twinbuild.smoke import report
 from twinbuild.smoke.report import SmokeReport
 from twinbuild.util.strictjson import Fields
@@ -102,3 +105,22 @@ def test_another_image_gets_its_own_report_and_smoke_md_keeps_both(tmp_path: Pat
     rows = [line for line in report.markdown(report.collected(tmp_path)).splitlines()
             if line.startswith("| cuda ")]  # fmt: skip
     assert sorted(row.split(" | ")[2] for row in rows) == ["`sha256:999999999999`", "`sha256:abc`"]
+
+
+def test_a_report_saves_and_loads_back_as_the_same_record(tmp_path: Path) -> None:
+    made = _report(_summary())
+    paths = made.save(tmp_path)
+    assert SmokeReport.load(paths["json"]) == made
+    assert made.counts == report.Counts(passed=2, failed=1, skipped=1, flaky=1)
+    assert [t.id for t in made.failures] == ["test_conformance.py::test_pin[fla]"]
+
+
+def test_a_report_whose_counts_disagree_is_refused(tmp_path: Path) -> None:
+    data = {**_summary(), "counts": {"passed": 4, "failed": 0, "skipped": 0, "flaky": 0}}
+    with pytest.raises(ConfigError) as info:
+        SmokeReport.from_json(data, "r.json")
+    assert str(info.value) == (
+        "r.json: report.counts: 4 passed, 0 failed, 0 skipped, 0 flaky disagrees with its tests "
+        "(2 passed, 1 failed, 1 skipped, 1 flaky); the report is inconsistent, re-run the smoke "
+        "tests"
+    )

@@ -106,7 +106,7 @@ class BuildRecord:
     def from_json(cls, data: object, path: Path) -> BuildRecord:
         if not isinstance(data, dict) or not str(data.get("image_id", "")).startswith("sha256:"):
             raise ConfigError(f"{path}: no image_id in the build record; rebuild the image")
-        top = Fields(data, "record", str(path))
+        top = Fields(data, "record", str(path), missing="rebuild the image")
 
         def opt(key: str, read: Callable[[str], _T]) -> _T | None:
             return read(key) if top.data.get(key) else None  # absent, null or empty: not recorded

@@ -43,6 +43,9 @@ def run_pytest(
     ]  # fmt: skip
     env = dict(os.environ)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    # The suite needs no plugin of the environment it runs from (flaky.py is its own): loading
+    # them all cost each run about a second, and one could change how the suite behaves.
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     package_parent = str(Path(twinbuild.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
     if docker_host is not None:

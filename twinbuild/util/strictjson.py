@@ -153,15 +153,23 @@ def canonical(value: Any) -> bytes:
     ).encode("utf-8")
 
 
-class Fields:
-    """A JSON object read field by field with its key path; unknown keys are an error."""
+#: What a missing key of evidence (and of a smoke report, its input) is told.
+EVIDENCE_WRITES = "`twinbuild evidence record` writes it"
 
-    def __init__(self, data: object, path: str, source: str) -> None:
+
+class Fields:
+    """A JSON object read field by field with its key path; unknown keys are an error. The one
+    typed reader of the JSON twinbuild reads back: evidence, smoke reports, build records."""
+
+    def __init__(
+        self, data: object, path: str, source: str, *, missing: str = EVIDENCE_WRITES
+    ) -> None:
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: {path}: expected an object, got {_tname(data)}")
         self.data: dict[str, Any] = data
         self.path = path
         self.source = source
+        self.missing = missing  # what to do about a missing key, after "missing; "
         self.seen: set[str] = set()
 
     def where(self, key: str) -> str:
@@ -170,7 +178,7 @@ class Fields:
     def _get(self, key: str) -> Any:
         self.seen.add(key)
         if key not in self.data:
-            raise ConfigError(f"{self.where(key)}: missing; `twinbuild evidence record` writes it")
+            raise ConfigError(f"{self.where(key)}: missing; {self.missing}")
         return self.data[key]
 
     def _typed(self, key: str, kind: type, name: str) -> Any:
@@ -216,14 +224,17 @@ class Fields:
         return value
 
     def obj(self, key: str) -> Fields:
-        return Fields(self._get(key), f"{self.path}.{key}", self.source)
+        return Fields(self._get(key), f"{self.path}.{key}", self.source, missing=self.missing)
 
     def opt_obj(self, key: str) -> Fields | None:
         return None if self._get(key) is None else self.obj(key)
 
     def items(self, key: str) -> list[Fields]:
         items = self._typed(key, list, "a list")
-        return [Fields(v, f"{self.path}.{key}[{i}]", self.source) for i, v in enumerate(items)]
+        return [
+            Fields(v, f"{self.path}.{key}[{i}]", self.source, missing=self.missing)
+            for i, v in enumerate(items)
+        ]
 
     def strings(self, key: str) -> list[str]:
         items = self._typed(key, list, "a list")
