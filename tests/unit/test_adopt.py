@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.importer import draft, report
+from twinbuild.importer import draft, report, run
 
 RECIPES = Path(__file__).parent.parent / "fixtures" / "recipes"
 EXPECTED = RECIPES / "expected"
@@ -105,7 +105,7 @@ def test_unfilled_draft_is_refused_by_the_lint(tmp_path: Path) -> None:
 def test_run_writes_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "pins" / "manifest.toml"
     stream = io.StringIO()
-    code = draft.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
+    code = run.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
     assert code == 0
     assert out.read_text() == (EXPECTED / "draft.toml").read_text()
     assert stream.getvalue() == (EXPECTED / "drift.txt").read_text()
@@ -118,7 +118,7 @@ def test_run_never_overwrites_without_force(tmp_path: Path) -> None:
     out.write_text("mine\n")
     stream = io.StringIO()
     with pytest.raises(ConfigError) as err:
-        draft.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
+        run.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
     assert str(err.value) == (
         f"{out}: already exists, so the draft was not written; pass --force to overwrite it, "
         "or --out another path"
@@ -126,7 +126,7 @@ def test_run_never_overwrites_without_force(tmp_path: Path) -> None:
     assert out.read_text() == "mine\n"
     # The drift report is printed before the refusal: the run was not wasted.
     assert stream.getvalue() == (EXPECTED / "drift.txt").read_text()
-    draft.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, force=True,
+    run.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, force=True,
               stream=io.StringIO())  # fmt: skip
     assert out.read_text() == (EXPECTED / "draft.toml").read_text()
 
@@ -136,7 +136,7 @@ def test_unrecognised_pins_are_listed_and_exit_1_after_writing(tmp_path: Path) -
     out = tmp_path / "manifest.toml"
     stream = io.StringIO()
     with pytest.raises(FindingsError) as err:
-        draft.run(Path("odd.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
+        run.run(Path("odd.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
     assert err.value.exit_code == 1
     assert str(err.value) == (
         f"3 unrecognised pin(s) (listed above); the draft at {out} lacks them: add them by hand, "
@@ -161,7 +161,7 @@ def test_unrecognised_pins_are_listed_and_exit_1_after_writing(tmp_path: Path) -
         in (stream.getvalue())
     )  # named after the repository, matched to ROCm's flash-linear-attention through it
     out.unlink()
-    assert draft.run(Path("odd.Dockerfile"), Path("rocm.Dockerfile"), out=out,
+    assert run.run(Path("odd.Dockerfile"), Path("rocm.Dockerfile"), out=out,
                      allow_unrecognised=True, stream=io.StringIO()) == 0  # fmt: skip
 
 

@@ -28,7 +28,7 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("plan",): "twinbuild.builder.plan:plan_change",
     ("bake",): "twinbuild.builder.bake:bake_images",
     ("smoke",): "twinbuild.smoke.runner:smoke_images",
-    ("import",): "twinbuild.importer.draft:run_import",
+    ("import",): "twinbuild.importer.run:run_import",
     ("workflows", "check"): "twinbuild.ci.workflows:check_workflows",
     ("rerun-decision", "report"): "twinbuild.ci.rerun:report",
     ("rerun-decision", "guard"): "twinbuild.ci.rerun:check_guard",

@@ -11,7 +11,7 @@ import pytest
 from packaging.requirements import Requirement
 
 from twinbuild.errors import ConfigError
-from twinbuild.importer import draft, report
+from twinbuild.importer import draft, report, run
 from twinbuild.manifest import loader
 from twinbuild.manifest.render import render
 from twinbuild.recipe import scan
@@ -198,7 +198,7 @@ def test_report_comes_before_a_refused_write(tmp_path: Path) -> None:
     out.write_text("mine\n")
     stream = io.StringIO()
     with pytest.raises(ConfigError):
-        draft.run(tmp_path / "cuda", tmp_path / "rocm", out=out, stream=stream)
+        run.run(tmp_path / "cuda", tmp_path / "rocm", out=out, stream=stream)
     assert stream.getvalue().startswith("dependency")
     assert out.read_text() == "mine\n"
 
@@ -206,12 +206,12 @@ def test_report_comes_before_a_refused_write(tmp_path: Path) -> None:
 def test_recipes_already_adopted_are_said_to_be(tmp_path: Path) -> None:
     root = Path(__file__).parents[2]
     stream = io.StringIO()
-    options = draft.ImportOptions(
+    options = run.ImportOptions(
         cuda_dockerfile=root / "images/cuda/Dockerfile",
         rocm_dockerfile=root / "images/rocm/Dockerfile",
         out=tmp_path / "m.toml",
     )
-    assert draft.run_import(options, stream) == 0
+    assert run.run_import(options, stream) == 0
     assert "already take every pin from a manifest" in stream.getvalue()
     assert not (tmp_path / "m.toml").exists()
 
@@ -219,13 +219,13 @@ def test_recipes_already_adopted_are_said_to_be(tmp_path: Path) -> None:
 def test_adopted_recipes_in_json(tmp_path: Path) -> None:
     root = Path(__file__).parents[2]
     stream = io.StringIO()
-    options = draft.ImportOptions(
+    options = run.ImportOptions(
         cuda_dockerfile=root / "images/cuda/Dockerfile",
         rocm_dockerfile=root / "images/rocm/Dockerfile",
         out=tmp_path / "m.toml",
         format="json",
     )
-    assert draft.run_import(options, stream) == 0
+    assert run.run_import(options, stream) == 0
     assert json.loads(stream.getvalue())["adopted"] is True
 
 

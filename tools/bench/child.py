@@ -81,7 +81,7 @@ def child_main(arg: str) -> None:
     import twinbuild.builder.image
     import twinbuild.engine.base
     import twinbuild.engine.client
-    import twinbuild.importer.draft
+    import twinbuild.importer.run
     import twinbuild.lint.checks
     import twinbuild.manifest.model
     import twinbuild.smoke.collect
@@ -179,7 +179,7 @@ def _job_import(job: dict[str, Any]) -> dict[str, Any]:
     import io
 
     from twinbuild.errors import FindingsError
-    from twinbuild.importer.draft import ImportOptions, run_import
+    from twinbuild.importer.run import ImportOptions, run_import
 
     options = ImportOptions(
         cuda_dockerfile=Path(job["cuda"]), rocm_dockerfile=Path(job["rocm"]),
