@@ -71,6 +71,17 @@ def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None
     assert record_path(root, "production", "rocm").exists()
 
 
+def holding(result: BuildResult) -> FakeEngine:
+    """An engine that holds an untagged image built from ``result``'s inputs (rocm, production)."""
+    engine = FakeEngine(build_chunks=GOOD)
+    engine.add_image(BUILT, {
+        "org.twinbuild.inputs-hash": result.inputs_hash,
+        "org.twinbuild.platform": "rocm",
+        "org.twinbuild.profile": "production",
+    })  # fmt: skip
+    return engine
+
+
 def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     first = _build(root, FakeEngine(build_chunks=GOOD))
@@ -79,8 +90,7 @@ def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
         "org.twinbuild.platform": "rocm",
         "org.twinbuild.profile": "production",
     }
-    engine = FakeEngine(build_chunks=GOOD)
-    engine.add_image(BUILT, labels)
+    engine = holding(first)
     again = _build(root, engine)
     assert again.up_to_date
     assert engine.builds == []
