@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import edit, mini_project
+from tests.session_engine import remove, scratch
 from twinbuild import evidence
 from twinbuild.engine import registry
 from twinbuild.engine.client import Engine, connect
@@ -109,7 +110,8 @@ def _registry_pid(paths: RegistryPaths) -> int:
 def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
     """Build, push, drop the local images, smoke by digest, record, sign, commit, gate, release."""
     work = tmp_path_factory.mktemp("ship")
-    paths = RegistryPaths.under(work / "cache")
+    storage = scratch("tb-registry-")  # in memory where it can be: every push writes there
+    paths = RegistryPaths.under(storage)
     state = registry.up(paths, port=free_port())
     engine = connect()
     made: list[str] = []
@@ -132,6 +134,7 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
                 engine.remove_image(image_id, force=True)
         engine.close()
         registry.down(paths)
+        remove(storage)
 
 
 def _origin(r: Rehearsal) -> None:

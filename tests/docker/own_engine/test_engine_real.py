@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import MINI, edit, mini_project
+from tests.session_engine import remove, scratch
 from twinbuild.engine import base, client, daemon
 from twinbuild.engine.daemon import EnginePaths, EngineState
 from twinbuild.engine.host import run_command
@@ -48,8 +48,7 @@ class Private:
 def private() -> Iterator[Private]:
     if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
         pytest.skip("starts a private dockerd: needs root on Debian/Ubuntu")
-    # A short path: the socket path must fit in 107 bytes.
-    cache = Path(tempfile.mkdtemp(prefix="tb-", dir="/tmp"))
+    cache = scratch("tb-")
     paths = EnginePaths.under(cache)
     user_cache = cache_root()
     with pytest.MonkeyPatch.context() as mp:
@@ -62,7 +61,7 @@ def private() -> Iterator[Private]:
             yield Private(cache, paths, state, user_cache)
         finally:
             daemon.down(paths)
-            base._remove_tree(cache, run_command)
+            remove(cache)
 
 
 def test_up_starts_then_finds_it_running(private: Private) -> None:
