@@ -6,8 +6,10 @@ CI runs ``lint`` and ``tests`` (pr.yml, .ci/run); its other jobs call ``twinbuil
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+from pathlib import Path
 
 import nox
 
@@ -32,9 +34,17 @@ PYTHON = "3.11"
 
 
 def _install(session: nox.Session, *groups: str) -> None:
+    """twinbuild (editable) and the groups' dependencies, unless this reused virtual environment
+    got exactly these from the same pyproject.toml last time: a warm run then starts at once."""
+    wanted = hashlib.sha256(Path("pyproject.toml").read_bytes() + repr(groups).encode()).hexdigest()
+    stamp = Path(session.virtualenv.location) / ".twinbuild-installed"
+    if stamp.is_file() and stamp.read_text() == wanted:
+        session.log("pyproject.toml unchanged since this environment's install: nothing to install")
+        return
     session.install("-e", ".")
     for group in groups:
         session.install(*nox.project.dependency_groups(PYPROJECT, group))
+    stamp.write_text(wanted)
 
 
 def _engine_up(session: nox.Session) -> None:
