@@ -142,10 +142,22 @@ def test_exec_in_a_started_container(private: Private) -> None:
     assert (result.exit_code, result.output) == (0, "42\n")
 
 
+def _light_project(tmp_path: Path) -> Path:
+    """The mini project without its two heavy ROCm wheels (numba, numpy): what these tests prove
+    (an engine killed mid-build, prune) does not depend on them, and a fresh engine would
+    install them for a minute of the run."""
+    root = mini_project(tmp_path)
+    manifest = root / "pins/manifest.toml"
+    text = manifest.read_text()
+    start, end = text.index("[pins.numba]\n"), text.index("[pins.megatron-lm]\n")
+    manifest.write_text(text[:start] + text[end:])
+    return root
+
+
 def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) -> None:
     """A real fault: dockerd dies (SIGKILL) during a build. The build fails with exit 3 and the
     image the tag named before is still the one it names."""
-    root = mini_project(tmp_path)
+    root = _light_project(tmp_path)
     env = {**os.environ, "DOCKER_HOST": private.state.docker_host,
            "TWINBUILD_CACHE": str(private.user_cache)}  # fmt: skip
     argv = [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(root),
@@ -180,7 +192,7 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
 def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: Path) -> None:
     """In this module's own engine: prune removes every untagged twinbuild image, which in the
     session's engine would include other tests' images."""
-    root = mini_project(tmp_path)
+    root = _light_project(tmp_path)
     env = {**os.environ, "DOCKER_HOST": private.state.docker_host,
            "TWINBUILD_CACHE": str(private.user_cache)}  # fmt: skip
     recipe = root / "images/local/Dockerfile"
