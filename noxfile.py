@@ -6,8 +6,10 @@ CI runs ``lint`` and ``tests`` (pr.yml, .ci/run); its other jobs call ``twinbuil
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
+from pathlib import Path
 
 import nox
 
@@ -32,9 +34,17 @@ PYTHON = "3.11"
 
 
 def _install(session: nox.Session, *groups: str) -> None:
+    """twinbuild (editable) and the groups' dependencies, unless this reused virtual environment
+    got exactly these from the same pyproject.toml last time: a warm run then starts at once."""
+    wanted = hashlib.sha256(Path("pyproject.toml").read_bytes() + repr(groups).encode()).hexdigest()
+    stamp = Path(session.virtualenv.location) / ".twinbuild-installed"
+    if stamp.is_file() and stamp.read_text() == wanted:
+        session.log("pyproject.toml unchanged since this environment's install: nothing to install")
+        return
     session.install("-e", ".")
     for group in groups:
         session.install(*nox.project.dependency_groups(PYPROJECT, group))
+    stamp.write_text(wanted)
 
 
 def _engine_up(session: nox.Session) -> None:
@@ -55,8 +65,8 @@ def lint(session: nox.Session) -> None:
     _install(session, "lint")
     session.run("twinbuild", "lint", *session.posargs)
     session.run("twinbuild", "workflows", "check")
-    session.run("ruff", "check", "twinbuild", "tests", "noxfile.py")
-    session.run("ruff", "format", "--check", "twinbuild", "tests", "noxfile.py")
+    session.run("ruff", "check", "twinbuild", "tools", "tests", "noxfile.py")
+    session.run("ruff", "format", "--check", "twinbuild", "tools", "tests", "noxfile.py")
     session.run("mypy")
 
 
@@ -65,11 +75,9 @@ def tests(session: nox.Session) -> None:
     """The whole suite in one pytest run on parallel workers; the Docker tests on one of them,
     against an engine of their own (tests/conftest.py), while the others share the rest."""
     _install(session, "test")
-    docker = []
-    if os.environ.get("TWINBUILD_NO_DOCKER") != "1":
+    if os.environ.get("TWINBUILD_NO_DOCKER") != "1":  # the one switch; tests/conftest.py reads it
         _engine_up(session)  # installs docker.io where it is missing, showing its progress
-        docker = ["--run-docker"]
-    session.run("pytest", "-n", "auto", *docker, *session.posargs)
+    session.run("pytest", "-n", "auto", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -123,7 +131,7 @@ def bench(session: nox.Session) -> None:
     """Benchmarks side by side with docker; writes build/bench/bench.md and bench.json."""
     _install(session, "test")  # row 6 runs the test suite as nox -s tests does (xdist)
     _engine_up(session)
-    session.run("twinbuild", "bench", *session.posargs)
+    session.run("python", "-m", "tools.bench", *session.posargs)  # tools/bench: not installed
 
 
 @nox.session(python=PYTHON, default=False, tags=["mutate"])

@@ -1,8 +1,12 @@
-"""Fences around the outside world: Docker and GPUs only for tests that are marked for them.
+"""Fences around the outside world: Docker and GPUs only for tests that are marked for them, and
+writes only inside the session's temporary folder.
 
-Tests marked ``docker`` run only with ``--run-docker`` (or ``TWINBUILD_RUN_DOCKER=1``); every other
-test gets an engine boundary that refuses to connect, so a unit test cannot reach a daemon by
-accident. Tests marked ``gpu`` run only where a GPU is present.
+Tests marked ``docker`` run unless ``TWINBUILD_NO_DOCKER=1`` (the one switch, read by
+``nox -s tests`` too); the session's own engine starts only when the run can reach one of them.
+Every other test gets an engine boundary that refuses to connect, so a unit test cannot reach a
+daemon by accident, works in a folder of its own, and cannot write outside the session's
+temporary folder (``tests/write_fence.py``): not into the repository, not into the home folder.
+Tests marked ``gpu`` run only where a GPU of their platform's vendor (the manifest's) is present.
 """
 
 from __future__ import annotations
@@ -11,12 +15,15 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.session_engine import SessionEngine, start
-from tests.xdist_docker import make_scheduler, misplaced
+from tests.write_fence import fenced
+from tests.xdist_docker import DOCKER_TESTS, make_scheduler, misplaced
 
 
 class DockerBlocked(RuntimeError):
@@ -26,27 +33,51 @@ class DockerBlocked(RuntimeError):
 BLOCKED = "blocked in tests without @pytest.mark.docker"
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--run-docker",
-        action="store_true",
-        default=False,
-        help="run tests marked docker (they start or use an engine); or env TWINBUILD_RUN_DOCKER=1",
-    )
+#: The one switch: ``TWINBUILD_NO_DOCKER=1`` skips the Docker tests (and starts no engine).
+NO_DOCKER = "TWINBUILD_NO_DOCKER"
+SKIP_DOCKER = f"needs a Docker engine: unset {NO_DOCKER}"
+ROOT = Path(__file__).resolve().parents[1]
+#: Hypothesis keeps a working folder where it starts (the repository, collecting tests/fuzz):
+#: it gets one outside, which the write fence lets it use.
+HYPOTHESIS_HOME = Path(tempfile.gettempdir()) / f"twinbuild-hypothesis-{os.getuid()}"
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(HYPOTHESIS_HOME))
 
 
-def _docker_enabled(config: pytest.Config) -> bool:
-    return bool(config.getoption("--run-docker")) or os.environ.get("TWINBUILD_RUN_DOCKER") == "1"
+def _docker_enabled() -> bool:
+    return os.environ.get(NO_DOCKER) != "1"
+
+
+def _reaches_docker_tests(config: pytest.Config) -> bool:
+    """Whether this run can collect a Docker test: one of its paths holds or is under
+    tests/docker/, and ``-m`` does not leave the ``docker`` marker out."""
+    expr = str(config.getoption("markexpr") or "")
+    if expr:
+        from _pytest.mark.expression import Expression  # how pytest itself reads -m
+
+        def marked(name: str, /, **_kwargs: object) -> bool:
+            return name == "docker"
+
+        if not Expression.compile(expr).evaluate(marked):
+            return False
+    docker = ROOT / DOCKER_TESTS
+    paths = [a.split("::", 1)[0] for a in config.args] or list(config.getini("testpaths"))
+    for arg in paths:
+        path = (config.invocation_params.dir / arg).resolve()
+        if path == docker or docker in path.parents or path in docker.parents:
+            return True
+    return False
 
 
 _ENGINE = pytest.StashKey[SessionEngine]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """With --run-docker, start the session's own engine (in the controlling process only)."""
-    if not _docker_enabled(config) or hasattr(config, "workerinput"):
+    """Start the session's own engine (in the controlling process only) when a Docker test may
+    run, before any xdist worker exists, so every worker inherits its DOCKER_HOST."""
+    if not _docker_enabled() or hasattr(config, "workerinput"):
         return
-    config.stash[_ENGINE] = start()
+    if _reaches_docker_tests(config):
+        config.stash[_ENGINE] = start()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -81,12 +112,20 @@ def gpu_vendors() -> frozenset[str]:
     return frozenset(found)
 
 
-_PLATFORM_VENDOR = {"cuda": "nvidia", "rocm": "amd"}
+@functools.cache
+def vendor_of(platform: str) -> str | None:
+    """The GPU vendor of ``platform``, as the repository's manifest declares it."""
+    import twinbuild
+    from twinbuild.manifest.loader import load
+
+    checkout = Path(twinbuild.__file__).resolve().parents[1]  # the repository under test
+    specs = load(checkout / "pins/manifest.toml").platforms
+    return next((spec.vendor for name, spec in specs.items() if name == platform), None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    docker_on = _docker_enabled(config)
-    skip_docker = pytest.mark.skip(reason="needs a Docker engine: pass --run-docker")
+    docker_on = _docker_enabled()
+    skip_docker = pytest.mark.skip(reason=SKIP_DOCKER)
     problem = misplaced(items)
     if problem is not None:
         raise pytest.UsageError(problem)
@@ -97,23 +136,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if gpu is not None:
             # @pytest.mark.gpu("cuda") wants that platform's vendor; bare @pytest.mark.gpu any GPU.
             vendors = gpu_vendors()
-            wanted = _PLATFORM_VENDOR.get(str(gpu.args[0])) if gpu.args else None
+            wanted = vendor_of(str(gpu.args[0])) if gpu.args else None
             if not vendors or (wanted is not None and wanted not in vendors):
                 what = f"a {wanted} GPU" if wanted else "a GPU"
                 item.add_marker(pytest.mark.skip(reason=f"needs {what}: none detected here"))
 
 
 @pytest.fixture(autouse=True)
-def _fence_docker(
+def _fence(
     request: pytest.FixtureRequest,
     monkeypatch: pytest.MonkeyPatch,
     tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    """Tests without the docker marker cannot make a Docker client, and keep their cache (wheels,
-    remembered recipe parses) in the session's temporary folder, not the user's."""
+) -> Iterator[None]:
+    """Tests without the docker marker cannot make a Docker client, keep their cache (wheels,
+    remembered recipe parses) and temporary files in the session's temporary folder, start in an
+    empty working folder of their own, and fail on any write outside the session's folder."""
     if request.node.get_closest_marker("docker") is not None:
+        yield
         return
-    monkeypatch.setenv("TWINBUILD_CACHE", str(tmp_path_factory.getbasetemp() / "cache"))
+    session = tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("TWINBUILD_CACHE", str(session / "cache"))
+    scratch = session / "tmp"
+    scratch.mkdir(exist_ok=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.chdir(tmp_path_factory.mktemp("cwd"))
     import twinbuild.engine.client
 
     def blocked(*_args: object, **_kwargs: object) -> None:
@@ -122,3 +169,6 @@ def _fence_docker(
     monkeypatch.setattr(twinbuild.engine.client, "connect", blocked)
     monkeypatch.setattr(twinbuild.engine.client, "_open_client", blocked)
     monkeypatch.setattr(twinbuild.engine.client, "_request", blocked)
+    hypothesis = Path(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
+    with fenced(session, hypothesis, Path(os.devnull).parent, refuse=True):
+        yield

@@ -1,6 +1,6 @@
 """The unit tests' one fake engine: images held in a dict, canned build streams, every call recorded.
 
-It implements :class:`twinbuild.engine.client.EngineAPI` and mypy checks that it does (see the end
+It implements :class:`twinbuild.engine.api.EngineAPI` and mypy checks that it does (see the end
 of this file), so a method added to the Protocol must be added here too. It answers the way the
 Docker engine does where the code under test depends on it: a build stores its image with its
 labels, a tag needs an existing image, an imported image is untagged until tagged.
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from twinbuild.engine.client import (
+from twinbuild.engine.api import (
     Builder,
     BuilderUnavailable,
     EngineInfo,
@@ -242,6 +242,6 @@ class FakeEngine:
 
 
 if TYPE_CHECKING:  # mypy: the fake is an EngineAPI, so the code under test gets one
-    from twinbuild.engine.client import EngineAPI
+    from twinbuild.engine.api import EngineAPI
 
     _checked: EngineAPI = FakeEngine()

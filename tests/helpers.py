@@ -1,9 +1,13 @@
-"""Shared test helpers: a copy of the mini project that a test can edit."""
+"""Shared test helpers: a copy of the mini project that a test can edit, a pin with a change."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from pathlib import Path
+from typing import Any
+
+from twinbuild.manifest.model import ResolvedPin
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI = FIXTURES / "mini"
@@ -21,3 +25,9 @@ def edit(path: Path, old: str, new: str) -> None:
     text = path.read_text()
     assert text.count(old) == 1, f"{old!r} occurs {text.count(old)} times in {path}"
     path.write_text(text.replace(old, new))
+
+
+def repin(pin: ResolvedPin, **changes: Any) -> ResolvedPin:
+    """``pin`` with some of its fields changed, a value (``version``) or its own (``name``)."""
+    own = {k: changes.pop(k) for k in list(changes) if k in ResolvedPin.__dataclass_fields__}
+    return dataclasses.replace(pin, values=dataclasses.replace(pin.values, **changes), **own)

@@ -60,7 +60,7 @@ class Target:
 TARGETS = (
     Target(
         name="inputs hash",
-        source="twinbuild/build/inputs.py",
+        source="twinbuild/builder/inputs.py",
         tests=("tests/unit/test_inputs_hash.py", "tests/unit/test_build.py"),
     ),
     Target(
@@ -88,7 +88,7 @@ TARGETS = (
     ),
     Target(
         name="strict JSON",
-        source="twinbuild/evidence/strictjson.py",
+        source="twinbuild/util/strictjson.py",
         tests=(
             "tests/unit/test_evidence_strictjson.py",
             "tests/unit/test_strictjson_bounds.py",

@@ -16,11 +16,13 @@ import pytest
 
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import git, init, isolate_git
-from twinbuild.build.image import BuildOptions, BuildResult, build_image, image_tag
+from twinbuild.builder.image import BuildResult, build_image, image_tag
+from twinbuild.builder.options import BuildOptions
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
-from twinbuild.manifest.model import PLATFORMS, Platform, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS, Platform
 
 # The session engine's tests run on one xdist worker, one after another (tests/xdist_docker.py):
 # they share the session engine, where image tags are global.
@@ -42,14 +44,16 @@ BUILT: list[str] = []
 
 @pytest.fixture
 def engine() -> Iterator[Engine]:
-    """The engine; every image a test built is removed afterwards, so reruns build afresh."""
+    """The engine; every image a test built is removed afterwards, so reruns build afresh. Its
+    layers stay (the session engine goes at the end): the next module's build of the same mini
+    project takes them from the engine's cache instead of installing every wheel again."""
     with connect() as found:
         try:
             yield found
         finally:
             for image_id in set(BUILT):
                 with contextlib.suppress(EngineError):
-                    found.remove_image(image_id, force=True)
+                    found.remove_image(image_id, force=True, prune=False)
             BUILT.clear()
 
 
@@ -96,7 +100,7 @@ def test_build_twice_then_cuda_only_change_rebuilds_cuda_only(
         assert labels["org.opencontainers.image.revision"] == git(project, "rev-parse", "HEAD")
         assert (project / f"build/local/{platform}/image.json").exists()
         assert (project / f"build/local/{platform}/build.log").read_text()
-    skipped = {s["pin"] for s in first["cuda"].skipped}
+    skipped = {s.pin for s in first["cuda"].skipped}
     assert skipped == {"torch_memory_saver", "megatron-bridge", "megatron-lm"}
 
     again = {p: _build(project, engine, p) for p in PLATFORMS}

@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import edit, mini_project
+from tests.session_engine import remove, scratch
 from twinbuild import evidence
 from twinbuild.engine import registry
 from twinbuild.engine.client import Engine, connect
@@ -114,7 +115,8 @@ def _registry_pid(paths: RegistryPaths) -> int:
 def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
     """Build, push, drop the local images, smoke by digest, record, sign, commit, gate, release."""
     work = tmp_path_factory.mktemp("ship")
-    paths = RegistryPaths.under(work / "cache")
+    storage = scratch("tb-registry-")  # in memory where it can be: every push writes there
+    paths = RegistryPaths.under(storage)
     state = registry.up(paths, port=free_port())
     engine = connect()
     made: list[str] = []
@@ -137,6 +139,7 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
                 engine.remove_image(image_id, force=True)
         engine.close()
         registry.down(paths)
+        remove(storage)
 
 
 def _origin(r: Rehearsal) -> None:
@@ -173,7 +176,7 @@ def _build_push_smoke(r: Rehearsal, made: list[str]) -> None:
         assert record["pushed"]["ref"] == ref
         made.append(record["image_id"])
         # A second runner: the image is not in its engine; it must come from the registry.
-        r.engine.remove_image(record["image_id"], force=True)
+        r.engine.remove_image(record["image_id"], force=True, prune=False)  # layers stay cached
         assert r.engine.inspect_image(ref) is None
         smoked = r.cli("smoke", "--image", ref, "--report-dir", str(r.work / "smoke"))
         assert smoked.returncode == 0, smoked.stderr + smoked.stdout
@@ -408,6 +411,32 @@ def test_registry_gone_mid_push_is_exit_3_and_tags_nothing(rehearsal: Rehearsal)
     } == before
     assert "pushed" not in json.loads(record.read_text())  # a failed push records nothing
     assert r.tag_digest("cuda", "v1") == image.digest
+
+
+def test_a_build_that_finds_its_image_up_to_date_keeps_what_push_recorded(
+    rehearsal: Rehearsal,
+) -> None:
+    """build, push, build: the second build finds the image up to date and must keep the push
+    in the record, so a smoke of the built image still names the pushed digest (it once fell
+    back to the engine's first repo digest, the pushed one only while it knows one registry)."""
+    r = rehearsal
+    record = r.root / "build/local/rocm/image.json"
+    assert r.cli("build", "--platform", "rocm").returncode == 0
+    pushed = r.cli("push", "--platform", "rocm")
+    assert pushed.returncode == 0, pushed.stderr
+    ref = pushed.stdout.split("rocm: ", 1)[1].split(" ", 1)[0]
+    before = json.loads(record.read_text())
+    assert before["pushed"]["ref"] == ref
+    again = r.cli("build", "--platform", "rocm")
+    assert again.returncode == 0, again.stderr
+    assert "twinbuild/rocm:local: up to date" in again.stdout
+    after = json.loads(record.read_text())
+    assert after["image_id"] == before["image_id"]
+    assert after["pushed"] == before["pushed"]
+    smoked = r.cli("smoke", "--platform", "rocm", "--report-dir", str(r.work / "smoke-noop"))
+    assert smoked.returncode == 0, smoked.stderr + smoked.stdout
+    report = json.loads((r.work / "smoke-noop/smoke-rocm-local.json").read_text())
+    assert report["image"]["digest"] == ref
 
 
 @pytest.fixture

@@ -18,10 +18,11 @@ import pytest
 from tests.helpers import MINI
 from tests.unit.evidence_builders import github_env, validated
 from twinbuild import evidence
-from twinbuild.engine import client as engine_mod
+from twinbuild.engine import client
 from twinbuild.engine.base import ensure_base
 from twinbuild.errors import FindingsError
-from twinbuild.manifest.model import Manifest, load, loads
+from twinbuild.manifest.loader import load, loads
+from twinbuild.manifest.model import Manifest
 from twinbuild.smoke import runner
 
 # The session engine's tests run on one xdist worker, one after another (tests/xdist_docker.py):
@@ -97,20 +98,20 @@ why = "a file pin"
 
 
 @pytest.fixture(scope="module")
-def eng() -> Iterator[engine_mod.Engine]:
-    with engine_mod.connect() as e:
+def eng() -> Iterator[client.Engine]:
+    with client.connect() as e:
         yield e
 
 
 @pytest.fixture(scope="module")
-def base_id(eng: engine_mod.Engine) -> str:
+def base_id(eng: client.Engine) -> str:
     """The embedded base of the mini project's [local] table (built once, then reused)."""
     local = load(MINI / "pins/manifest.toml").local
     found = ensure_base(eng, suite=local.suite, mirror=local.mirror, packages=local.packages)
     return found.image_id
 
 
-def _build(eng: engine_mod.Engine, context: Path, **kwargs: Any) -> str:
+def _build(eng: client.Engine, context: Path, **kwargs: Any) -> str:
     stream = eng.api.build(
         path=str(context), network_mode="none", rm=True, forcerm=True, decode=True, **kwargs
     )
@@ -142,7 +143,7 @@ def manifest(project: Path) -> Manifest:
 
 
 @pytest.fixture(scope="module")
-def images(eng: engine_mod.Engine, project: Path, base_id: str) -> Iterator[dict[str, str]]:
+def images(eng: client.Engine, project: Path, base_id: str) -> Iterator[dict[str, str]]:
     made: dict[str, str] = {}
     labels = {
         "org.twinbuild.platform": "cuda",
@@ -206,12 +207,12 @@ def _by_id(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["id"]: t for t in summary["tests"]}
 
 
-def _containers(eng: engine_mod.Engine) -> list[Any]:
-    return list(eng.api.containers(all=True, filters={"label": engine_mod.OWNER_LABEL}))
+def _containers(eng: client.Engine) -> list[Any]:
+    return list(eng.api.containers(all=True, filters={"label": client.OWNER_LABEL}))
 
 
 def test_smoke_local_build_record_passes(
-    eng: engine_mod.Engine,
+    eng: client.Engine,
     manifest: Manifest,
     project: Path,
     images: dict[str, str],

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import TypeVar
 
 from hypothesis import HealthCheck, settings
 
+from tests.write_fence import fenced
 from twinbuild.errors import TwinbuildError
 
 TIME_BOUND_S = 10.0
@@ -47,63 +47,12 @@ settings.register_profile(
 )
 settings.load_profile(os.environ.get("TWINBUILD_FUZZ", "ci"))
 
+
 _T = TypeVar("_T")
 
 
 class Hang(BaseException):
     """The call under test ran past the time bound."""
-
-
-class WroteOutside(AssertionError):
-    """The call under test wrote outside its temporary folder."""
-
-
-_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
-_PATH_EVENTS = {
-    "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,), "os.chmod": (0,), "os.chown": (0,),
-    "os.truncate": (0,), "os.utime": (0,), "shutil.rmtree": (0,), "os.rename": (0, 1),
-    "os.replace": (0, 1), "os.symlink": (1,), "os.link": (1,),
-}  # fmt: skip
-_fence: list[str] = []  # the allowed folder while a call runs, else empty
-_seen: list[str] = []
-
-
-def _audit(event: str, args: tuple[object, ...]) -> None:
-    if not _fence:
-        return
-    paths: list[object] = []
-    if event == "open" and len(args) >= 3:
-        path, mode, flags = args[0], args[1], args[2]
-        writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-            isinstance(flags, int) and bool(flags & _WRITE_FLAGS)
-        )
-        if writing:
-            paths.append(path)
-    elif event in _PATH_EVENTS:
-        paths.extend(args[i] for i in _PATH_EVENTS[event] if i < len(args))
-    for path in paths:
-        if isinstance(path, int) or path is None:
-            continue  # a descriptor: its opening was checked
-        name = os.fsdecode(path) if isinstance(path, str | bytes) else str(path)
-        absolute = os.path.abspath(name)  # noqa: PTH100 (no syscalls inside an audit hook)
-        if not (absolute == _fence[0] or absolute.startswith(_fence[0] + os.sep)):
-            _seen.append(f"{event} {absolute}")
-
-
-sys.addaudithook(_audit)
-
-
-@contextlib.contextmanager
-def fenced(folder: Path) -> Iterator[None]:
-    """Record every write outside ``folder`` while the block runs; fail if there was one."""
-    _seen.clear()
-    _fence.append(os.path.realpath(folder))
-    try:
-        yield
-    finally:
-        _fence.clear()
-    if _seen:
-        raise WroteOutside(f"wrote outside {folder}: {_seen[:5]}")
 
 
 @contextlib.contextmanager

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from tests.fuzz.conftest import outcome
 from tests.fuzz.strategies import as_bytes, json_values, mutated, nested
 from tests.unit.evidence_builders import smoke_report
-from twinbuild.ci import github, rerun
+from twinbuild.ci import rerun
 from twinbuild.errors import TwinbuildError
-from twinbuild.evidence import strictjson
+from twinbuild.util import github, strictjson
 
 SEEDS = [json.dumps(smoke_report("cuda"), indent=1), '{"a": [1, 2.5, "x", null, true]}']
 

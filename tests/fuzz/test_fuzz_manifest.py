@@ -10,7 +10,8 @@ from tests.fuzz.conftest import outcome
 from tests.fuzz.strategies import as_bytes, hostile
 from tests.helpers import MINI
 from twinbuild.lint.checks import lint_manifest
-from twinbuild.manifest.model import Manifest, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import Manifest
 from twinbuild.manifest.render import render
 from twinbuild.manifest.table import markdown
 

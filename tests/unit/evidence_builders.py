@@ -14,10 +14,11 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
-from twinbuild.evidence import dsse, record, save, sign, strictjson
+from twinbuild.evidence import dsse, record, save, sign
 from twinbuild.evidence.keys import keyid
 from twinbuild.evidence.statement import Validated
 from twinbuild.manifest.model import Platform
+from twinbuild.util import strictjson
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
 REPO = "twinbuild/twinbuild"

@@ -1,6 +1,6 @@
 """A scripted machine for the provisioning tests of the engine and the registry.
 
-Both talk to the machine through :class:`twinbuild.engine.daemon.Host`; the process, apt and
+Both talk to the machine through :class:`twinbuild.engine.host.Host`; the process, apt and
 clock part of that is the same for both, so it lives here once. Each test module subclasses it
 with the program it installs and what a spawn of that program leaves behind.
 """

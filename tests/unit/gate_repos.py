@@ -20,8 +20,8 @@ from tests.helpers import edit, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, Signer, evidence, smoke_report
 from tests.unit.gitrepos import commit_all, git, isolate_git
 from tests.unit.reviews import OWNER, reviews_file
-from twinbuild import evidence as ev
 from twinbuild.cli.main import main
+from twinbuild.evidence import keygen, load_private
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.model import PLATFORMS
 
@@ -73,12 +73,12 @@ def make_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
     script.write_text(CHECKOUT_SH)
     script.chmod(0o755)
     (root / "README.md").write_text("# demo\n")
-    pair = ev.keygen(tmp_path / "secret" / "ci.key", root / "evidence/keys/ci.pub")
+    pair = keygen(tmp_path / "secret" / "ci.key", root / "evidence/keys/ci.pub")
     git(root, "init", "-q", "-b", "main")
     base = commit_all(root, "base")
     edit(root / "pins/manifest.toml", 'version = "0.4.2"', 'version = "0.4.3"')
     tested = commit_all(root, "bump flash-linear-attention")
-    signer = Signer(key=ev.load_private(env={}, path=pair.private_path))
+    signer = Signer(key=load_private(env={}, path=pair.private_path))
     sign_evidence(root, tested, signer)
     git(root, "checkout", "-q", "-b", f"pr-{PR}", tested)
     monkeypatch.chdir(root)

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.importer import draft as adopt
-from twinbuild.importer import report as drift
+from twinbuild.importer import draft, report, run
 
 RECIPES = Path(__file__).parent.parent / "fixtures" / "recipes"
 EXPECTED = RECIPES / "expected"
@@ -22,19 +21,19 @@ def in_recipes(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(RECIPES)
 
 
-def both() -> adopt.Adoption:
-    return adopt.adopt(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"))
+def both() -> draft.Adoption:
+    return draft.adopt(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"))
 
 
 @pytest.mark.usefixtures("in_recipes")
 def test_draft_is_exact() -> None:
-    assert adopt.draft(both()) == (EXPECTED / "draft.toml").read_text()
+    assert draft.draft(both()) == (EXPECTED / "draft.toml").read_text()
 
 
 @pytest.mark.usefixtures("in_recipes")
 @pytest.mark.parametrize(("fmt", "ext"), [("text", "txt"), ("markdown", "md"), ("json", "json")])
-def test_drift_report_is_exact(fmt: drift.Format, ext: str) -> None:
-    assert drift.report(both(), fmt) == (EXPECTED / f"drift.{ext}").read_text()
+def test_drift_report_is_exact(fmt: report.Format, ext: str) -> None:
+    assert report.report(both(), fmt) == (EXPECTED / f"drift.{ext}").read_text()
 
 
 @pytest.mark.usefixtures("in_recipes")
@@ -77,23 +76,23 @@ def _filled(text: str) -> str:
 
 @pytest.mark.usefixtures("in_recipes")
 def test_filled_draft_loads_and_passes_the_manifest_lint(tmp_path: Path) -> None:
-    from twinbuild.lint import checks as lint
-    from twinbuild.manifest import model as manifest
+    from twinbuild.lint import checks
+    from twinbuild.manifest import loader
 
-    draft = adopt.draft(both())
+    text = draft.draft(both())
     path = tmp_path / "pins" / "manifest.toml"
-    adopt.write_draft(_filled(draft), path)
-    loaded = manifest.load(path)
-    assert lint.lint_manifest(loaded).findings == []
+    draft.write_draft(_filled(text), path)
+    loaded = loader.load(path)
+    assert checks.lint_manifest(loaded).findings == []
     assert sorted(loaded.pins) == sorted(d.name for d in both().deps)
 
 
 @pytest.mark.usefixtures("in_recipes")
 def test_unfilled_draft_is_refused_by_the_lint(tmp_path: Path) -> None:
-    from twinbuild.lint import checks as lint
-    from twinbuild.manifest import model as manifest
+    from twinbuild.lint import checks
+    from twinbuild.manifest import loader
 
-    findings = lint.lint_manifest(manifest.loads(adopt.draft(both()), tmp_path / "m.toml")).findings
+    findings = checks.lint_manifest(loader.loads(draft.draft(both()), tmp_path / "m.toml")).findings
     codes = {f.code for f in findings}
     assert codes == {"TB007", "TB008", "TB009"}
     assert (
@@ -106,7 +105,7 @@ def test_unfilled_draft_is_refused_by_the_lint(tmp_path: Path) -> None:
 def test_run_writes_and_reports(tmp_path: Path) -> None:
     out = tmp_path / "pins" / "manifest.toml"
     stream = io.StringIO()
-    code = adopt.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
+    code = run.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
     assert code == 0
     assert out.read_text() == (EXPECTED / "draft.toml").read_text()
     assert stream.getvalue() == (EXPECTED / "drift.txt").read_text()
@@ -119,7 +118,7 @@ def test_run_never_overwrites_without_force(tmp_path: Path) -> None:
     out.write_text("mine\n")
     stream = io.StringIO()
     with pytest.raises(ConfigError) as err:
-        adopt.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
+        run.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
     assert str(err.value) == (
         f"{out}: already exists, so the draft was not written; pass --force to overwrite it, "
         "or --out another path"
@@ -127,7 +126,7 @@ def test_run_never_overwrites_without_force(tmp_path: Path) -> None:
     assert out.read_text() == "mine\n"
     # The drift report is printed before the refusal: the run was not wasted.
     assert stream.getvalue() == (EXPECTED / "drift.txt").read_text()
-    adopt.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, force=True,
+    run.run(Path("cuda.Dockerfile"), Path("rocm.Dockerfile"), out=out, force=True,
               stream=io.StringIO())  # fmt: skip
     assert out.read_text() == (EXPECTED / "draft.toml").read_text()
 
@@ -137,7 +136,7 @@ def test_unrecognised_pins_are_listed_and_exit_1_after_writing(tmp_path: Path) -
     out = tmp_path / "manifest.toml"
     stream = io.StringIO()
     with pytest.raises(FindingsError) as err:
-        adopt.run(Path("odd.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
+        run.run(Path("odd.Dockerfile"), Path("rocm.Dockerfile"), out=out, stream=stream)
     assert err.value.exit_code == 1
     assert str(err.value) == (
         f"3 unrecognised pin(s) (listed above); the draft at {out} lacks them: add them by hand, "
@@ -162,7 +161,7 @@ def test_unrecognised_pins_are_listed_and_exit_1_after_writing(tmp_path: Path) -
         in (stream.getvalue())
     )  # named after the repository, matched to ROCm's flash-linear-attention through it
     out.unlink()
-    assert adopt.run(Path("odd.Dockerfile"), Path("rocm.Dockerfile"), out=out,
+    assert run.run(Path("odd.Dockerfile"), Path("rocm.Dockerfile"), out=out,
                      allow_unrecognised=True, stream=io.StringIO()) == 0  # fmt: skip
 
 
@@ -171,18 +170,18 @@ def test_bad_input(tmp_path: Path) -> None:
     empty.write_text("FROM scratch\nRUN echo hi\n")
     good = RECIPES / "rocm.Dockerfile"
     with pytest.raises(ConfigError) as err:
-        adopt.adopt(empty, good)
+        draft.adopt(empty, good)
     assert str(err.value) == (
         f"{empty}: no pins found (no FROM image, pip/git/curl/apt install or pinned ARG); "
         "is this the production recipe?"
     )
     with pytest.raises(ConfigError) as err:
-        adopt.adopt(good, tmp_path / "missing")
+        draft.adopt(good, tmp_path / "missing")
     assert str(err.value) == f"{tmp_path}/missing: recipe not found; pass a Dockerfile's path"
     broken = tmp_path / "broken"
     broken.write_text("FROM a\nRUN echo 'x\n")
     with pytest.raises(ConfigError) as err:
-        adopt.adopt(broken, good)
+        draft.adopt(broken, good)
     assert str(err.value) == f"{broken}:2: does not parse: unterminated single quote"
     assert err.value.exit_code == 2
 

@@ -1,4 +1,4 @@
-"""twinbuild.build.bake: a docker buildx bake file in bake's documented JSON shape, with staged contexts."""
+"""twinbuild.builder.bake: a docker buildx bake file in bake's documented JSON shape, with staged contexts."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import mini_project
-from twinbuild.build.bake import bake, check_repository, definition
+from twinbuild.builder.bake import bake, check_repository, definition
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
 # The attributes the Bake file reference (docs.docker.com/build/bake/reference/) documents.

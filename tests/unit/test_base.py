@@ -44,7 +44,12 @@ class FakeRunner:
         if argv[0] == "dpkg":
             return 0, "amd64\n"
         if argv[0] == "mmdebstrap":
-            rootfs = Path(argv[-2])  # mmdebstrap [options] SUITE TARGET MIRROR
+            # mmdebstrap [--options] SUITE TARGET MIRROR; an option taken for the target once made
+            # a folder named "--include=..." in the checkout (removed, with this fence and check)
+            _suite, target, _mirror = [a for a in argv[1:] if not a.startswith("--")]
+            rootfs = Path(target)
+            assert rootfs.is_absolute(), argv
+            assert rootfs.name == "rootfs", argv
             (rootfs / "var/cache/apt/archives").mkdir(parents=True)
             (rootfs / "var/cache/apt/archives/git_1_amd64.deb").write_text("deb")
             (rootfs / "etc").mkdir()

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from twinbuild.bench.generate import generate_manifest, smoke_manifest, write_project
-from twinbuild.bench.stats import (
+from tests.unit.test_cli_handlers import NOWHERE, _no_engine
+from tools.bench.__main__ import build_parser, main
+from tools.bench.generate import generate_manifest, smoke_manifest, write_project
+from tools.bench.stats import (
     Row,
     fit_exponent,
     median,
@@ -15,8 +18,9 @@ from twinbuild.bench.stats import (
     ratio,
     table,
 )
+from twinbuild.engine import client
 from twinbuild.lint.checks import lint
-from twinbuild.manifest.model import load, loads
+from twinbuild.manifest.loader import load, loads
 
 
 def test_median_of_odd_and_even_counts() -> None:
@@ -92,7 +96,7 @@ def test_too_small_a_manifest_is_refused() -> None:
 
 def test_smoke_manifest_pins_what_the_fabricated_image_holds() -> None:
     manifest = loads(smoke_manifest(3), Path("m.toml"))
-    assert [(r.name, r.version) for r in manifest.resolve("cuda")] == [
+    assert [(r.name, r.values.version) for r in manifest.resolve("cuda")] == [
         ("benchdist-00000", "1.0.0"),
         ("benchdist-00001", "1.0.1"),
         ("benchdist-00002", "1.0.2"),
@@ -101,8 +105,8 @@ def test_smoke_manifest_pins_what_the_fabricated_image_holds() -> None:
 
 def test_cleanup_restores_tags_and_removes_only_what_the_run_made(tmp_path: Path) -> None:
     from tests.fake_engine import FakeEngine
-    from twinbuild.bench.runner import _cleanup
-    from twinbuild.bench.session import Session
+    from tools.bench.runner import _cleanup
+    from tools.bench.session import Session
 
     engine = FakeEngine()
     engine.add_image("sha256:old", {}, "twinbuild/cuda:local")  # the user's image, kept
@@ -121,7 +125,7 @@ def test_cleanup_restores_tags_and_removes_only_what_the_run_made(tmp_path: Path
 
 
 def test_grow_repeats_a_real_recipe_to_exactly_n_lines() -> None:
-    from twinbuild.bench.recipes import PAIR, grow
+    from tools.bench.recipes import PAIR, grow
 
     source = (Path(__file__).parents[2] / PAIR / "Dockerfile").read_text()
     grown = grow(source, 1000)
@@ -134,3 +138,41 @@ def test_grow_repeats_a_real_recipe_to_exactly_n_lines() -> None:
         parse_text(grow(source, n), Path(f"grown-{n}"))
     with pytest.raises(ValueError, match="empty source recipe"):
         grow("", 10)
+
+
+def test_bench_without_an_engine_exits_3(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tempfile
+
+    monkeypatch.setattr(client, "connect", _no_engine)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # bench's work folder
+    monkeypatch.setenv("DOCKER_HOST", NOWHERE)
+    repo = Path(__file__).resolve().parents[2]
+    code = main(["--quick", "--root", str(repo), "--out", str(tmp_path / "bench")])
+    assert code == 3
+    assert capsys.readouterr().err == (
+        f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
+    )
+
+
+@pytest.mark.parametrize("flag", ["--root", "--out", "--quick"])
+def test_each_option_reaches_bench_options(
+    flag: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """As tests/unit/test_cli_options.py does for twinbuild's own commands."""
+    from tests.unit.test_cli_options import Reached, _argv, _assert_typed, _carried, _matches
+
+    def record(options: object, *args: object, **kwargs: object) -> Any:
+        raise Reached(options)
+
+    monkeypatch.setattr("tools.bench.runner.bench", record)
+    monkeypatch.chdir(tmp_path)
+    parser = build_parser()
+    action = next(a for a in parser._actions if flag in a.option_strings)
+    argv, expected = _argv(parser, action)
+    with pytest.raises(Reached) as reached:
+        main(argv)
+    options = reached.value.options
+    _assert_typed(options)
+    assert any(_matches(v, expected) for v in _carried(options, action.dest))

@@ -17,10 +17,12 @@ import requests
 from tests.fake_engine import FakeEngine
 from tests.helpers import edit, mini_project
 from tests.unit.inputs_reference import reference
-from twinbuild.build.image import BuilderChoice, BuildOptions, BuildResult, build_image, out_dir
-from twinbuild.engine.client import BuilderUnavailable
+from twinbuild.builder.image import BuildResult, build_image
+from twinbuild.builder.options import BuilderChoice, BuildOptions
+from twinbuild.builder.record import record_path
+from twinbuild.engine.api import BuilderUnavailable
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
 BUILT = "sha256:" + "b" * 64
@@ -66,7 +68,18 @@ def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None
     # a step that runs says so when it starts (a cached one only when it is done)
     assert said[1] == "[rocm/production] step 2/2: RUN pip install -r /tmp/pins.txt: started"
     assert said[2].startswith("[rocm/production] step 2/2: RUN pip install -r /tmp/pins.txt (ran, ")
-    assert (out_dir(BuildOptions(root=root, profile="production"), "rocm") / "image.json").exists()
+    assert record_path(root, "production", "rocm").exists()
+
+
+def holding(result: BuildResult) -> FakeEngine:
+    """An engine that holds an untagged image built from ``result``'s inputs (rocm, production)."""
+    engine = FakeEngine(build_chunks=GOOD)
+    engine.add_image(BUILT, {
+        "org.twinbuild.inputs-hash": result.inputs_hash,
+        "org.twinbuild.platform": "rocm",
+        "org.twinbuild.profile": "production",
+    })  # fmt: skip
+    return engine
 
 
 def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
@@ -77,8 +90,7 @@ def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
         "org.twinbuild.platform": "rocm",
         "org.twinbuild.profile": "production",
     }
-    engine = FakeEngine(build_chunks=GOOD)
-    engine.add_image(BUILT, labels)
+    engine = holding(first)
     again = _build(root, engine)
     assert again.up_to_date
     assert engine.builds == []
@@ -139,7 +151,7 @@ def test_disk_full(tmp_path: Path) -> None:
 
 def test_a_second_build_of_the_same_image_waits_then_gives_up(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    folder = out_dir(BuildOptions(root=root, profile="production"), "rocm")
+    folder = record_path(root, "production", "rocm").parent
     folder.mkdir(parents=True)
     engine = FakeEngine(build_chunks=GOOD)
     said: list[str] = []
@@ -199,12 +211,12 @@ def test_an_unchanged_recipe_is_not_parsed_again(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from twinbuild.build.inputs import input_files
+    from twinbuild.builder.inputs import input_files
 
     root = mini_project(tmp_path)
     first = input_files(root, "rocm", "local")  # parses, and remembers
     code = (
-        "import sys; from pathlib import Path; from twinbuild.build.inputs import input_files; "
+        "import sys; from pathlib import Path; from twinbuild.builder.inputs import input_files; "
         f"files = input_files(Path({str(root)!r}), 'rocm', 'local'); "
         "print(len(files), 'twinbuild.recipe.scan' in sys.modules, 'dockerfile_parse' in sys.modules)"
     )

@@ -12,12 +12,11 @@ import pytest
 from tests.helpers import mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
-from twinbuild.build.image import builder_settings
-from twinbuild.build.input_paths import NOT_INPUTS, RULE, is_input
-from twinbuild.build.inputs import image_inputs, input_files, inputs_hash
-from twinbuild.build.tree import CommitTree, Tree, WorkTree
+from twinbuild.builder.input_paths import NOT_INPUTS, RULE, is_input
+from twinbuild.builder.inputs import builder_settings, image_inputs, input_files, inputs_hash
+from twinbuild.builder.tree import CommitTree, Tree, WorkTree
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
 pytestmark = needs_git
@@ -48,8 +47,8 @@ def _hash(tree: Tree | Path, root: Path) -> str:
 
 
 def test_the_working_tree_and_its_commit_hash_alike(root: Path) -> None:
-    (root / "twinbuild/build/__pycache__").mkdir(exist_ok=True)
-    (root / "twinbuild/build/__pycache__/image.cpython-311.pyc").write_bytes(b"\0compiled")
+    (root / "twinbuild/builder/__pycache__").mkdir(exist_ok=True)
+    (root / "twinbuild/builder/__pycache__/image.cpython-311.pyc").write_bytes(b"\0compiled")
     assert _hash(root, root) == _hash(CommitTree(root, "HEAD"), root)
     paths = [e.path for e in input_files(CommitTree(root, "HEAD"), "cuda", "production")]
     assert paths == ["images/common/a.sh", "images/cuda/Dockerfile"]  # the glob, not b.txt
@@ -102,7 +101,7 @@ def test_each_input_moves_the_hash_in_both_views(
         ("tests/test_x.py", False),
         ("docs/x.md", False),
         ("twinbuild/smoke/runner.py", True),  # installed, so it may decide image bytes
-        ("twinbuild/build/plan.py", True),
+        ("twinbuild/builder/plan.py", True),
     ],
 )
 def test_only_the_listed_paths_do_not_move_it(root: Path, path: str, moves: bool) -> None:

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from twinbuild.build.buildkit_trace import decode
+from twinbuild.builder.buildkit_trace import decode
 
 # Captured from POST /build?version=2 on Docker 20.10 (the private engine): the context vertex
 # started, then completed.

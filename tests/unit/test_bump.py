@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import commit_file, git, init, isolate_git, needs_git
 from twinbuild.errors import ConfigError, UpstreamRefused
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.pins.bump import BumpRequest, bump
 
 NEW_SHA = "1234567890abcdef1234567890abcdef12345678"
@@ -91,7 +91,7 @@ def test_diverge_writes_override_and_reason(manifest: Path) -> None:
     assert list(result.rebuild) == ["rocm"]
     pins = {p: r for p in ("cuda", "rocm") for r in load(manifest).resolve(p)
             if r.name == "flash-linear-attention"}  # fmt: skip
-    assert (pins["cuda"].version, pins["rocm"].version) == ("0.4.2", "0.4.3")
+    assert (pins["cuda"].values.version, pins["rocm"].values.version) == ("0.4.2", "0.4.3")
 
 
 def test_bump_making_pin_symmetric_again_folds_overrides(manifest: Path) -> None:

@@ -15,7 +15,8 @@ import pytest
 from tests.helpers import mini_project
 from tests.unit.gitrepos import commit_file, init, isolate_git, needs_git
 from twinbuild.errors import ConfigError, UpstreamRefused
-from twinbuild.manifest.model import PLATFORMS, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS
 from twinbuild.pins.bump import BumpOptions, BumpRequest, bump, bump_pin
 
 FLA = """[pins.flash-linear-attention]
@@ -62,7 +63,7 @@ def _manifest(tmp_path: Path, pin_text: str) -> Path:
 
 def _versions(path: Path, name: str) -> dict[str, str | None]:
     manifest = load(path)
-    return {p: {r.name: r for r in manifest.resolve(p)}[name].version for p in PLATFORMS}
+    return {p: {r.name: r for r in manifest.resolve(p)}[name].values.version for p in PLATFORMS}
 
 
 @pytest.mark.parametrize(
@@ -85,7 +86,7 @@ def test_a_symmetric_commit_written_per_platform_moves_on_both(tmp_path: Path) -
     new = "2" * 40
     bump(path, BumpRequest(name="apex", commit=new, why="apex merge commit"))
     manifest = load(path)
-    commits = {p: {r.name: r for r in manifest.resolve(p)}["apex"].commit for p in PLATFORMS}
+    commits = {p: {r.name: r for r in manifest.resolve(p)}["apex"].values.commit for p in PLATFORMS}
     assert commits == {"cuda": new, "rocm": new}
 
 
@@ -122,7 +123,7 @@ def test_bump_pin_takes_the_cli_options(tmp_path: Path) -> None:
         bump_pin(BumpOptions(manifest=path, request=request, upstream=str(tmp_path)))
     assert str(info.value) == "pins.numba: --upstream checks a commit; drop it for --version"
     bump_pin(BumpOptions(manifest=path, request=request))
-    assert {r.name: r.version for r in load(path).resolve("rocm")}["numba"] == "0.66.0"
+    assert {r.name: r.values.version for r in load(path).resolve("rocm")}["numba"] == "0.66.0"
 
 
 def test_a_bump_to_the_same_value_rebuilds_nothing(tmp_path: Path) -> None:

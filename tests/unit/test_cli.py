@@ -12,8 +12,7 @@ from tests.helpers import mini_project
 from twinbuild.cli.main import build_parser, main
 
 COMMANDS = {
-    "lint", "render", "engine", "base", "build", "smoke", "gpu-proof", "bench", "import",
-    "workflows",
+    "lint", "render", "engine", "base", "build", "smoke", "gpu-proof", "import", "workflows",
     "rerun-decision", "evidence", "pins", "plan", "bake", "registry", "push", "release", "prune",
 }  # fmt: skip
 
@@ -68,7 +67,7 @@ def test_render_defaults_to_the_local_profile_and_the_base_tag_build_uses(
 ) -> None:
     from twinbuild.engine.base import base_tag
     from twinbuild.errors import TwinbuildError
-    from twinbuild.manifest.model import load
+    from twinbuild.manifest.loader import load
 
     root = mini_project(tmp_path)
     manifest = root / "pins/manifest.toml"

@@ -17,11 +17,13 @@ import pytest
 from tests.helpers import edit, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, github_env, smoke_report, write_json
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
-from twinbuild.build.image import BuildOptions, plan_inputs
+from twinbuild.builder.image import plan_inputs
+from twinbuild.builder.options import BuildOptions
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine
 from twinbuild.evidence.head import commit_inputs
-from twinbuild.manifest.model import PLATFORMS, Platform, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS, Platform
 
 pytestmark = needs_git
 MANIFEST = Path("pins/manifest.toml")

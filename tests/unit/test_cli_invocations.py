@@ -35,7 +35,6 @@ NOX_FORWARDS = {
     "engine": "engine",
     "build": "build",
     "smoke": "smoke",
-    "bench": "bench",
 }
 #: Fenced blocks that hold shell (a mermaid diagram or a TOML sample does not).
 SHELL_BLOCKS = {"", "sh", "bash", "console", "shell"}

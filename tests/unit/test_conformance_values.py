@@ -8,13 +8,14 @@ Expected messages are written out.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from twinbuild.manifest.model import ResolvedPin, loads
+from tests.helpers import repin
+from twinbuild.manifest.loader import loads
+from twinbuild.manifest.model import ResolvedPin
 from twinbuild.smoke.conformance import Collected, check_base, check_pin, is_floating, request_for
 
 PLATFORMS = """schema = 1
@@ -410,7 +411,7 @@ def test_a_floating_checkout_records_the_commit_it_found() -> None:
 
 def test_only_checkout_and_file_pins_with_a_path_are_requested() -> None:
     pins = _pins()
-    pip_with_path = dataclasses.replace(pins["fla"], path="/opt/fla")
+    pip_with_path = repin(pins["fla"], path="/opt/fla")
     assert request_for([pip_with_path]) == {"checkouts": [], "files": [], "apt": []}
 
 
@@ -430,9 +431,7 @@ def _wheel(direct: dict[str, Any] | None) -> Collected:
 
 
 def test_a_wheel_url_pin_without_a_recorded_hash_fails() -> None:
-    pin = dataclasses.replace(
-        _pins()["kubectl"], install="pip", dist="tool", path=None, version=None
-    )
+    pin = repin(_pins()["kubectl"], install="pip", dist="tool", path=None, version=None)
     for direct in (None, {"url": "https://x/tool.whl"}, {"url": "u", "archive_info": {}}):
         result = check_pin(pin, _wheel(direct))
         assert (result.outcome, result.holds) == ("failed", "1.0"), direct
@@ -465,7 +464,7 @@ def test_the_base_by_layers_and_by_label_both_ways() -> None:
 
 
 def test_an_unpinned_pin_passes_and_records_the_version() -> None:
-    pin = dataclasses.replace(_pins()["numpy"], range="")
+    pin = repin(_pins()["numpy"], range="")
     result = check_pin(pin, _dists(numpy="1.26.4"))
     assert (result.pin, result.outcome, result.holds, result.message) == (
         "numpy",
@@ -476,7 +475,7 @@ def test_an_unpinned_pin_passes_and_records_the_version() -> None:
 
 
 def test_a_range_that_is_not_pep_440_fails_naming_what_was_found() -> None:
-    pin = dataclasses.replace(_pins()["numpy"], range="~=x")
+    pin = repin(_pins()["numpy"], range="~=x")
     result = check_pin(pin, _dists(numpy="1.26.4"))
     assert (result.pin, result.outcome, result.holds, result.message) == (
         "numpy",
@@ -493,10 +492,10 @@ def test_a_pre_release_inside_a_range_counts() -> None:
 
 
 def test_a_git_pin_without_a_commit_floats_even_undeclared() -> None:
-    pin = dataclasses.replace(_pins()["tms"], floating=None)
+    pin = repin(_pins()["tms"], floating=None)
     assert is_floating(pin)
     assert not is_floating(_pins()["megatron-lm"])
-    assert not is_floating(dataclasses.replace(_pins()["fla"], kind="url"))
+    assert not is_floating(repin(_pins()["fla"], kind="url"))
 
 
 def test_a_result_names_its_pin() -> None:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import edit, mini_project
-from tests.unit.gitrepos import commit_all, commit_file, init, isolate_git, needs_git
+from tests.helpers import edit
+from tests.unit.gitrepos import commit_all, commit_file, needs_git
 from twinbuild.errors import ConfigError
 from twinbuild.pins.diff import diff_revs
 
@@ -28,18 +28,10 @@ why = "FA4 kernels"
 """
 
 
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    isolate_git(monkeypatch, tmp_path / "home")
-    root = init(mini_project(tmp_path))
-    commit_all(root, "mini project")
-    return root
-
-
-def test_moved_shared_pin_text_and_markdown(repo: Path) -> None:
-    edit(repo / MANIFEST, OLD_SHA, NEW_SHA)
-    commit_all(repo, "bump tms")
-    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+def test_moved_shared_pin_text_and_markdown(mini_repo: Path) -> None:
+    edit(mini_repo / MANIFEST, OLD_SHA, NEW_SHA)
+    commit_all(mini_repo, "bump tms")
+    result = diff_revs("HEAD~1", "HEAD", repo=mini_repo)
     assert result.text() == (
         f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
         "changed torch_memory_saver\n"
@@ -58,14 +50,14 @@ def test_moved_shared_pin_text_and_markdown(repo: Path) -> None:
     )
 
 
-def test_added_removed_and_rocm_only(repo: Path) -> None:
-    text = (repo / MANIFEST).read_text()
+def test_added_removed_and_rocm_only(mini_repo: Path) -> None:
+    text = (mini_repo / MANIFEST).read_text()
     start = text.index("[pins.numba]")
     end = text.index("[pins.numpy]")
     edit_text = text[:start] + text[end:] + NEW_PIN
     edit_text = edit_text.replace('range = "<2"', 'range = "<1.27"')
-    commit_file(repo, MANIFEST, edit_text, "drop numba, add tilelang, narrow numpy")
-    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+    commit_file(mini_repo, MANIFEST, edit_text, "drop numba, add tilelang, narrow numpy")
+    result = diff_revs("HEAD~1", "HEAD", repo=mini_repo)
     assert result.text() == (
         f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
         "removed numba\n"
@@ -79,10 +71,10 @@ def test_added_removed_and_rocm_only(repo: Path) -> None:
     assert "| `numba` | removed | rocm | `==0.65.1` | — |" in result.markdown()
 
 
-def test_why_only_change_rebuilds_nothing(repo: Path) -> None:
-    edit(repo / MANIFEST, 'why = "ROCm base fix"', 'why = "ROCm base fix (#12)"')
-    commit_all(repo, "why")
-    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+def test_why_only_change_rebuilds_nothing(mini_repo: Path) -> None:
+    edit(mini_repo / MANIFEST, 'why = "ROCm base fix"', 'why = "ROCm base fix (#12)"')
+    commit_all(mini_repo, "why")
+    result = diff_revs("HEAD~1", "HEAD", repo=mini_repo)
     assert result.text() == (
         f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
         "changed numba: why/floating only (no image change)\n"
@@ -90,11 +82,11 @@ def test_why_only_change_rebuilds_nothing(repo: Path) -> None:
     )
 
 
-def test_settings_and_layer_changes(repo: Path) -> None:
-    edit(repo / MANIFEST, 'toolkit = "12.9"', 'toolkit = "13.0"')
-    edit(repo / MANIFEST, 'layer = "late"\n', "")
-    commit_all(repo, "cuda 13, tms in the pins layer")
-    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+def test_settings_and_layer_changes(mini_repo: Path) -> None:
+    edit(mini_repo / MANIFEST, 'toolkit = "12.9"', 'toolkit = "13.0"')
+    edit(mini_repo / MANIFEST, 'layer = "late"\n', "")
+    commit_all(mini_repo, "cuda 13, tms in the pins layer")
+    result = diff_revs("HEAD~1", "HEAD", repo=mini_repo)
     assert result.text() == (
         f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
         "setting platforms.cuda.toolkit: 12.9 -> 13.0\n"
@@ -105,9 +97,9 @@ def test_settings_and_layer_changes(repo: Path) -> None:
     )
 
 
-def test_no_change(repo: Path) -> None:
-    commit_file(repo, "README.md", "docs\n", "docs")
-    result = diff_revs("HEAD~1", "HEAD", repo=repo)
+def test_no_change(mini_repo: Path) -> None:
+    commit_file(mini_repo, "README.md", "docs\n", "docs")
+    result = diff_revs("HEAD~1", "HEAD", repo=mini_repo)
     assert result.text() == (
         f"pins diff HEAD~1..HEAD ({MANIFEST})\nno pin changes\nrebuild: none\n"
     )
@@ -116,42 +108,42 @@ def test_no_change(repo: Path) -> None:
     )
 
 
-def test_unknown_revision_and_missing_manifest(repo: Path) -> None:
+def test_unknown_revision_and_missing_manifest(mini_repo: Path) -> None:
     with pytest.raises(ConfigError) as caught:
-        diff_revs("nope", "HEAD", repo=repo)
+        diff_revs("nope", "HEAD", repo=mini_repo)
     assert (
         str(caught.value)
-        == f"pins diff: unknown revision 'nope' in {repo}; fetch it or check the name"
+        == f"pins diff: unknown revision 'nope' in {mini_repo}; fetch it or check the name"
     )
     with pytest.raises(ConfigError) as caught:
-        diff_revs("HEAD", "HEAD", repo=repo, manifest=Path("pins/other.toml"))
+        diff_revs("HEAD", "HEAD", repo=mini_repo, manifest=Path("pins/other.toml"))
     assert str(caught.value) == (
         "HEAD:pins/other.toml: no manifest at that revision; pick a later one"
     )
 
 
-def test_invalid_manifest_at_revision_names_revision(repo: Path) -> None:
-    commit_file(repo, MANIFEST, "schema = 1\n[pins\n", "break it")
+def test_invalid_manifest_at_revision_names_revision(mini_repo: Path) -> None:
+    commit_file(mini_repo, MANIFEST, "schema = 1\n[pins\n", "break it")
     with pytest.raises(ConfigError) as caught:
-        diff_revs("HEAD~1", "HEAD", repo=repo)
+        diff_revs("HEAD~1", "HEAD", repo=mini_repo)
     assert str(caught.value).startswith(f"HEAD:{MANIFEST}:2:")
 
 
 def test_uncommitted_bump_against_head_like_git_diff(
-    repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    mini_repo: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`pins diff` with no revision: HEAD against the working tree, from a subdirectory too."""
     from twinbuild.cli.main import main
 
-    edit(repo / MANIFEST, OLD_SHA, NEW_SHA)  # not committed
-    monkeypatch.chdir(repo / "images")
+    edit(mini_repo / MANIFEST, OLD_SHA, NEW_SHA)  # not committed
+    monkeypatch.chdir(mini_repo / "images")
     assert main(["pins", "diff"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(
         f"pins diff HEAD..working tree ({MANIFEST})\nchanged torch_memory_saver\n"
     )
     assert f"  cuda: {TMS}@{OLD_SHA} -> {TMS}@{NEW_SHA}\n" in out
-    commit_all(repo, "bump tms")
+    commit_all(mini_repo, "bump tms")
     assert main(["pins", "diff"]) == 0  # committed: the working tree is HEAD again
     assert "no pin changes\n" in capsys.readouterr().out
     assert main(["pins", "diff", "HEAD~1"]) == 0  # one revision: it against the working tree

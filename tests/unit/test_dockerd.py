@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.unit import fake_host
-from twinbuild.engine import daemon as dockerd
+from twinbuild.engine import daemon
 from twinbuild.engine.daemon import DEFAULT_HOST, EnginePaths, EngineState
+from twinbuild.engine.host import SystemHost
+from twinbuild.engine.wire import ping
 from twinbuild.errors import EngineError
+from twinbuild.util.paths import cache_root
 
 
 @dataclass
@@ -57,12 +60,12 @@ def test_cache_root_follows_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     monkeypatch.setenv("TWINBUILD_CACHE", str(tmp_path))
     assert EnginePaths.under().socket == tmp_path / "engine" / "docker.sock"
     monkeypatch.delenv("TWINBUILD_CACHE")
-    assert dockerd.cache_root() == Path.home() / ".cache" / "twinbuild"
+    assert cache_root() == Path.home() / ".cache" / "twinbuild"
 
 
 def test_up_starts_private_engine_with_no_network(paths: EnginePaths) -> None:
     host = FakeHost()
-    state = dockerd.up(paths, host)
+    state = daemon.up(paths, host)
     assert state == EngineState(
         docker_host=f"unix://{paths.socket}", source="private", running=True, started=True, pid=4242
     )
@@ -89,8 +92,8 @@ def test_up_starts_private_engine_with_no_network(paths: EnginePaths) -> None:
 
 def test_second_up_finds_it_running(paths: EnginePaths) -> None:
     host = FakeHost()
-    dockerd.up(paths, host)
-    again = dockerd.up(paths, host)
+    daemon.up(paths, host)
+    again = daemon.up(paths, host)
     assert again.started is False
     assert again.running is True
     assert len(host.spawned) == 1
@@ -104,7 +107,7 @@ def test_up_uses_docker_host_that_answers(
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", "unix:///run/other.sock")
     host = FakeHost(answering={"unix:///run/other.sock"})
-    state = dockerd.up(paths, host)
+    state = daemon.up(paths, host)
     assert state.source == "env"
     assert host.spawned == []
     assert state.describe() == (
@@ -115,7 +118,7 @@ def test_up_uses_docker_host_that_answers(
 def test_up_refuses_dead_docker_host(paths: EnginePaths, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:2375")
     with pytest.raises(EngineError) as info:
-        dockerd.up(paths, FakeHost())
+        daemon.up(paths, FakeHost())
     assert str(info.value) == (
         "DOCKER_HOST=tcp://127.0.0.1:2375 does not answer; start that engine, or unset "
         "DOCKER_HOST so `twinbuild engine up` starts a private one"
@@ -126,20 +129,20 @@ def test_up_treats_our_own_docker_host_as_private(
     paths: EnginePaths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", paths.docker_host)  # someone sourced our env file
-    state = dockerd.up(paths, FakeHost())
+    state = daemon.up(paths, FakeHost())
     assert state.started is True
 
 
 def test_up_uses_default_socket(paths: EnginePaths) -> None:
     host = FakeHost(answering={DEFAULT_HOST})
-    state = dockerd.up(paths, host)
+    state = daemon.up(paths, host)
     assert (state.source, state.docker_host, host.spawned) == ("default", DEFAULT_HOST, [])
 
 
 @pytest.mark.parametrize(("root", "debian"), [(False, True), (True, False)])
 def test_up_elsewhere_says_what_to_do(paths: EnginePaths, root: bool, debian: bool) -> None:
     with pytest.raises(EngineError) as info:
-        dockerd.up(paths, FakeHost(root=root, debian=debian))
+        daemon.up(paths, FakeHost(root=root, debian=debian))
     assert str(info.value) == (
         "no Docker engine answers at unix:///var/run/docker.sock and DOCKER_HOST is unset; "
         "start Docker or set DOCKER_HOST (twinbuild starts a private engine only as root on "
@@ -150,7 +153,7 @@ def test_up_elsewhere_says_what_to_do(paths: EnginePaths, root: bool, debian: bo
 def test_up_installs_docker_io_when_dockerd_missing(paths: EnginePaths) -> None:
     host = FakeHost(binaries={})
     said: list[str] = []
-    dockerd.up(paths, host, say=said.append)
+    daemon.up(paths, host, say=said.append)
     step = "engine: installing Debian's docker.io with apt-get"
     assert said[0] == f"{step}: started"
     assert re.fullmatch(rf"{step}: done in \d+\.\ds", said[1]), said
@@ -171,7 +174,7 @@ def test_up_reports_failed_apt(paths: EnginePaths) -> None:
     )
     said: list[str] = []
     with pytest.raises(EngineError) as info:
-        dockerd.up(paths, host, say=said.append)
+        daemon.up(paths, host, say=said.append)
     assert said[-1].startswith("engine: installing Debian's docker.io with apt-get: failed after ")
     assert str(info.value) == (
         "`apt-get update` failed (exit 100): Reading lists | E: Could not resolve "
@@ -182,7 +185,7 @@ def test_up_reports_failed_apt(paths: EnginePaths) -> None:
 def test_up_shows_log_tail_when_dockerd_dies(paths: EnginePaths) -> None:
     host = FakeHost(die_after_spawn=True)
     with pytest.raises(EngineError) as info:
-        dockerd.up(paths, host)
+        daemon.up(paths, host)
     assert str(info.value) == (
         f"dockerd (pid 4242) exited before unix://{paths.socket} answered; log {paths.log}: "
         'level=info msg=starting | level=fatal msg="no space left on device"'
@@ -193,7 +196,7 @@ def test_up_shows_log_tail_when_dockerd_dies(paths: EnginePaths) -> None:
 def test_up_times_out_and_stops_the_daemon(paths: EnginePaths) -> None:
     host = FakeHost(answer_after_spawn=False)
     with pytest.raises(EngineError) as info:
-        dockerd.up(paths, host, timeout=5)
+        daemon.up(paths, host, timeout=5)
     assert str(info.value) == (
         f"dockerd (pid 4242) did not answer on unix://{paths.socket} within 5s and was stopped; "
         f'log {paths.log}: level=info msg=starting | level=fatal msg="no space left on device"'
@@ -206,7 +209,7 @@ def test_up_ignores_stale_pidfile_of_recycled_pid(paths: EnginePaths) -> None:
     host = FakeHost(procs={77: "/usr/bin/python3 something-else"})
     paths.root.mkdir(parents=True)
     paths.pidfile.write_text("77\n")
-    state = dockerd.up(paths, host)
+    state = daemon.up(paths, host)
     assert state.pid == 4242
     assert 77 in host.procs  # never signalled
     assert host.signals == []
@@ -216,7 +219,7 @@ def test_down_stops_by_pid(paths: EnginePaths) -> None:
     host = FakeHost()
     _running(paths, host)
     paths.env_file.write_text("DOCKER_HOST=x\n")
-    state = dockerd.down(paths, host)
+    state = daemon.down(paths, host)
     assert host.signals == [(77, signal.SIGTERM)]
     assert not paths.pidfile.exists()
     assert not paths.env_file.exists()
@@ -226,7 +229,7 @@ def test_down_stops_by_pid(paths: EnginePaths) -> None:
 def test_down_kills_after_timeout(paths: EnginePaths) -> None:
     host = FakeHost(ignores_sigterm=True)
     _running(paths, host)
-    dockerd.down(paths, host, timeout=3)
+    daemon.down(paths, host, timeout=3)
     assert host.signals == [(77, signal.SIGTERM), (77, signal.SIGKILL)]
     assert host.clock >= 3
     assert not paths.pidfile.exists()
@@ -236,8 +239,8 @@ def test_down_is_idempotent_and_spares_strangers(paths: EnginePaths) -> None:
     host = FakeHost(procs={77: "/usr/sbin/sshd"})
     paths.root.mkdir(parents=True)
     paths.pidfile.write_text("77\n")
-    first = dockerd.down(paths, host)
-    second = dockerd.down(paths, host)
+    first = daemon.down(paths, host)
+    second = daemon.down(paths, host)
     assert (
         first
         == second
@@ -251,36 +254,36 @@ def test_docker_host_prefers_env_then_private_then_default(
     paths: EnginePaths, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     host = FakeHost()
-    assert dockerd.docker_host(paths, host) == DEFAULT_HOST
+    assert daemon.docker_host(paths, host) == DEFAULT_HOST
     _running(paths, host)
-    assert dockerd.docker_host(paths, host) == f"unix://{paths.socket}"
+    assert daemon.docker_host(paths, host) == f"unix://{paths.socket}"
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:2375")
-    assert dockerd.docker_host(paths, host) == "tcp://127.0.0.1:2375"
+    assert daemon.docker_host(paths, host) == "tcp://127.0.0.1:2375"
 
 
 def test_status_reports_each_source(paths: EnginePaths, monkeypatch: pytest.MonkeyPatch) -> None:
     host = FakeHost()
-    assert dockerd.status(paths, host).describe() == (
+    assert daemon.status(paths, host).describe() == (
         "no engine answers at unix:///var/run/docker.sock (default socket)"
     )
     _running(paths, host)
-    assert dockerd.status(paths, host).running is True
+    assert daemon.status(paths, host).running is True
     monkeypatch.setenv("DOCKER_HOST", "unix:///run/x.sock")
-    assert dockerd.status(paths, host).describe() == (
+    assert daemon.status(paths, host).describe() == (
         "no engine answers at unix:///run/x.sock (DOCKER_HOST)"
     )
 
 
 def test_ping_rejects_unknown_scheme() -> None:
     with pytest.raises(EngineError) as info:
-        dockerd.ping("ssh://me@host")
+        ping("ssh://me@host")
     assert str(info.value) == (
         "DOCKER_HOST=ssh://me@host: scheme 'ssh' is not supported; use unix:// or tcp://"
     )
 
 
 def test_ping_a_missing_socket_is_false(tmp_path: Path) -> None:
-    assert dockerd.ping(f"unix://{tmp_path}/none.sock") is False
+    assert ping(f"unix://{tmp_path}/none.sock") is False
 
 
 def test_ping_speaks_http_over_a_unix_socket(tmp_path: Path) -> None:
@@ -302,7 +305,7 @@ def test_ping_speaks_http_over_a_unix_socket(tmp_path: Path) -> None:
     thread = threading.Thread(target=serve)
     thread.start()
     try:
-        assert dockerd.ping(f"unix://{path}") is True
+        assert ping(f"unix://{path}") is True
     finally:
         thread.join(5)
         server.close()
@@ -312,7 +315,7 @@ def test_ping_speaks_http_over_a_unix_socket(tmp_path: Path) -> None:
 def test_system_host_alive_and_cmdline() -> None:
     import os
 
-    host = dockerd.SystemHost()
+    host = SystemHost()
     assert host.alive(os.getpid()) is True
     # what /proc says, NULs as spaces (an xdist worker renames itself, so no fixed word)
     own = Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode()

@@ -17,7 +17,8 @@ import requests.exceptions
 
 import twinbuild.engine.client
 from tests.conftest import gpu_vendors
-from twinbuild.engine.client import Engine, GpuAccess, ImageSummary, RunResult
+from twinbuild.engine.api import EngineAPI, GpuAccess, ImageSummary, RunResult
+from twinbuild.engine.client import Engine
 from twinbuild.errors import ConfigError, EngineError
 
 real_connect = twinbuild.engine.client.connect
@@ -358,7 +359,7 @@ def test_info_reads_builder_version(engine: Engine) -> None:
 def test_engine_has_every_member_of_the_protocol_with_its_signature() -> None:
     """What the rest of twinbuild calls (EngineAPI) is what Engine implements, parameter by
     parameter; a fake that only matches the protocol would otherwise drift from the real class."""
-    protocol = twinbuild.engine.client.EngineAPI
+    protocol = EngineAPI
     members = {
         name
         for name, value in vars(protocol).items()
@@ -421,6 +422,7 @@ def _run_fenced(
             **os.environ,
             "PYTHONPATH": str(Path(__file__).parents[2]),
             "TWINBUILD_TEST_ENGINE": "given",
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",  # this conftest needs none: seconds a run
             **(env or {}),
         },
     )
@@ -428,17 +430,17 @@ def _run_fenced(
 
 
 def test_conftest_fences_docker_and_gpu(tmp_path: Path) -> None:
-    out = _run_fenced(tmp_path, env={"TWINBUILD_RUN_DOCKER": "0"})
+    out = _run_fenced(tmp_path, env={"TWINBUILD_NO_DOCKER": "1"})
     assert "DockerBlocked: blocked in tests without @pytest.mark.docker" in out
-    assert "SKIPPED [1] test_fenced.py:8: needs a Docker engine: pass --run-docker" in out
+    assert "SKIPPED [1] test_fenced.py:8: needs a Docker engine: unset TWINBUILD_NO_DOCKER" in out
     if "amd" not in gpu_vendors():
         assert "SKIPPED [1] test_fenced.py:12: needs a amd GPU: none detected here" in out
     assert "1 failed" in out
 
 
-def test_run_docker_option_and_env_enable_docker_tests(tmp_path: Path) -> None:
-    assert "needs a Docker engine" not in _run_fenced(tmp_path, "--run-docker")
-    assert "needs a Docker engine" not in _run_fenced(tmp_path, env={"TWINBUILD_RUN_DOCKER": "1"})
+def test_docker_tests_run_unless_the_one_switch_says_no(tmp_path: Path) -> None:
+    assert "needs a Docker engine" not in _run_fenced(tmp_path, env={"TWINBUILD_NO_DOCKER": ""})
+    assert "needs a Docker engine" not in _run_fenced(tmp_path, env={"TWINBUILD_NO_DOCKER": "0"})
 
 
 GPU_MARKED = """

@@ -14,9 +14,10 @@ import pytest
 
 
 @pytest.fixture
-def answering() -> Iterator[str]:
-    """A unix socket that answers ``GET /_ping`` like an engine (all `status` asks of one)."""
-    path = Path("/tmp") / f"tb-ping-{os.getpid()}-{threading.get_ident()}.sock"
+def answering(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A unix socket that answers ``GET /_ping`` like an engine (all `status` asks of one).
+    In a short folder of the session's: a socket's path must fit in 107 bytes."""
+    path = tmp_path_factory.mktemp("ping") / "engine.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
     server.listen()

@@ -43,11 +43,6 @@ FORK_HELP = (
 )
 
 
-@pytest.fixture
-def signer() -> Signer:
-    return Signer.new()
-
-
 def _both(tmp_path: Path, signer: Signer, **kw: Any) -> list[Path]:
     return [evidence(tmp_path, signer, "cuda", **kw), evidence(tmp_path, signer, "rocm", **kw)]
 

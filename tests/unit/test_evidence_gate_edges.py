@@ -32,11 +32,6 @@ POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HE
 OTHER = "f" * 40
 
 
-@pytest.fixture
-def signer() -> Signer:
-    return Signer.new()
-
-
 def _gate(paths: list[Path], signer: Signer, policy: Policy = POLICY) -> GateResult:
     return gate(paths, policy=policy, trusted=signer.trusted, now=NOW)
 

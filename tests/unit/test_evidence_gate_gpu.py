@@ -29,11 +29,6 @@ POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HE
 OTHER: dict[Platform, Platform] = {"cuda": "rocm", "rocm": "cuda"}
 
 
-@pytest.fixture
-def signer() -> Signer:
-    return Signer.new()
-
-
 def _refusals(tmp_path: Path, signer: Signer, platform: Platform, gpu: Any) -> list[str]:
     wrong = evidence(tmp_path, signer, platform, report=smoke_report(platform, gpu=gpu))
     right = evidence(tmp_path, signer, OTHER[platform])

@@ -10,9 +10,11 @@ from tests.fake_engine import FakeEngine
 from tests.helpers import edit, mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import git, isolate_git, needs_git
-from twinbuild.build.image import BuildOptions, plan_inputs
+from twinbuild.builder.image import plan_inputs
+from twinbuild.builder.options import BuildOptions
 from twinbuild.evidence.head import commit_inputs
-from twinbuild.manifest.model import PLATFORMS, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS
 
 MANIFEST = Path("pins/manifest.toml")
 

@@ -25,8 +25,9 @@ from tests.unit.evidence_builders import (
     write_json,
 )
 from twinbuild.errors import ConfigError
-from twinbuild.evidence import record, save, strictjson
+from twinbuild.evidence import record, save
 from twinbuild.evidence.statement import PREDICATE_TYPE, STATEMENT_TYPE, Statement
+from twinbuild.util import strictjson
 
 
 def _record(tmp_path: Path, report: dict[str, Any], **env: str) -> Statement:

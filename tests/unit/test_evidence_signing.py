@@ -16,7 +16,8 @@ from tests.unit.evidence_builders import (
     write_json,
 )
 from twinbuild.errors import ConfigError, EvidenceRefused
-from twinbuild.evidence import Blob, dsse, record, save, sign, strictjson, verify
+from twinbuild.evidence import Blob, dsse, record, save, sign, verify
+from twinbuild.util import strictjson
 
 ABOUT = validated(smoke_report("rocm"))
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from twinbuild.errors import ConfigError
-from twinbuild.evidence import strictjson
+from twinbuild.util import strictjson
 
 
 @pytest.mark.parametrize(

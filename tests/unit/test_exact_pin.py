@@ -3,7 +3,6 @@ conformance. The rule itself is checked against ``packaging`` (the reference PEP
 
 from __future__ import annotations
 
-import dataclasses
 import shutil
 import subprocess
 import sys
@@ -12,7 +11,8 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import Specifier
 
-from twinbuild.manifest.model import ResolvedPin
+from tests.helpers import repin
+from twinbuild.manifest.model import ResolvedPin, Values
 from twinbuild.smoke.conformance import Collected, check_pin
 from twinbuild.util import exact_pin
 
@@ -121,24 +121,15 @@ def test_verify_pins_refuses_a_missing_or_wrong_label(verify_script: Path, tmp_p
 PIN = ResolvedPin(
     name="flashinfer-jit-cache",
     platform="cuda",
-    kind="pypi",
-    install="pip",
-    dist="flashinfer-jit-cache",
-    version="0.6.15.post1",
-    range=None,
-    repo=None,
-    commit=None,
-    ref=None,
-    url=None,
-    sha256=None,
-    package=None,
-    path=None,
-    layer="repins",
-    index=None,
-    subdirectory=None,
+    values=Values(
+        kind="pypi",
+        install="pip",
+        dist="flashinfer-jit-cache",
+        version="0.6.15.post1",
+        layer="repins",
+    ),
     why="test",
     floating=None,
-    local_skip=None,
     line=0,
 )
 
@@ -160,7 +151,7 @@ def test_conformance_accepts_a_local_label_the_pin_does_not_name() -> None:
 
 
 def test_conformance_requires_a_label_the_pin_names() -> None:
-    pin = dataclasses.replace(PIN, version="0.6.15.post1+cu130")
+    pin = repin(PIN, version="0.6.15.post1+cu130")
     assert check_pin(pin, _found("0.6.15.post1+cu130")).outcome == "passed"
     for found in ("0.6.15.post1", "0.6.15.post1+cu129"):
         result = check_pin(pin, _found(found))

@@ -3,32 +3,26 @@ traceback (RecursionError, ValueError from int(), UnicodeDecodeError, a tarfile 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.unit.gate_repos import EVIDENCE_REF, GateRepo, make_repo, run_gate
+from tests.unit.gate_repos import EVIDENCE_REF, GateRepo, run_gate
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.cli.main import main
-from twinbuild.evidence import dsse, strictjson
-from twinbuild.manifest.model import MAX_DEPTH
+from twinbuild.evidence import dsse
+from twinbuild.manifest.messages import MAX_DEPTH
+from twinbuild.util import strictjson
 
 pytestmark = needs_git
 
 ENVELOPE = '{"payloadType": "application/vnd.in-toto+json", "payload": "e30=", "signatures": []'
 
 
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
-    return make_repo(tmp_path, monkeypatch)
-
-
-def _evidence_commit(repo: GateRepo, data: bytes) -> None:
+def _evidence_commit(gate_repo: GateRepo, data: bytes) -> None:
     """Replace cuda's evidence on validate/pr-42 with ``data``, as a forged push would."""
-    git(repo.root, "checkout", "-q", "validate/pr-42")
-    (repo.root / "evidence/cuda.dsse.json").write_bytes(data)
-    commit_all(repo.root, "forged evidence")
-    git(repo.root, "checkout", "-q", "pr-42")
+    git(gate_repo.root, "checkout", "-q", "validate/pr-42")
+    (gate_repo.root / "evidence/cuda.dsse.json").write_bytes(data)
+    commit_all(gate_repo.root, "forged evidence")
+    git(gate_repo.root, "checkout", "-q", "pr-42")
 
 
 @pytest.mark.parametrize(
@@ -57,10 +51,10 @@ def _evidence_commit(repo: GateRepo, data: bytes) -> None:
     ids=["5000-digit-int", "nested-100000", "long-float", "not-utf8", "oversize"],
 )
 def test_a_hostile_envelope_is_one_line_and_exit_2(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str], data: bytes, message: str
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str], data: bytes, message: str
 ) -> None:
-    _evidence_commit(repo, data)
-    code, out, err = run_gate(capsys, repo.tested, "--base", repo.base)
+    _evidence_commit(gate_repo, data)
+    code, out, err = run_gate(capsys, gate_repo.tested, "--base", gate_repo.base)
     where = f"{EVIDENCE_REF}:evidence/cuda.dsse.json"
     assert (code, out) == (2, [])
     assert err == [f"twinbuild: {where}: {message}"]
@@ -78,11 +72,11 @@ def test_a_hostile_envelope_is_one_line_and_exit_2(
     ids=["nested", "5000-digit-int"],
 )
 def test_a_hostile_payload_signed_with_the_key_is_one_line(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str], payload: bytes, message: str
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str], payload: bytes, message: str
 ) -> None:
-    envelope = dsse.sign(payload, repo.signer.key)
-    _evidence_commit(repo, strictjson.dumps(envelope.to_dict()).encode())
-    code, _, err = run_gate(capsys, repo.tested, "--base", repo.base)
+    envelope = dsse.sign(payload, gate_repo.signer.key)
+    _evidence_commit(gate_repo, strictjson.dumps(envelope.to_dict()).encode())
+    code, _, err = run_gate(capsys, gate_repo.tested, "--base", gate_repo.base)
     assert (code, len(err)) == (2, 1)
     assert err[0].startswith(
         f"twinbuild: {EVIDENCE_REF}:evidence/cuda.dsse.json: payload: {message}"
@@ -90,15 +84,15 @@ def test_a_hostile_payload_signed_with_the_key_is_one_line(
 
 
 def test_a_symlinked_evidence_file_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    git(repo.root, "checkout", "-q", "validate/pr-42")
-    target = repo.root / "evidence/cuda.dsse.json"
+    git(gate_repo.root, "checkout", "-q", "validate/pr-42")
+    target = gate_repo.root / "evidence/cuda.dsse.json"
     target.unlink()
     target.symlink_to("/etc/passwd")
-    commit_all(repo.root, "symlinked evidence")
-    git(repo.root, "checkout", "-q", "pr-42")
-    code, _, err = run_gate(capsys, repo.tested, "--base", repo.base)
+    commit_all(gate_repo.root, "symlinked evidence")
+    git(gate_repo.root, "checkout", "-q", "pr-42")
+    code, _, err = run_gate(capsys, gate_repo.tested, "--base", gate_repo.base)
     assert (code, err) == (
         2,
         [
@@ -108,9 +102,9 @@ def test_a_symlinked_evidence_file_is_refused(
     )
 
 
-def _head_manifest(repo: GateRepo, data: bytes) -> str:
-    (repo.root / "pins/manifest.toml").write_bytes(data)
-    return commit_all(repo.root, "hostile manifest")
+def _head_manifest(gate_repo: GateRepo, data: bytes) -> str:
+    (gate_repo.root / "pins/manifest.toml").write_bytes(data)
+    return commit_all(gate_repo.root, "hostile manifest")
 
 
 @pytest.mark.parametrize(
@@ -145,10 +139,10 @@ def _head_manifest(repo: GateRepo, data: bytes) -> str:
     ids=["not-utf8", "nested-5000", "nested-100", "5000-digit-int", "oversize"],
 )
 def test_a_hostile_head_manifest_is_one_line_and_exit_2(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str], data: bytes, message: str
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str], data: bytes, message: str
 ) -> None:
-    head = _head_manifest(repo, data)
-    code, out, err = run_gate(capsys, head, "--base", repo.base)
+    head = _head_manifest(gate_repo, data)
+    code, out, err = run_gate(capsys, head, "--base", gate_repo.base)
     assert (code, out) == (2, [])
     assert err == [f"twinbuild: {head}:{message}"]
 

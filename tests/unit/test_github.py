@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.unit.github_runner import runner_outputs
-from twinbuild.ci import github
 from twinbuild.errors import ConfigError
+from twinbuild.util import github
 
 
 def parse_command(line: str) -> tuple[str, dict[str, str], str]:

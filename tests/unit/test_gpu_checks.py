@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from twinbuild.smoke import gpu_checks as gc
+from twinbuild.smoke import gpu_checks
 
 MIB = 1 << 20
 FREE = 140_000 * MIB  # an H200's free memory, give or take
@@ -44,27 +44,27 @@ def _free(**changes: Any) -> dict[str, Any]:
 
 
 def test_free_while_paused_passes_a_healthy_run() -> None:
-    assert gc.memory_saver_free(_free()) == []
+    assert gpu_checks.memory_saver_free(_free()) == []
 
 
 def test_free_while_paused_judges_cudafree_return_code() -> None:
     # cudaErrorInvalidValue (1) from a free path that refused the paused buffer.
-    assert gc.memory_saver_free(_free(free_rc=1)) == [
+    assert gpu_checks.memory_saver_free(_free(free_rc=1)) == [
         "cudaFree of a buffer freed while paused returned 1, not 0 (cudaSuccess)"
     ]
-    assert gc.memory_saver_free(_free(free_rc=None)) == [
+    assert gpu_checks.memory_saver_free(_free(free_rc=None)) == [
         "cudaFree of a buffer freed while paused returned None, not 0 (cudaSuccess)"
     ]
     missing = _free()
     del missing["free_rc"]
-    assert gc.memory_saver_free(missing)[0].startswith(
+    assert gpu_checks.memory_saver_free(missing)[0].startswith(
         "torch_memory_saver free-while-paused: incomplete readings"
     )
 
 
 def test_free_while_paused_fails_when_pause_frees_no_vram() -> None:
     # ROCm 7.2 without the ROCr VMM fix: pause unmaps, the device gets nothing back.
-    problems = gc.memory_saver_free(_free(free_paused=FREE, free_resumed=FREE))
+    problems = gpu_checks.memory_saver_free(_free(free_paused=FREE, free_resumed=FREE))
     assert problems[0] == (
         "torch_memory_saver pause released 0 MiB of the region's 512 MiB (expected >= 90%); "
         "device memory was not handed back"
@@ -72,27 +72,27 @@ def test_free_while_paused_fails_when_pause_frees_no_vram() -> None:
 
 
 def test_free_while_paused_fails_when_the_freed_buffer_is_not_released() -> None:
-    assert gc.memory_saver_free(_free(free_resumed=FREE)) == [
+    assert gpu_checks.memory_saver_free(_free(free_resumed=FREE)) == [
         "a 256 MiB buffer freed while paused left only 0 MiB free after resume: "
         "torch_memory_saver's free path did not release it"
     ]
 
 
 def test_free_while_paused_needs_the_preload_hook() -> None:
-    (problem,) = gc.memory_saver_free(_free(preload_active=False, ld_preload=None))
+    (problem,) = gpu_checks.memory_saver_free(_free(preload_active=False, ld_preload=None))
     assert problem.startswith("torch_memory_saver's preload library is not interposed")
 
 
 def test_memory_saver_checks_never_pass_on_missing_readings() -> None:
-    for judge in (gc.memory_saver_free, gc.memory_saver_torch, gc.memory_saver_tags,
-                  gc.memory_saver_cpu_backup):  # fmt: skip
+    for judge in (gpu_checks.memory_saver_free, gpu_checks.memory_saver_torch, gpu_checks.memory_saver_tags,
+                  gpu_checks.memory_saver_cpu_backup):  # fmt: skip
         assert judge({}), judge
         assert judge({"stage": "configured", **PRELOAD}), judge
     for key in ("region_bytes", "free_paused", "free_resumed"):
         broken = _free()
         del broken[key]
-        assert gc.memory_saver_free(broken)[-1].startswith("torch_memory_saver free-while")
-    assert gc.memory_saver_free(_free(free_paused="n/a"))
+        assert gpu_checks.memory_saver_free(broken)[-1].startswith("torch_memory_saver free-while")
+    assert gpu_checks.memory_saver_free(_free(free_paused="n/a"))
 
 
 # -- torch mode -------------------------------------------------------------------------------------
@@ -109,21 +109,21 @@ def _torch(**changes: Any) -> dict[str, Any]:
 
 
 def test_torch_mode_passes_a_healthy_run() -> None:
-    assert gc.memory_saver_torch(_torch()) == []
+    assert gpu_checks.memory_saver_torch(_torch()) == []
 
 
 def test_torch_mode_fails_when_the_allocator_is_bypassed() -> None:
     # torch's own allocator served the tensor: pause hands nothing back, resume takes nothing.
-    problems = gc.memory_saver_torch(_torch(free_paused=FREE, free_resumed=FREE))
+    problems = gpu_checks.memory_saver_torch(_torch(free_paused=FREE, free_resumed=FREE))
     assert problems == [
         "torch_memory_saver (torch mode) pause released 0 MiB of the region's 512 MiB "
         "(expected >= 90%); device memory was not handed back",
         "resume took back 0 MiB of the region's 512 MiB: the region's memory was not mapped again",
     ]
-    assert gc.memory_saver_torch(_torch(usable_after_resume=False)) == [
+    assert gpu_checks.memory_saver_torch(_torch(usable_after_resume=False)) == [
         "the tensor was not usable after resume (a kernel on it gave wrong values)"
     ]
-    assert gc.memory_saver_torch(_torch(hook_mode="preload"))[0] == (
+    assert gpu_checks.memory_saver_torch(_torch(hook_mode="preload"))[0] == (
         "torch_memory_saver ran in hook_mode='preload', not torch"
     )
 
@@ -142,13 +142,13 @@ def _tags(**changes: Any) -> dict[str, Any]:
 
 
 def test_tags_pass_when_only_the_tagged_region_pauses() -> None:
-    assert gc.memory_saver_tags(_tags()) == []
+    assert gpu_checks.memory_saver_tags(_tags()) == []
 
 
 def test_tags_fail_when_the_kept_region_is_paused_too() -> None:
     # Both regions tagged grad_buffer (the broken case): pause releases both, and the script does
     # not read the unmapped kept region.
-    problems = gc.memory_saver_tags(
+    problems = gpu_checks.memory_saver_tags(
         _tags(kept_tag="grad_buffer", free_paused=FREE + 512 * MIB + 2 * MIB, kept_exact=None)
     )
     assert problems == [
@@ -157,10 +157,10 @@ def test_tags_fail_when_the_kept_region_is_paused_too() -> None:
         "the region tagged 'grad_buffer' was not resident and bit-exact while 'grad_buffer' was "
         "paused (kept_exact=None)",
     ]
-    assert gc.memory_saver_tags(_tags(free_paused=FREE))[0].startswith(
+    assert gpu_checks.memory_saver_tags(_tags(free_paused=FREE))[0].startswith(
         "torch_memory_saver (tag 'grad_buffer') pause released 0 MiB"
     )
-    assert gc.memory_saver_tags(_tags(kept_exact=False))[0].startswith(
+    assert gpu_checks.memory_saver_tags(_tags(kept_exact=False))[0].startswith(
         "the region tagged 'default' was not resident and bit-exact"
     )
 
@@ -178,19 +178,19 @@ def _backup(**changes: Any) -> dict[str, Any]:
 
 
 def test_cpu_backup_passes_when_bytes_come_back_bit_exact() -> None:
-    assert gc.memory_saver_cpu_backup(_backup()) == []
+    assert gpu_checks.memory_saver_cpu_backup(_backup()) == []
 
 
 def test_cpu_backup_fails_without_a_backup_or_on_one_flipped_byte() -> None:
     # A region without enable_cpu_backup (the broken case): no backup, contents lost.
-    assert gc.memory_saver_cpu_backup(
+    assert gpu_checks.memory_saver_cpu_backup(
         _backup(enable_cpu_backup=False, backup_exact=None, restored_exact=False)
     ) == [
         "get_cpu_backup() while paused did not give the region's bytes back bit for bit "
         "(backup_exact=None; enable_cpu_backup=False)",
         "resume did not restore the region's bytes bit for bit from the CPU backup",
     ]
-    assert gc.memory_saver_cpu_backup(_backup(restored_exact=False)) == [
+    assert gpu_checks.memory_saver_cpu_backup(_backup(restored_exact=False)) == [
         "resume did not restore the region's bytes bit for bit from the CPU backup"
     ]
 
@@ -200,23 +200,23 @@ def test_cpu_backup_fails_without_a_backup_or_on_one_flipped_byte() -> None:
 
 def test_backend_needs_a_gpu_and_the_vendors_build() -> None:
     cuda = {"available": True, "count": 1, "cuda": "13.0", "hip": None, "name": "NVIDIA H200"}
-    assert gc.backend(cuda, vendor="nvidia") == []
-    assert gc.backend(cuda, vendor="amd") == [
+    assert gpu_checks.backend(cuda, vendor="nvidia") == []
+    assert gpu_checks.backend(cuda, vendor="amd") == [
         "expected a ROCm (HIP) build of torch, found hip=None"
     ]
     hidden = {"available": False, "count": 0, "cuda": "13.0", "hip": None, "name": None}
-    assert gc.backend(hidden, vendor="nvidia") == [
+    assert gpu_checks.backend(hidden, vendor="nvidia") == [
         "torch.cuda.is_available() is False: torch sees no GPU",
         "torch sees 0 GPUs",
     ]
 
 
 def test_matmul_within_float32_and_not_with_tf32() -> None:
-    assert gc.matmul({"max_abs_err": 3.8e-5, "close": True, "tf32": False}) == []
-    assert gc.matmul({"max_abs_err": 0.0625, "close": False, "tf32": True}) == [
+    assert gpu_checks.matmul({"max_abs_err": 3.8e-5, "close": True, "tf32": False}) == []
+    assert gpu_checks.matmul({"max_abs_err": 0.0625, "close": False, "tf32": True}) == [
         "GPU matmul differs from the CPU result by up to 0.0625 (TF32 was on)"
     ]
-    assert gc.matmul({})[0].startswith("GPU matmul: incomplete readings")
+    assert gpu_checks.matmul({})[0].startswith("GPU matmul: incomplete readings")
 
 
 # -- driver and toolkit -------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ def test_matmul_within_float32_and_not_with_tf32() -> None:
     [("580.65.06", True), ("590.44.01", True), ("575.57.08", False), ("", False)],
 )
 def test_without_a_cuda_reading_cuda_13_needs_driver_580(driver: str, ok: bool) -> None:
-    problems = gc.nvidia_driver(toolkit="13.0", driver=driver, torch_cuda="13.0")
+    problems = gpu_checks.nvidia_driver(toolkit="13.0", driver=driver, torch_cuda="13.0")
     assert (problems == []) is ok
     if driver == "575.57.08":
         assert problems == [
@@ -239,19 +239,19 @@ def test_without_a_cuda_reading_cuda_13_needs_driver_580(driver: str, ok: bool) 
 def test_torch_minor_newer_than_the_manifest_is_fine_on_a_driver_that_supports_it() -> None:
     # Host mode: a torch for CUDA 13.2 against the manifest's 13.0 on a 13.2 driver.
     assert (
-        gc.nvidia_driver(
+        gpu_checks.nvidia_driver(
             toolkit="13.0", driver="595.45.04", torch_cuda="13.2", driver_cuda="13.2", cu_init=0
         )
         == []
     )
     # CUDA's rule: major equal, minor not newer than what the driver supports.
-    assert gc.nvidia_driver(
+    assert gpu_checks.nvidia_driver(
         toolkit="13.0", driver="580.65.06", torch_cuda="13.2", driver_cuda="13.0", cu_init=0
     ) == [
         "the driver supports CUDA 13.0, older than CUDA 13.2 that torch is built for: update "
         "the host's driver, or install the CUDA forward-compatibility package"
     ]
-    old = gc.nvidia_driver(
+    old = gpu_checks.nvidia_driver(
         toolkit="13.0", driver="580.65.06", torch_cuda="12.9", driver_cuda="13.0", cu_init=0
     )
     assert old == ["torch is built for CUDA 12.9, the manifest says 13.0 (the major must match)"]
@@ -260,12 +260,12 @@ def test_torch_minor_newer_than_the_manifest_is_fine_on_a_driver_that_supports_i
 def test_forward_compatibility_is_accepted_when_it_works() -> None:
     # An H100 on a 535 (CUDA 12.2) kernel driver with cuda-compat-13-0: the process loaded the
     # compat libcuda, which reports CUDA 13.0, and cuInit succeeds.
-    assert gc.nvidia_driver(
+    assert gpu_checks.nvidia_driver(
         toolkit="13.0", driver="535.230.02", torch_cuda="13.0", driver_cuda="13.0", cu_init=0,
         compat=True,
     ) == []  # fmt: skip
     # The same package on a GPU without forward-compatibility support: cuInit returns 804.
-    assert gc.nvidia_driver(
+    assert gpu_checks.nvidia_driver(
         toolkit="13.0", driver="535.230.02", torch_cuda="13.0", driver_cuda="13.0", cu_init=804,
         compat=True,
     ) == [
@@ -273,7 +273,7 @@ def test_forward_compatibility_is_accepted_when_it_works() -> None:
         "compatibility is not supported on this GPU): no CUDA call succeeds"
     ]  # fmt: skip
     # No compat package: the old driver reports its own CUDA 12.2.
-    assert gc.nvidia_driver(
+    assert gpu_checks.nvidia_driver(
         toolkit="13.0", driver="535.230.02", torch_cuda="13.0", driver_cuda="12.2", cu_init=0
     ) == [
         "the driver supports CUDA 12.2, older than CUDA 13.0 that torch is built for: update "
@@ -282,14 +282,14 @@ def test_forward_compatibility_is_accepted_when_it_works() -> None:
 
 
 def test_cuda_version_reads_cudrivergetversion() -> None:
-    assert [gc.cuda_version(v) for v in (13000, 12040, 13020, 0, None)] == [
+    assert [gpu_checks.cuda_version(v) for v in (13000, 12040, 13020, 0, None)] == [
         "13.0", "12.4", "13.2", None, None,
     ]  # fmt: skip
 
 
 def test_rocm_toolkit_matches_the_release() -> None:
-    assert gc.rocm_toolkit(toolkit="7.2", rocm_version="7.2.0-43", torch_hip="7.2.26015") == []
-    assert gc.rocm_toolkit(toolkit="7.2", rocm_version="7.0.2", torch_hip="7.0.51831") == [
+    assert gpu_checks.rocm_toolkit(toolkit="7.2", rocm_version="7.2.0-43", torch_hip="7.2.26015") == []
+    assert gpu_checks.rocm_toolkit(toolkit="7.2", rocm_version="7.0.2", torch_hip="7.0.51831") == [
         "/opt/rocm is ROCm 7.0.2, the manifest 7.2",
         "torch is built for HIP 7.0.51831, the manifest says ROCm 7.2",
     ]
@@ -300,25 +300,25 @@ def test_rocm_toolkit_matches_the_release() -> None:
 
 def test_visible_devices_compares_what_the_container_got() -> None:
     none: dict[str, str | None] = {}
-    assert gc.visible_devices(vendor="nvidia", nodes=8, torch_count=8, env=none) == []
-    assert gc.visible_devices(vendor="nvidia", nodes=8, torch_count=2, env=none) == [
+    assert gpu_checks.visible_devices(vendor="nvidia", nodes=8, torch_count=8, env=none) == []
+    assert gpu_checks.visible_devices(vendor="nvidia", nodes=8, torch_count=2, env=none) == [
         "torch sees 2 GPUs; the container got 8 (8 device nodes)"
     ]
-    assert gc.visible_devices(vendor="nvidia", nodes=0, torch_count=0, env=none) == [
+    assert gpu_checks.visible_devices(vendor="nvidia", nodes=0, torch_count=0, env=none) == [
         "the container got no nvidia GPU device nodes"
     ]
     narrowed = {"CUDA_VISIBLE_DEVICES": "0,1"}
-    assert gc.visible_devices(vendor="nvidia", nodes=8, torch_count=2, env=narrowed) == []
+    assert gpu_checks.visible_devices(vendor="nvidia", nodes=8, torch_count=2, env=narrowed) == []
     # The proof's broken case: a visible device that does not exist, so torch sees none.
-    assert gc.visible_devices(
+    assert gpu_checks.visible_devices(
         vendor="nvidia", nodes=1, torch_count=0, env={"CUDA_VISIBLE_DEVICES": "99"}
     ) == ["torch sees 0 GPUs; the container got 1 (1 device nodes, CUDA_VISIBLE_DEVICES='99')"]
     rocr = {"ROCR_VISIBLE_DEVICES": "0,1,2,3"}
-    assert gc.visible_devices(vendor="amd", nodes=8, torch_count=4, env=rocr) == []
-    assert gc.visible_devices(vendor="amd", nodes=8, torch_count=8, env=rocr) == [
+    assert gpu_checks.visible_devices(vendor="amd", nodes=8, torch_count=4, env=rocr) == []
+    assert gpu_checks.visible_devices(vendor="amd", nodes=8, torch_count=8, env=rocr) == [
         "torch sees 8 GPUs; the container got 4 (8 device nodes, ROCR_VISIBLE_DEVICES='0,1,2,3')"
     ]
     both = {"HIP_VISIBLE_DEVICES": "0", "CUDA_VISIBLE_DEVICES": "1"}
-    assert gc.visible_devices(vendor="amd", nodes=8, torch_count=1, env=both) == [
+    assert gpu_checks.visible_devices(vendor="amd", nodes=8, torch_count=1, env=both) == [
         "HIP_VISIBLE_DEVICES='0' but CUDA_VISIBLE_DEVICES='1'"
     ]

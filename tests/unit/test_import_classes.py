@@ -11,32 +11,31 @@ import pytest
 from packaging.requirements import Requirement
 
 from twinbuild.errors import ConfigError
-from twinbuild.importer import draft as importer
-from twinbuild.importer import report
-from twinbuild.manifest import model as manifest
+from twinbuild.importer import draft, report, run
+from twinbuild.manifest import loader
 from twinbuild.manifest.render import render
 from twinbuild.recipe import scan
 
 ROCM = "FROM rocm/dev-ubuntu-22.04:6.3.1-complete\nRUN pip install numba==0.65.1\n"
 
 
-def _pair(tmp_path: Path, cuda: str, rocm: str = ROCM) -> importer.Adoption:
+def _pair(tmp_path: Path, cuda: str, rocm: str = ROCM) -> draft.Adoption:
     (tmp_path / "cuda").write_text(cuda)
     (tmp_path / "rocm").write_text(rocm)
-    return importer.adopt(tmp_path / "cuda", tmp_path / "rocm")
+    return draft.adopt(tmp_path / "cuda", tmp_path / "rocm")
 
 
-def _deps(adoption: importer.Adoption) -> dict[str, importer.Dependency]:
+def _deps(adoption: draft.Adoption) -> dict[str, draft.Dependency]:
     return {d.name: d for d in adoption.deps}
 
 
-def _cuda(adoption: importer.Adoption, name: str) -> dict[str, str]:
+def _cuda(adoption: draft.Adoption, name: str) -> dict[str, str]:
     side = _deps(adoption)[name].cuda
     assert side is not None
     return dict(side.values)
 
 
-def _unrecognised(adoption: importer.Adoption) -> list[tuple[int, str]]:
+def _unrecognised(adoption: draft.Adoption) -> list[tuple[int, str]]:
     return [(u.line, u.text) for u in adoption.unrecognised]
 
 
@@ -53,13 +52,13 @@ def test_git_url_pin_is_named_after_the_repository_and_renders(tmp_path: Path) -
     assert _cuda(a, "torch-memory-saver")["dist"] == "torch-memory-saver"
     path = tmp_path / "m.toml"
     text = (
-        importer.draft(a)
+        draft.draft(a)
         .replace('"TODO"', '"x"')
         .replace('digest = "x"', 'digest = "sha256:' + "a" * 64 + '"')
     )
     path.write_text(text.replace('python = "x"', 'python = "3.12"'))
     for line in (
-        render(manifest.load(path), "cuda", "production")
+        render(loader.load(path), "cuda", "production")
         .files[".twinbuild/pip/pins.txt"]
         .splitlines()
     ):
@@ -184,7 +183,7 @@ def test_tags_and_branches_are_told_apart(ref: str, kind: str) -> None:
 def test_url_pins_never_float(tmp_path: Path) -> None:
     a = _pair(tmp_path, "FROM nvidia/cuda:12.9.1-devel-ubuntu22.04\n"
               "RUN wget -O /get-pip.py https://bootstrap.pypa.io/get-pip.py\n")  # fmt: skip
-    text = importer.draft(a)
+    text = draft.draft(a)
     table = text.split("[pins.get-pip-py]")[1].split("[pins.")[0]
     assert "floating" not in table
     assert 'sha256 = "TODO"' in table
@@ -199,7 +198,7 @@ def test_report_comes_before_a_refused_write(tmp_path: Path) -> None:
     out.write_text("mine\n")
     stream = io.StringIO()
     with pytest.raises(ConfigError):
-        importer.run(tmp_path / "cuda", tmp_path / "rocm", out=out, stream=stream)
+        run.run(tmp_path / "cuda", tmp_path / "rocm", out=out, stream=stream)
     assert stream.getvalue().startswith("dependency")
     assert out.read_text() == "mine\n"
 
@@ -207,12 +206,12 @@ def test_report_comes_before_a_refused_write(tmp_path: Path) -> None:
 def test_recipes_already_adopted_are_said_to_be(tmp_path: Path) -> None:
     root = Path(__file__).parents[2]
     stream = io.StringIO()
-    options = importer.ImportOptions(
+    options = run.ImportOptions(
         cuda_dockerfile=root / "images/cuda/Dockerfile",
         rocm_dockerfile=root / "images/rocm/Dockerfile",
         out=tmp_path / "m.toml",
     )
-    assert importer.run_import(options, stream) == 0
+    assert run.run_import(options, stream) == 0
     assert "already take every pin from a manifest" in stream.getvalue()
     assert not (tmp_path / "m.toml").exists()
 
@@ -220,13 +219,13 @@ def test_recipes_already_adopted_are_said_to_be(tmp_path: Path) -> None:
 def test_adopted_recipes_in_json(tmp_path: Path) -> None:
     root = Path(__file__).parents[2]
     stream = io.StringIO()
-    options = importer.ImportOptions(
+    options = run.ImportOptions(
         cuda_dockerfile=root / "images/cuda/Dockerfile",
         rocm_dockerfile=root / "images/rocm/Dockerfile",
         out=tmp_path / "m.toml",
         format="json",
     )
-    assert importer.run_import(options, stream) == 0
+    assert run.run_import(options, stream) == 0
     assert json.loads(stream.getvalue())["adopted"] is True
 
 

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild.importer import draft as importer
-from twinbuild.importer import report
-from twinbuild.lint import checks as lint
-from twinbuild.manifest import model as manifest
+from twinbuild.importer import draft, report
+from twinbuild.lint import checks
+from twinbuild.manifest import loader
 
 REAL = Path(__file__).parent.parent / "fixtures" / "real"
 Table = dict[str, tuple[str | None, str | None]]
@@ -28,7 +27,7 @@ def in_real(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REAL)
 
 
-def _table(adoption: importer.Adoption) -> Table:
+def _table(adoption: draft.Adoption) -> Table:
     return {
         d.name: (
             report.value(d.cuda) if d.cuda else None,
@@ -53,7 +52,7 @@ def _filled(text: str) -> str:
 
 
 def _check(cuda: str, rocm: str, want: Table, unrecognised: list[str], tmp_path: Path) -> None:
-    adoption = importer.adopt(Path(cuda), Path(rocm))
+    adoption = draft.adopt(Path(cuda), Path(rocm))
     got = _table(adoption)
     assert got == want
     counts = (
@@ -63,12 +62,12 @@ def _check(cuda: str, rocm: str, want: Table, unrecognised: list[str], tmp_path:
     assert (sum(d.cuda is not None for d in adoption.deps),
             sum(d.rocm is not None for d in adoption.deps)) == counts  # fmt: skip
     assert [f"{u.path}:{u.line}" for u in adoption.unrecognised] == unrecognised
-    text = importer.draft(adoption)
+    text = draft.draft(adoption)
     assert "TODO" in text  # the draft is deliberately unfinished ...
     path = tmp_path / "pins" / "manifest.toml"
-    importer.write_draft(_filled(text), path)
-    loaded = manifest.load(path)
-    assert lint.lint_manifest(loaded).findings == []  # ... and lints clean once filled in
+    draft.write_draft(_filled(text), path)
+    loaded = loader.load(path)
+    assert checks.lint_manifest(loaded).findings == []  # ... and lints clean once filled in
     assert sorted(loaded.pins) == sorted(want)
 
 
@@ -232,15 +231,13 @@ def test_text_generation_inference(tmp_path: Path) -> None:
     _check("tgi/Dockerfile", "tgi/Dockerfile_amd", TGI,
            ["tgi/Dockerfile:2", "tgi/Dockerfile:47", "tgi/Dockerfile:65", "tgi/Dockerfile:163",
             "tgi/Dockerfile_amd:2", "tgi/Dockerfile_amd:88"], tmp_path)  # fmt: skip
-    bases = importer.adopt(Path("tgi/Dockerfile"), Path("tgi/Dockerfile_amd")).bases
+    bases = draft.adopt(Path("tgi/Dockerfile"), Path("tgi/Dockerfile_amd")).bases
     assert (bases["cuda"].gpu_archs, bases["rocm"].gpu_archs) == (
         ("8.0", "8.6", "9.0"),
         ("gfx90a", "gfx942"),  # ARG PYTORCH_ROCM_ARCH=gfx90a;gfx942, unquoted
     )
     assert (bases["cuda"].python, bases["rocm"].python) == ("3.11", "3.11")
-    deps = {
-        d.name: d for d in importer.adopt(Path("tgi/Dockerfile"), Path("tgi/Dockerfile_amd")).deps
-    }
+    deps = {d.name: d for d in draft.adopt(Path("tgi/Dockerfile"), Path("tgi/Dockerfile_amd")).deps}
     rccl, nccl = deps["rccl"].rocm, deps["nvidia-nccl-cu12"].cuda
     assert rccl is not None
     assert nccl is not None
@@ -326,5 +323,5 @@ def test_verl(tmp_path: Path) -> None:
     assert len(VERL) == 43
     _check("verl/Dockerfile.stable.vllm", "verl/Dockerfile.rocm7", VERL,
            ["verl/Dockerfile.stable.vllm:63", "verl/Dockerfile.rocm7:30"], tmp_path)  # fmt: skip
-    notes = importer.adopt(Path("verl/Dockerfile.stable.vllm"), Path("verl/Dockerfile.rocm7")).notes
+    notes = draft.adopt(Path("verl/Dockerfile.stable.vllm"), Path("verl/Dockerfile.rocm7")).notes
     assert any(n.startswith("verl/Dockerfile.rocm7:31: ONBUILD RUN git clone") for n in notes)

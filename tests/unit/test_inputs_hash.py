@@ -19,12 +19,12 @@ from tests.helpers import edit, mini_project
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.inputs_reference import NOT_INPUTS as REFERENCE_NOT_INPUTS
 from tests.unit.inputs_reference import copied_by_regex, every_input, reference
-from twinbuild.build.image import builder_settings
-from twinbuild.build.input_paths import NOT_INPUTS, is_input
-from twinbuild.build.inputs import image_inputs, input_files, inputs_hash
-from twinbuild.build.tree import CommitTree
+from twinbuild.builder.input_paths import NOT_INPUTS, is_input
+from twinbuild.builder.inputs import builder_settings, image_inputs, input_files, inputs_hash
+from twinbuild.builder.tree import CommitTree
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import Manifest, Platform, Profile, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import Manifest, Platform, Profile
 from twinbuild.manifest.render import Rendered, render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -218,8 +218,8 @@ def test_a_checkout_pin_moves_the_hash_through_its_build_args(repo: Path) -> Non
     """megatron-lm is a checkout pin: a build arg, not a pip line."""
     before = _hash(repo, "cuda")
     manifest = load(repo / MANIFEST)
-    pin = next(p for p in manifest.resolve("cuda") if p.install == "checkout" and p.commit)
-    commit = pin.commit
+    pin = next(p for p in manifest.resolve("cuda") if p.install == "checkout" and p.values.commit)
+    commit = pin.values.commit
     assert commit is not None
     text = (repo / MANIFEST).read_text()
     assert text.count(commit) >= 1
@@ -354,7 +354,7 @@ def test_every_file_of_the_package_is_an_input_of_both_images(repo: Path) -> Non
     before = {p: _hash(repo, p) for p in ("cuda", "rocm")}
     for rel in ("twinbuild/smoke/runner.py", "twinbuild/lint/checks.py", "twinbuild/cli/main.py",
                 "twinbuild/evidence/gate.py", "twinbuild/__init__.py", "twinbuild/util/bounded.py",
-                "twinbuild/manifest/render.py", "twinbuild/build/image.py", "pyproject.toml"):  # fmt: skip
+                "twinbuild/manifest/render.py", "twinbuild/builder/image.py", "pyproject.toml"):  # fmt: skip
         path = repo / rel
         original = path.read_bytes()
         path.write_bytes(original + b"\n# changed\n")
@@ -373,8 +373,8 @@ def test_every_file_of_the_package_is_an_input_of_both_images(repo: Path) -> Non
 
 def test_build_outputs_and_caches_are_not_inputs_of_a_working_tree(repo: Path) -> None:
     before = _hash(repo, "cuda")
-    (repo / "twinbuild/build/__pycache__").mkdir(exist_ok=True)
-    (repo / "twinbuild/build/__pycache__/x.pyc").write_bytes(b"\0")
+    (repo / "twinbuild/builder/__pycache__").mkdir(exist_ok=True)
+    (repo / "twinbuild/builder/__pycache__/x.pyc").write_bytes(b"\0")
     (repo / "build/production/cuda").mkdir(parents=True)
     (repo / "build/production/cuda/image.json").write_text("{}")
     (repo / ".twinbuild").mkdir()
@@ -443,7 +443,7 @@ def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) ->
 @pytest.mark.parametrize(
     ("path", "platform", "expected"),
     [
-        ("twinbuild/build/image.py", "cuda", True),
+        ("twinbuild/builder/image.py", "cuda", True),
         ("twinbuild/smoke/runner.py", "cuda", True),
         ("pyproject.toml", "rocm", True),
         ("setup.py", "rocm", True),
@@ -466,12 +466,12 @@ def test_is_input(path: str, platform: Platform, expected: bool) -> None:
 
 def test_a_symlink_among_the_inputs_or_attributes_is_refused(repo: Path) -> None:
     rule = "every file but docs/, tests/, evidence/, README.md and CODEOWNERS"
-    link = repo / "twinbuild/build/link.py"
+    link = repo / "twinbuild/builder/link.py"
     link.symlink_to("image.py")
     with pytest.raises(ConfigError) as info:
         _hash(repo, "cuda")
     assert str(info.value) == (
-        f"{repo}:twinbuild/build/link.py: a symlink (mode 120000) among the image inputs "
+        f"{repo}:twinbuild/builder/link.py: a symlink (mode 120000) among the image inputs "
         f"({rule}); commit the file itself, the gate hashes only what the commit holds"
     )
     link.unlink()

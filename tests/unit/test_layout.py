@@ -1,19 +1,28 @@
 """The tree is what docs/layout.md says it is, and the engine boundary holds.
 
-The layout table must name every module of ``twinbuild/`` (a row per package, its modules in
-backticks) and nothing that is not there; only ``twinbuild/engine/`` may import ``docker``.
+The package table must name every module of ``twinbuild/`` and ``tools/`` (a row per package, its
+modules in backticks) and nothing that is not there; the top-level table every entry git tracks at
+the root; the tests table every helper module of ``tests/``. Only ``twinbuild/engine/`` may import
+``docker``.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import subprocess
 from pathlib import Path
+
+import pytest
+
+from tests.unit.gitrepos import needs_git
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "twinbuild"
+TOOLS = ROOT / "tools"
 LAYOUT = ROOT / "docs" / "layout.md"
-_ROW = re.compile(r"^\| `(twinbuild/[^`]*)` \|(.*)\|$")
+_ROW = re.compile(r"^\| `((?:twinbuild|tools)/[^`]*)` \|(.*)\|$")
+_FIRST_CELL = re.compile(r"^\| ([^|]*) \|(.*)\|$")
 
 
 def documented() -> set[str]:
@@ -32,11 +41,49 @@ def documented() -> set[str]:
 
 
 def existing() -> set[str]:
-    """Every module of the package except ``__init__.py`` (a package is its row)."""
+    """Every module of the package and the tools except ``__init__.py`` (a package is its row)."""
     return {
         p.relative_to(ROOT).as_posix()
-        for p in PACKAGE.rglob("*.py")
+        for top in (PACKAGE, TOOLS)
+        for p in top.rglob("*.py")
         if p.name != "__init__.py" and "__pycache__" not in p.parts
+    }
+
+
+def section(title: str) -> list[str]:
+    """The lines of the layout page's section ``### title``."""
+    lines = LAYOUT.read_text(encoding="utf-8").splitlines()
+    start = lines.index(f"### {title}") + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("#")), len(lines))
+    return lines[start:end]
+
+
+def rows(title: str) -> list[tuple[list[str], str]]:
+    """Each table row of a section: the paths its first cell names, and the rest of the row."""
+    found = []
+    for line in section(title):
+        row = _FIRST_CELL.match(line)
+        if row is not None and "`" in row.group(1):
+            found.append((re.findall(r"`([^`]+)`", row.group(1)), row.group(2)))
+    return found
+
+
+def tracked_top_level() -> set[str]:
+    """Every entry git tracks at the repository root: ``name/`` for a folder."""
+    proc = subprocess.run(
+        ["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=False
+    )
+    if proc.returncode != 0:
+        pytest.skip("not a git checkout: the tracked entries are git's to say")
+    names = (p.decode() for p in proc.stdout.split(b"\0") if p)
+    return {n.split("/", 1)[0] + ("/" if "/" in n else "") for n in names}
+
+
+def top_level_named() -> set[str]:
+    return {
+        path.split("/", 1)[0] + ("/" if "/" in path else "")
+        for paths, _ in rows("The top level")
+        for path in paths
     }
 
 
@@ -47,13 +94,46 @@ def test_the_layout_table_names_every_module_and_nothing_else() -> None:
 
 
 def test_every_package_has_a_row() -> None:
-    rows = {m.group(1) for line in LAYOUT.read_text().splitlines() if (m := _ROW.match(line))}
+    named = {m.group(1) for line in LAYOUT.read_text().splitlines() if (m := _ROW.match(line))}
     packages = {
         p.parent.relative_to(ROOT).as_posix() + "/"
-        for p in PACKAGE.rglob("__init__.py")
-        if p.parent != PACKAGE
+        for top in (PACKAGE, TOOLS)
+        for p in top.rglob("__init__.py")
+        if p.parent not in (PACKAGE, TOOLS)
     }
-    assert sorted(packages - rows) == []
+    assert sorted(packages - named) == []
+
+
+@needs_git
+def test_the_top_level_table_names_every_tracked_entry_and_nothing_else() -> None:
+    tracked, named = tracked_top_level(), top_level_named()
+    assert sorted(tracked - named) == [], "top-level entries missing from docs/layout.md"
+    assert sorted(named - tracked) == [], "docs/layout.md names top-level entries git lacks"
+
+
+def test_the_tests_table_names_every_helper_module() -> None:
+    covered = rows("The tests and their helpers")
+    helpers = sorted(
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "tests").rglob("*.py")
+        if not p.name.startswith("test_")
+        and p.name != "__init__.py"
+        and "fixtures" not in p.parts
+        and "__pycache__" not in p.parts
+    )
+
+    def named(helper: str) -> bool:
+        for paths, what in covered:
+            for path in paths:
+                if helper == path:
+                    return True
+                if path.endswith("/") and helper.startswith(path):
+                    first = helper.removeprefix(path).split("/")[0]
+                    if f"`{first}`" in what or f"`{first}/`" in what:
+                        return True
+        return False
+
+    assert [h for h in helpers if not named(h)] == []
 
 
 def _imports_docker(path: Path) -> list[int]:

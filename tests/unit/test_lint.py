@@ -9,7 +9,7 @@ import pytest
 from tests.helpers import edit, mini_project
 from twinbuild.cli.main import main
 from twinbuild.lint.checks import lint
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = "pins/manifest.toml"

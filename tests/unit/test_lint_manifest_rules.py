@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from twinbuild.lint.checks import lint_manifest
-from twinbuild.manifest.model import loads
+from twinbuild.manifest.loader import loads
 
 MANIFEST = """\
 schema = 1

@@ -6,7 +6,7 @@ import pytest
 
 from tests.helpers import MINI, edit, mini_project
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import ManifestError, load
+from twinbuild.manifest.loader import ManifestError, load
 
 MANIFEST = "pins/manifest.toml"
 
@@ -22,10 +22,10 @@ def test_mini_manifest_loads_and_resolves() -> None:
     cuda = {p.name: p for p in manifest.resolve("cuda")}
     rocm = {p.name: p for p in manifest.resolve("rocm")}
     assert "numba" not in cuda
-    assert rocm["numba"].version == "0.65.1"
-    assert cuda["torch_memory_saver"].commit == "f05a8754daf68238d54e4cf31cb3ba866684bbaf"
-    assert cuda["flash-linear-attention"].dist == "flash-linear-attention"
-    assert cuda["megatron-lm"].dist is None
+    assert rocm["numba"].values.version == "0.65.1"
+    assert cuda["torch_memory_saver"].values.commit == "f05a8754daf68238d54e4cf31cb3ba866684bbaf"
+    assert cuda["flash-linear-attention"].values.dist == "flash-linear-attention"
+    assert cuda["megatron-lm"].values.dist is None
     assert cuda["torch_memory_saver"].line == 23
     assert manifest.platforms["rocm"].base.ref.startswith(
         "rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.smoke import gpu_checks, gpu_scripts
 from twinbuild.smoke.proof import PRE_FIX_TMS
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild.build.progress import BuildStream
+from twinbuild.builder.progress import BuildStream
 from twinbuild.util import activity
 
 

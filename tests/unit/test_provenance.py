@@ -8,8 +8,8 @@ import pytest
 
 from tests.helpers import mini_project
 from tests.unit.gitrepos import git, init, isolate_git, needs_git
-from twinbuild.build import provenance
-from twinbuild.manifest.model import ManifestError, load
+from twinbuild.builder import provenance
+from twinbuild.manifest.loader import ManifestError, load
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,9 @@ def test_a_bad_manifest_source_is_one_line_naming_it(tmp_path: Path, value: str)
 
 
 def test_the_build_labels_the_manifests_source(tmp_path: Path) -> None:
-    from twinbuild.build.image import BuildOptions, _labels
+    from twinbuild.builder.image import _labels
+    from twinbuild.builder.options import BuildOptions
+    from twinbuild.builder.record import BaseRef
 
     manifest = _declaring(tmp_path, "https://github.com/acme/twinbuild")
     root = manifest.parent.parent
@@ -112,9 +114,9 @@ def test_the_build_labels_the_manifests_source(tmp_path: Path) -> None:
         "cuda",
         BuildOptions(root=root),
         "sha256:" + "0" * 64,
-        {"id": "i", "ref": "r"},
+        BaseRef(id="i", ref="r"),
     )
     assert labels["org.opencontainers.image.source"] == "https://github.com/acme/twinbuild"
     given = BuildOptions(root=root, source="https://example.org/x/y")  # the option still wins
-    labels = _labels(load(manifest), "rocm", given, "sha256:" + "0" * 64, {"id": "i", "ref": "r"})
+    labels = _labels(load(manifest), "rocm", given, "sha256:" + "0" * 64, BaseRef(id="i", ref="r"))
     assert labels["org.opencontainers.image.source"] == "https://example.org/x/y"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from twinbuild.engine.client import ImageSummary
+from twinbuild.engine.api import ImageSummary
 from twinbuild.engine.prune import prune
 from twinbuild.errors import ConfigError, EngineError
 

@@ -1,4 +1,4 @@
-"""recipe.parse finds every pin a recipe writes, with the line that holds it."""
+"""scan.parse finds every pin a recipe writes, with the line that holds it."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from twinbuild.errors import ConfigError
-from twinbuild.recipe import scan as recipe
+from twinbuild.recipe import scan
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "recipes"
 Row = tuple[int, str, str, str, str, bool, bool, str | None]
 
 
-def rows(r: recipe.Recipe) -> list[Row]:
+def rows(r: scan.Recipe) -> list[Row]:
     return [
         (p.line, p.source, p.name, p.value, p.resolved, p.literal, p.floating, p.stage)
         for p in r.pins
@@ -27,7 +27,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_cuda_recipe_pins() -> None:
-    r = recipe.parse(FIXTURES / "cuda.Dockerfile")
+    r = scan.parse(FIXTURES / "cuda.Dockerfile")
     mc = "3714d81d418c9f1bca4594fc35f9e8289f652862"
     tms = "f05a8754daf68238d54e4cf31cb3ba866684bbaf"
     mb = "9c2b4a1e0f5d6c7b8a9e0d1c2b3a4f5e6d7c8b9a"
@@ -112,7 +112,7 @@ def test_cuda_recipe_pins() -> None:
 
 
 def test_rocm_recipe_branch_fetch_and_clone_settled_by_checkout() -> None:
-    r = recipe.parse(FIXTURES / "rocm.Dockerfile")
+    r = scan.parse(FIXTURES / "rocm.Dockerfile")
     by = {(p.source, p.name): p for p in r.pins}
     bridge = by["pip", "megatron-bridge"]
     assert (bridge.value, bridge.floating, bridge.repo) == (
@@ -136,7 +136,7 @@ def test_rocm_recipe_branch_fetch_and_clone_settled_by_checkout() -> None:
 
 
 def test_heredocs_mounts_indexes_wheels_and_unrecognised() -> None:
-    r = recipe.parse(FIXTURES / "odd.Dockerfile")
+    r = scan.parse(FIXTURES / "odd.Dockerfile")
     zero = "0" * 64
     etcd = (
         "https://github.com/etcd-io/etcd/releases/download/v3.5.21/etcd-v3.5.21-linux-amd64.tar.gz"
@@ -210,22 +210,22 @@ def test_heredocs_mounts_indexes_wheels_and_unrecognised() -> None:
 )
 def test_unparsable_recipes(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(ConfigError) as err:
-        recipe.parse(write(tmp_path, text))
+        scan.parse(write(tmp_path, text))
     assert str(err.value) == f"{tmp_path}/{message}"
 
 
 def test_missing_and_unreadable(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as err:
-        recipe.parse(tmp_path / "nope")
+        scan.parse(tmp_path / "nope")
     assert str(err.value) == f"{tmp_path}/nope: recipe not found; pass a Dockerfile's path"
     (tmp_path / "bin").write_bytes(b"FROM \xff\n")
     with pytest.raises(ConfigError) as err:
-        recipe.parse(tmp_path / "bin")
+        scan.parse(tmp_path / "bin")
     assert str(err.value) == f"{tmp_path}/bin:1: not UTF-8 (byte 0xff); save the recipe as UTF-8"
 
 
 def test_twinbuild_style_recipe_has_no_literal_pin(tmp_path: Path) -> None:
-    r = recipe.parse(
+    r = scan.parse(
         write(
             tmp_path,
             (
@@ -250,7 +250,7 @@ def test_twinbuild_style_recipe_has_no_literal_pin(tmp_path: Path) -> None:
 
 
 def test_shell_forms(tmp_path: Path) -> None:
-    r = recipe.parse(
+    r = scan.parse(
         write(
             tmp_path,
             (
@@ -278,7 +278,7 @@ def test_shell_forms(tmp_path: Path) -> None:
 
 
 def test_normalize_repo() -> None:
-    assert recipe.normalize_repo("git+HTTPS://GitHub.com/NVIDIA/Megatron-LM.git/") == (
+    assert scan.normalize_repo("git+HTTPS://GitHub.com/NVIDIA/Megatron-LM.git/") == (
         "https://github.com/nvidia/megatron-lm"
     )
-    assert recipe.normalize_repo("git@github.com:ROCm/TE.git") == "https://github.com/rocm/te"
+    assert scan.normalize_repo("git@github.com:ROCm/TE.git") == "https://github.com/rocm/te"

@@ -17,7 +17,7 @@ import pytest
 
 from tests import fake_registry as fake
 from twinbuild.engine import registry as reg
-from twinbuild.engine.client import Credentials
+from twinbuild.engine.api import Credentials
 from twinbuild.errors import ConfigError, CredentialsMissing, EngineError
 from twinbuild.ship.oci import Client, ImageRef, Manifest, redirect_verdict
 from twinbuild.util.exchange import Clock

@@ -8,7 +8,7 @@ import pytest
 
 from tests.session_engine import pin_cache
 from tests.unit.gitrepos import isolate_git
-from twinbuild.engine.daemon import cache_root
+from twinbuild.util.paths import cache_root
 
 
 def test_the_cache_stays_the_users_after_a_test_moves_home(

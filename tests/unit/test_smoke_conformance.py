@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from twinbuild.manifest.model import ResolvedPin, loads
+from tests.helpers import repin
+from twinbuild.manifest.loader import loads
+from twinbuild.manifest.model import ResolvedPin
 from twinbuild.smoke import collect
 from twinbuild.smoke.conformance import Collected, check_base, check_pin, request_for
 
@@ -133,7 +134,7 @@ def _file_pin(**changes: Any) -> ResolvedPin:
         "commit": None,
         "repo": None,
     }
-    return dataclasses.replace(base, **{**values, **changes})  # fmt: skip
+    return repin(base, **{**values, **changes})  # fmt: skip
 
 
 def test_file_pin_hash() -> None:
@@ -160,7 +161,7 @@ def test_wheel_url_pin_checks_the_archive_hash() -> None:
 
 
 def test_extras_in_dist_are_not_part_of_the_name() -> None:
-    pin = dataclasses.replace(_pins()["numpy"], dist="numpy[extra]")
+    pin = repin(_pins()["numpy"], dist="numpy[extra]")
     assert check_pin(pin, GOOD).outcome == "passed"
 
 

@@ -7,7 +7,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from twinbuild.errors import ConfigError
 from twinbuild.smoke import report
+from twinbuild.smoke.report import SmokeReport
+from twinbuild.util.strictjson import Fields
 
 TESTS: list[dict[str, Any]] = [
     {"id": "test_conformance.py::test_pin[tms]", "outcome": "passed", "attempts": 1,
@@ -29,9 +34,13 @@ def _summary() -> dict[str, Any]:
         image=report.ImageRef(id="sha256:abc", inputs_hash="sha256:in"),
         manifest_digest="sha256:m",
         gpu=None,
-        tests=TESTS,
+        tests=[report.SmokeTest.from_json(Fields(t, "test", "TESTS")) for t in TESTS],
         holds={"tms": "f" * 40, "fla": "0.4.3"},
-    )
+    ).to_json()
+
+
+def _report(data: dict[str, Any]) -> SmokeReport:
+    return SmokeReport.from_json(data, "summary")
 
 
 def test_summary_shape() -> None:
@@ -52,7 +61,7 @@ def test_summary_shape() -> None:
 
 
 def test_write_json_and_junit(tmp_path: Path) -> None:
-    paths = report.write(_summary(), tmp_path)
+    paths = _report(_summary()).save(tmp_path)
     assert paths == {
         "json": tmp_path / "smoke-cuda-local.json",
         "junit": tmp_path / "smoke-cuda-local.junit.xml",
@@ -73,7 +82,7 @@ def test_write_json_and_junit(tmp_path: Path) -> None:
 
 
 def test_markdown_lists_failures_and_flaky() -> None:
-    assert report.markdown([_summary()]) == (
+    assert report.markdown([_report(_summary())]) == (
         "## twinbuild smoke\n\n"
         "| platform | profile | image | passed | failed | skipped | flaky | GPU |\n"
         "|---|---|---|---|---|---|---|---|\n"
@@ -87,8 +96,8 @@ def test_markdown_lists_failures_and_flaky() -> None:
 def test_another_image_gets_its_own_report_and_smoke_md_keeps_both(tmp_path: Path) -> None:
     built = _summary()
     other = {**_summary(), "image": {**built["image"], "id": "sha256:" + "9" * 64}}
-    first = report.write(built, tmp_path)
-    second = report.write(other, tmp_path, keyed=True)  # `smoke --image X --platform cuda`
+    first = _report(built).save(tmp_path)
+    second = _report(other).save(tmp_path, keyed=True)  # `smoke --image X --platform cuda`
     assert first["json"].name == "smoke-cuda-local.json"
     assert second["json"].name == "smoke-cuda-local-999999999999.json"
     assert json.loads(first["json"].read_text())["image"]["id"] == "sha256:abc"  # not overwritten
@@ -96,3 +105,22 @@ def test_another_image_gets_its_own_report_and_smoke_md_keeps_both(tmp_path: Pat
     rows = [line for line in report.markdown(report.collected(tmp_path)).splitlines()
             if line.startswith("| cuda ")]  # fmt: skip
     assert sorted(row.split(" | ")[2] for row in rows) == ["`sha256:999999999999`", "`sha256:abc`"]
+
+
+def test_a_report_saves_and_loads_back_as_the_same_record(tmp_path: Path) -> None:
+    made = _report(_summary())
+    paths = made.save(tmp_path)
+    assert SmokeReport.load(paths["json"]) == made
+    assert made.counts == report.Counts(passed=2, failed=1, skipped=1, flaky=1)
+    assert [t.id for t in made.failures] == ["test_conformance.py::test_pin[fla]"]
+
+
+def test_a_report_whose_counts_disagree_is_refused(tmp_path: Path) -> None:
+    data = {**_summary(), "counts": {"passed": 4, "failed": 0, "skipped": 0, "flaky": 0}}
+    with pytest.raises(ConfigError) as info:
+        SmokeReport.from_json(data, "r.json")
+    assert str(info.value) == (
+        "r.json: report.counts: 4 passed, 0 failed, 0 skipped, 0 flaky disagrees with its tests "
+        "(2 passed, 1 failed, 1 skipped, 1 flaky); the report is inconsistent, re-run the smoke "
+        "tests"
+    )

@@ -9,10 +9,10 @@ import pytest
 
 from tests.fake_engine import FakeEngine
 from tests.helpers import mini_project
-from twinbuild.build.image import record_path
+from twinbuild.builder.record import BuildRecord, SkippedPin, record_path
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.manifest.model import load
-from twinbuild.smoke import runner
+from twinbuild.manifest.loader import load
+from twinbuild.smoke import cases, runner, targets
 from twinbuild.smoke.spec import EnvCase, SuiteSpec
 
 RECIPE = """ARG BASE_IMAGE
@@ -32,11 +32,11 @@ ENV R=1
 def test_stage_chain_and_env(tmp_path: Path) -> None:
     recipe = tmp_path / "Dockerfile"
     recipe.write_text(RECIPE)
-    assert runner.stage_chain(recipe, "cuda") == ["common", "cuda"]
-    assert runner.stage_chain(recipe, None) == ["common", "rocm"]
+    assert cases.stage_chain(recipe, "cuda") == ["common", "cuda"]
+    assert cases.stage_chain(recipe, None) == ["common", "rocm"]
     with pytest.raises(ConfigError, match=r"no stage 'x'; stages: common, cuda, rocm"):
-        runner.stage_chain(recipe, "x")
-    env = runner.recipe_env(
+        cases.stage_chain(recipe, "x")
+    env = cases.recipe_env(
         recipe,
         "cuda",
         {"TORCH_MEMORY_SAVER_COMMIT": "f" * 40},
@@ -60,19 +60,21 @@ def test_env_pattern_lets_the_base_fill_variables() -> None:
 
 def test_local_skips_from_the_build_record_or_fixed_reasons(tmp_path: Path) -> None:
     manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
-    record = {"skipped": [{"pin": "torch_memory_saver", "reason": "needs nvcc"}]}
-    target = runner.Target(
+    record = BuildRecord(
+        image_id="sha256:i", skipped=(SkippedPin(pin="torch_memory_saver", reason="needs nvcc"),)
+    )
+    target = targets.Target(
         platform="cuda", profile="local", image_id="sha256:i", python="p", record=record
     )
-    skips = {c.pin.name: c.skip for c in runner.pin_cases(manifest, target)}
+    skips = {c.pin.name: c.skip for c in cases.pin_cases(manifest, target)}
     assert skips == {
         "torch_memory_saver": "not in local profile: torch_memory_saver (needs nvcc)",
         "megatron-bridge": None,
         "flash-linear-attention": None,
         "megatron-lm": None,  # the record is what the build did
     }
-    unrecorded = runner.Target(platform="cuda", profile="local", image_id="sha256:i", python="p")
-    assert [c.skip for c in runner.pin_cases(manifest, unrecorded) if c.skip] == [
+    unrecorded = targets.Target(platform="cuda", profile="local", image_id="sha256:i", python="p")
+    assert [c.skip for c in cases.pin_cases(manifest, unrecorded) if c.skip] == [
         "not in local profile: megatron-lm (checkout of https://github.com/NVIDIA/Megatron-LM "
         "needs GitHub; the local profile builds only pip installs)"
     ]
@@ -81,7 +83,7 @@ def test_local_skips_from_the_build_record_or_fixed_reasons(tmp_path: Path) -> N
 def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
     eng = FakeEngine()
     with pytest.raises(ConfigError) as err:
-        runner.built_target(eng, tmp_path, "cuda", "local")
+        targets.built_target(eng, tmp_path, "cuda", "local")
     assert str(err.value) == (
         f"{tmp_path}/build/local/cuda/image.json: no build record; run `twinbuild build "
         "--platform cuda --profile local` first, or pass --image REF"
@@ -90,7 +92,7 @@ def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"image_id": "sha256:gone"}))
     with pytest.raises(ConfigError) as err:
-        runner.built_target(eng, tmp_path, "cuda", "local")
+        targets.built_target(eng, tmp_path, "cuda", "local")
     assert str(err.value) == (
         f"{path}: names sha256:gone, which the engine at unix:///fake.sock lacks; rebuild it"
     )
@@ -99,12 +101,12 @@ def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
 def test_image_target_resolves_to_the_id_and_reads_labels(tmp_path: Path) -> None:
     inspect = {"Id": "sha256:abc", "Config": {"Labels": {"org.twinbuild.platform": "rocm"}}}
     eng = FakeEngine(images={"twinbuild/rocm:local": inspect})
-    target = runner.image_target(eng, tmp_path, "twinbuild/rocm:local", None, None)
+    target = targets.image_target(eng, tmp_path, "twinbuild/rocm:local", None, None)
     assert (target.image_id, target.platform, target.profile, target.python) == (
         "sha256:abc", "rocm", "production", "python3",
     )  # fmt: skip
     with pytest.raises(ConfigError) as err:
-        runner.image_target(eng, tmp_path, "other:tag", None, None)
+        targets.image_target(eng, tmp_path, "other:tag", None, None)
     assert str(err.value) == "--image other:tag: the engine at unix:///fake.sock has no such image"
 
 
@@ -146,9 +148,9 @@ def test_host_mode_runs_the_suite_on_this_machine(tmp_path: Path) -> None:
 
 def test_spec_round_trips(tmp_path: Path) -> None:
     manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
-    target = runner.Target(platform="rocm", profile="production", image_id=None, python="python3")
-    gcase = runner.gpu_case(manifest, target, None, None)
-    spec = runner.build_spec(
+    target = targets.Target(platform="rocm", profile="production", image_id=None, python="python3")
+    gcase = cases.gpu_case(manifest, target, None, None)
+    spec = cases.build_spec(
         None, manifest, tmp_path, target, hostspec="local://", results=tmp_path / "r.json",
         gpu=gcase, rerun_failed_once=True,
     )  # fmt: skip
@@ -156,11 +158,11 @@ def test_spec_round_trips(tmp_path: Path) -> None:
 
 
 def test_each_run_is_headed_by_its_platform_and_image() -> None:
-    from twinbuild.smoke.runner import Target, heading
+    from twinbuild.smoke.targets import Target, heading
 
     image = "sha256:" + "ab" * 32
     built = Target(platform="rocm", profile="local", image_id=image, python="python3",
-                   inspect={"RepoTags": ["x:1"]}, record={"tag": "twinbuild/rocm:local"})  # fmt: skip
+                   inspect={"RepoTags": ["x:1"]}, record=BuildRecord(image_id=image, tag="twinbuild/rocm:local"))  # fmt: skip
     assert heading(built) == "== smoke rocm (local): image abababababab (twinbuild/rocm:local) =="
     loose = Target(platform="cuda", profile="production", image_id=image, python="python3")
     assert heading(loose) == "== smoke cuda (production): image abababababab =="
@@ -177,7 +179,7 @@ def test_bare_gpu_host_runs_only_the_gpu_checks_and_they_fail_without_a_stack(
 
     root = mini_project(tmp_path)
     manifest = load(root / "pins/manifest.toml")
-    target = runner.Target(
+    target = targets.Target(
         platform="cuda", profile="production", image_id=None, python="/nonexistent/python",
         gpu_only=True,
     )  # fmt: skip
@@ -188,11 +190,11 @@ def test_bare_gpu_host_runs_only_the_gpu_checks_and_they_fail_without_a_stack(
         manifest, root, target, eng=None, gpu=True, report_dir=tmp_path / "r", echo=False,
         detect=lambda _platform: info,
     )  # fmt: skip
-    tests = {t["id"].split("::")[1]: t for t in outcome.summary["tests"]}
+    tests = {t["id"].split("::")[1]: t for t in outcome.summary.to_json()["tests"]}
     pins = [t for k, t in tests.items() if k.startswith("test_pin[")]
     assert pins
     assert all(t["outcome"] == "skipped" for t in pins)
-    assert pins[0]["message"] == runner.BARE_HOST.format(what="pins")
+    assert pins[0]["message"] == cases.BARE_HOST.format(what="pins")
     gpu_tests = {k: t for k, t in tests.items() if "gpu" in t["markers"]}
     assert set(gpu_tests) == {
         "test_torch_sees_gpu", "test_matmul_matches_cpu", "test_memory_saver_free_while_paused",

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from twinbuild.errors import ConfigError
-from twinbuild.evidence import strictjson
-from twinbuild.evidence.strictjson import MAX_DEPTH, MAX_NUMBER_CHARS, Fields
+from twinbuild.util import strictjson
+from twinbuild.util.strictjson import MAX_DEPTH, MAX_NUMBER_CHARS, Fields
 
 HEX = re.compile(r"^[0-9a-f]+$")
 

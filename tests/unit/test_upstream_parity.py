@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -36,18 +36,18 @@ def test_every_upstream_patch_is_a_pinned_input_at_the_cited_commit(platform: st
     recipe = (ROOT / f"images/{platform}/Dockerfile").read_text(encoding="utf-8")
     for name in PATCHES[platform]:
         pin = next(p for p in MANIFEST.resolve(platform) if p.name == name)  # type: ignore[arg-type]
-        assert pin.url is not None
-        assert pin.url.startswith(
+        assert pin.values.url is not None
+        assert pin.values.url.startswith(
             f"https://raw.githubusercontent.com/radixark/miles/{commit}/docker/"
         )
         prefix = pin.arg_prefix()
-        assert args[f"{prefix}_URL"] == pin.url
+        assert args[f"{prefix}_URL"] == pin.values.url
         assert re.fullmatch(r"[0-9a-f]{64}", args[f"{prefix}_SHA256"])
         # fetched with the sha256 check, to the path the smoke suite hashes, then applied
         assert f'fetch-verified.sh "${{{prefix}_URL}}" "${{{prefix}_SHA256}}"' in recipe
-        assert pin.path is not None
-        assert pin.path in recipe
-        assert recipe.count(Path(pin.path).name) >= 2, f"{name} is fetched but never applied"
+        assert pin.values.path is not None
+        assert pin.values.path in recipe
+        assert recipe.count(Path(pin.values.path).name) >= 2, f"{name} is fetched but never applied"
     other = "rocm" if platform == "cuda" else "cuda"
     for name in PATCHES[other]:
         assert not any(k.startswith(name.upper().replace("-", "_")) for k in args)

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import mini_project
-from twinbuild.build import wheelhouse
+from twinbuild.builder import wheelhouse
 from twinbuild.errors import BuildFailed
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render, requirement
 
 
@@ -56,7 +56,7 @@ def test_one_call_per_group_and_each_wheel_in_its_layer(
     assert said[0] == f"wheelhouse: downloading {len(pins)} pins ({len(counts)} layers): started"
     for pin in pins:
         (wheel,) = (tmp_path / "ctx/.twinbuild/wheels" / pin.layer).glob(
-            f"{(pin.dist or pin.name).replace('-', '_')}-*.whl"
+            f"{(pin.values.dist or pin.name).replace('-', '_')}-*.whl"
         )
         assert wheel.is_file()
     pip.calls.clear()
@@ -70,7 +70,7 @@ def test_a_failing_batch_names_the_pin_at_fault(
     rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), "rocm", "local",
                       local_base="x")  # fmt: skip
     bad = next(p for p in rendered.installed if p.install == "pip" and p.kind != "git")
-    pip = FakePip(refuse=(bad.dist or bad.name))
+    pip = FakePip(refuse=(bad.values.dist or bad.name))
     monkeypatch.setattr(wheelhouse, "_pip", pip)
     with pytest.raises(BuildFailed) as info:
         wheelhouse.download_wheels(rendered, tmp_path / "ctx", tmp_path / "cache", lambda _: None)

@@ -31,9 +31,10 @@ from tests.unit.gate_repos import copy_builder_code, copy_codeowners
 from tests.unit.github_runner import runner_outputs
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
 from tests.unit.reviews import OWNER, reviews_file
-from twinbuild import evidence as ev
+from twinbuild.evidence import keygen, load_trusted, verify
 from twinbuild.evidence.head import commit_inputs
-from twinbuild.manifest.model import PLATFORMS, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import PLATFORMS
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -186,7 +187,7 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
     work = mini_project(tmp_path)
     copy_builder_code(work)
     copy_codeowners(work)
-    pair = ev.keygen(tmp_path / "secret" / "ci.key", work / "evidence/keys/ci.pub")
+    pair = keygen(tmp_path / "secret" / "ci.key", work / "evidence/keys/ci.pub")
     git(work, "init", "-q", "-b", "main")
     base = commit_all(work, "main")
     edit(work / "pins/manifest.toml", 'version = "0.4.2"', 'version = "0.4.3"')
@@ -304,8 +305,8 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
         "evidence/cuda.dsse.json",
         "evidence/rocm.dsse.json",
     ]
-    recorded = ev.verify(
-        sign_ws / "signed/cuda.dsse.json", trusted=ev.load_trusted(work / "evidence/keys")
+    recorded = verify(
+        sign_ws / "signed/cuda.dsse.json", trusted=load_trusted(work / "evidence/keys")
     )
     assert recorded.statement.predicate.build.inputs_hash == found.inputs["cuda"]
     assert recorded.statement.predicate.source.ref == f"refs/heads/{BRANCH}"
@@ -386,7 +387,7 @@ def test_the_gate_step_refuses_a_new_key_until_a_code_owner_approves_the_head(
     copy_codeowners(work)
     git(work, "init", "-q", "-b", "main")
     base = commit_all(work, "main")
-    ev.keygen(tmp_path / "mallory" / "m.key", work / "evidence/keys/mallory.pub")
+    keygen(tmp_path / "mallory" / "m.key", work / "evidence/keys/mallory.pub")
     head = commit_all(work, "trust one more key")
     git(work, "push", "-q", str(origin), f"{base}:refs/heads/main")
     git(work, "push", "-q", str(origin), f"{head}:refs/pull/{PR}/head")

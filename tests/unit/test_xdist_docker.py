@@ -46,9 +46,9 @@ def _tree(root: Path, *, ours: bool) -> Path:
     log = root / "log"
     # Two Docker modules: grouping by module (xdist's loadscope) would run them at once.
     for folder, module, tests, pause in (
-        ("docker", "d1", range(3), 0.3),
-        ("docker", "d2", range(3, 6), 0.3),
-        ("docker/own_engine", "o", range(2), 0.3),
+        ("docker", "d1", range(3), 0.1),
+        ("docker", "d2", range(3, 6), 0.1),
+        ("docker/own_engine", "o", range(2), 0.1),
         *(("unit", f"u{i}", range(i, i + 1), 0.05) for i in range(4)),
     ):
         (root / "tests" / folder).mkdir(parents=True, exist_ok=True)
@@ -62,9 +62,11 @@ def _tree(root: Path, *, ours: bool) -> Path:
 
 def _run(root: Path, *, ours: bool) -> dict[str, tuple[str, float, float]]:
     log = _tree(root, ours=ours)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # xdist alone: the other plugins (hypothesis, testinfra) cost each of three processes time
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-n", "2", "-p", "no:cacheprovider", "tests"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "xdist", "-n", "2", "-p", "no:cacheprovider",
+         "tests"],
         cwd=root, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from twinbuild.ci import github
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.util import bounded
+from twinbuild.util import bounded, github
 
 Outcome = Literal["success", "failure", "cancelled", "skipped"]
 Verdict = Literal["passed", "rerun", "flaky", "failed", "refuse"]

@@ -11,7 +11,8 @@ from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from twinbuild.build.image import BuildOptions, BuildRequest, build_images
+    from twinbuild.builder.image import build_images
+    from twinbuild.builder.options import BuildOptions, BuildRequest
 
     request = BuildRequest(
         manifest=manifest_path(args),
@@ -34,7 +35,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from twinbuild.build.plan import PlanOptions, plan_change
+    from twinbuild.builder.plan import PlanOptions, plan_change
 
     options = PlanOptions(
         manifest=repo_manifest(args),  # plan reads it with git: relative to the root
@@ -47,7 +48,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_bake(args: argparse.Namespace) -> int:
-    from twinbuild.build.bake import BakeOptions, bake_images
+    from twinbuild.builder.bake import BakeOptions, bake_images
 
     options = BakeOptions(
         manifest=manifest_path(args),

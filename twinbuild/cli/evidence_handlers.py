@@ -15,7 +15,6 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild import evidence
-from twinbuild.ci import github
 from twinbuild.errors import ConfigError, EvidenceRefused, TrustRootRefused
 from twinbuild.evidence.head import inputs_report, validated
 from twinbuild.evidence.options import (
@@ -27,6 +26,7 @@ from twinbuild.evidence.options import (
     TriggerOptions,
     VerifyOptions,
 )
+from twinbuild.util import github
 from twinbuild.util.atomic import plain_folder
 
 REPORT = "report.json"

@@ -10,7 +10,7 @@ from twinbuild.manifest.model import DEFAULT_PATH
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from twinbuild.importer.draft import ImportOptions, run_import
+    from twinbuild.importer.run import ImportOptions, run_import
 
     options = ImportOptions(
         cuda_dockerfile=args.cuda_dockerfile, rocm_dockerfile=args.rocm_dockerfile, out=args.out,

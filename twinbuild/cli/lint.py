@@ -9,8 +9,8 @@ from twinbuild.errors import FindingsError
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
-    from twinbuild.ci import github
     from twinbuild.lint.checks import LintOptions, format_findings, lint_project
+    from twinbuild.util import github
 
     options = LintOptions(
         manifest=manifest_path(args), root=root(args), strict=args.strict, format=args.format

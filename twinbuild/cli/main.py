@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from twinbuild import __version__
 from twinbuild.cli import (
-    bench,
     build,
     ci,
     engine,
@@ -29,7 +28,7 @@ from twinbuild.cli.common import Handler, locate
 from twinbuild.errors import TwinbuildError
 
 #: Command groups in the order ``twinbuild --help`` lists them.
-GROUPS = (lint, manifest, engine, build, bench, smoke, ship, importer, ci, evidence, pins)
+GROUPS = (lint, manifest, engine, build, smoke, ship, importer, ci, evidence, pins)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,9 +47,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     func: Handler = args.func
-    try:
+
+    def run() -> int:
         locate(args)
         return func(args)
+
+    return exit_code(run)
+
+
+def exit_code(run: Callable[[], int]) -> int:
+    """``run()``'s exit code; a TwinbuildError becomes its lines on stderr and its own code."""
+    try:
+        return run()
     except TwinbuildError as exc:
         for line in str(exc).splitlines() or [type(exc).__name__]:
             # A line about a file under twinbuild/ starts with "twinbuild" too: only an already

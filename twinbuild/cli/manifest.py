@@ -10,7 +10,7 @@ from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from twinbuild.manifest.render import RenderOptions, render_manifest
+    from twinbuild.builder.render import RenderOptions, render_manifest
 
     options = RenderOptions(
         manifest=manifest_path(args), platform=args.platform, profile=args.profile,

@@ -19,10 +19,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         report_dir=Path(args.report_dir) if args.report_dir else root(args) / "build/smoke",
     )  # fmt: skip
     for o in smoke_images(options):
-        c = o.summary["counts"]
+        c = o.summary.counts
         print(
-            f"smoke {o.summary['platform']} ({o.summary['profile']}): {c['passed']} passed, "
-            f"{c['failed']} failed, {c['skipped']} skipped, {c['flaky']} flaky in "
+            f"smoke {o.summary.platform} ({o.summary.profile}): {c.describe()} in "
             f"{o.seconds:.1f}s -> {o.paths['json']}"
         )
     return 0

@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,12 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twinbuild.engine.daemon import APT_INSTALL, cache_root
+from twinbuild.engine.host import APT_INSTALL, run_command, which
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 from twinbuild.util.activity import Say, step, to_stderr
+from twinbuild.util.paths import cache_root
 
 if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK costs it 0.15 s
-    from twinbuild.engine.client import EngineAPI
+    from twinbuild.engine.api import EngineAPI
 
 REPOSITORY = "twinbuild/base"
 INPUTS_LABEL = "org.twinbuild.base-inputs"
@@ -44,24 +44,6 @@ Which = Callable[[str], str | None]
 
 _SUITE = re.compile(r"[a-z][a-z0-9-]*")
 _PACKAGE = re.compile(r"[a-z0-9][a-z0-9+.-]+")
-
-
-def run_command(argv: Sequence[str]) -> tuple[int, str]:
-    """Run a fixed command, capturing stdout and stderr together."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
-    proc = subprocess.run(
-        list(argv),
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def _which(name: str) -> str | None:
-    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -310,7 +292,7 @@ class BaseOptions:
 def base_for(options: BaseOptions) -> BaseResult:
     """Make sure the base of the manifest's ``[local]`` table is in the engine."""
     from twinbuild.engine.client import connect
-    from twinbuild.manifest.model import load
+    from twinbuild.manifest.loader import load
 
     local = load(options.manifest).local  # a bad manifest fails before the engine is asked
     with connect() as engine:
@@ -325,7 +307,7 @@ def ensure_base(
     packages: Sequence[str],
     cache: Path | None = None,
     run: Runner = run_command,
-    which: Which = _which,
+    which: Which = which,
     clock: Callable[[], float] = time.monotonic,
     say: Say = to_stderr,
     fetch: Callable[[str], bool] | None = None,

@@ -3,25 +3,21 @@
 The private engine is a plain ``dockerd`` with its own data root, exec root, socket and pidfile
 under the cache folder. It creates no network of its own (``--bridge=none``, no iptables rules):
 every build and container names its network, ``none`` or ``host``. This module does not import
-``docker``; it pings sockets with a few bytes of HTTP so that ``engine.py`` stays the only Docker
-boundary.
+``docker``; it pings sockets with a few bytes of HTTP (``wire``) so that ``client.py`` stays the
+only Docker boundary; it runs host commands through ``host``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import signal
-import subprocess
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Literal
 
-from twinbuild.errors import ConfigError, EngineError
+from twinbuild.engine.host import Host, SystemHost, apt_install, own_pid, stop_pid
+from twinbuild.errors import EngineError
 from twinbuild.util.activity import Say, step, to_stderr
+from twinbuild.util.paths import cache_root
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 START_TIMEOUT_S = 60.0
@@ -29,20 +25,6 @@ STOP_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 12
 
 Source = Literal["env", "private", "default"]
-
-
-def cache_root() -> Path:
-    """The cache folder: ``$TWINBUILD_CACHE``, else ``~/.cache/twinbuild``."""
-    env = os.environ.get("TWINBUILD_CACHE")
-    if env:
-        return Path(env)
-    try:
-        return Path.home() / ".cache" / "twinbuild"
-    except (RuntimeError, KeyError):  # HOME unset and no passwd entry for this user id
-        raise ConfigError(
-            f"no cache folder: $HOME is unset and user id {os.getuid()} has no passwd entry; "
-            "set TWINBUILD_CACHE=/path/to/cache (or HOME)"
-        ) from None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,123 +103,6 @@ class EngineState:
         return f"export DOCKER_HOST={self.docker_host}"
 
 
-class Host(Protocol):
-    """What the engine logic needs from the machine; tests pass a fake."""
-
-    def ping(self, docker_host: str) -> bool: ...
-    def is_root(self) -> bool: ...
-    def is_debian(self) -> bool: ...
-    def which(self, name: str) -> str | None: ...
-    def run(self, argv: Sequence[str]) -> tuple[int, str]: ...
-    def spawn(self, argv: Sequence[str], log: Path) -> int: ...
-    def alive(self, pid: int) -> bool: ...
-    def cmdline(self, pid: int) -> str: ...
-    def kill(self, pid: int, sig: int) -> None: ...
-    def sleep(self, seconds: float) -> None: ...
-    def now(self) -> float: ...
-
-
-def ping(docker_host: str, timeout: float = 2.0) -> bool:
-    """True when ``GET /_ping`` on ``docker_host`` answers ``OK``."""
-    from twinbuild.engine import wire
-
-    try:
-        status, body = wire.request(docker_host, "GET", "/_ping", timeout=timeout)
-    except OSError:
-        return False
-    return status == 200 and body[:16] == b"OK"
-
-
-class SystemHost:
-    """The real machine."""
-
-    def ping(self, docker_host: str) -> bool:
-        return ping(docker_host)
-
-    def is_root(self) -> bool:
-        return os.geteuid() == 0
-
-    def is_debian(self) -> bool:
-        return Path("/etc/debian_version").exists()
-
-    def which(self, name: str) -> str | None:
-        return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
-
-    def run(self, argv: Sequence[str]) -> tuple[int, str]:
-        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        proc = subprocess.run(
-            list(argv),
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-            stdin=subprocess.DEVNULL,
-        )
-        return proc.returncode, proc.stdout + proc.stderr
-
-    def spawn(self, argv: Sequence[str], log: Path) -> int:
-        # posix_spawn in a new session: the daemon outlives us and owns no Popen object to warn on.
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            return os.posix_spawn(
-                argv[0],
-                list(argv),
-                dict(os.environ),
-                file_actions=[
-                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_DUP2, fd, 1),
-                    (os.POSIX_SPAWN_DUP2, fd, 2),
-                ],
-                setsid=True,
-            )
-        finally:
-            os.close(fd)
-
-    def alive(self, pid: int) -> bool:
-        # Reap it if it is our own child (the same process ran `up` and `down`), else a zombie
-        # would look alive forever.
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except OSError:
-            return False
-        return stat.rpartition(")")[2].split()[0] != "Z"
-
-    def cmdline(self, pid: int) -> str:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            return ""
-
-    def kill(self, pid: int, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, sig)
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
-
-    def now(self) -> float:
-        return time.monotonic()
-
-
-def read_int(path: Path) -> int | None:
-    """The number a pidfile or portfile holds; None when it is missing or holds something else."""
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
-
-
-def own_pid(pidfile: Path, program: str, host: Host) -> int | None:
-    """The pid in ``pidfile`` if it names a live ``program`` process, else None."""
-    pid = read_int(pidfile)
-    if pid is None or not host.alive(pid) or program not in host.cmdline(pid):
-        return None
-    return pid
-
-
 def _private_pid(paths: EnginePaths, host: Host) -> int | None:
     """The pid of our private dockerd if its pidfile names a live dockerd, else None."""
     return own_pid(paths.pidfile, "dockerd", host)
@@ -306,27 +171,6 @@ def _log_tail(paths: EnginePaths) -> str:
     except OSError:
         return "(no log)"
     return " | ".join(line.strip() for line in lines[-LOG_TAIL_LINES:]) or "(empty log)"
-
-
-#: ``apt-get install`` as every installer here runs it (the package names follow).
-APT_INSTALL = ("apt-get", "install", "-y", "--no-install-recommends")
-
-
-def apt_install(host: Host, package: str, *, update_first: bool = True) -> None:
-    """``apt-get install`` one Debian package, with ``apt-get update`` before it, or (with
-    ``update_first=False``) only once the install alone has failed. A failure is one line
-    naming the command, its exit code and the end of its output."""
-    install = [*APT_INSTALL, package]
-    if not update_first and host.run(install)[0] == 0:
-        return
-    for argv in (["apt-get", "update"], install):
-        rc, out = host.run(argv)
-        if rc != 0:
-            tail = " | ".join(out.strip().splitlines()[-3:])
-            raise EngineError(
-                f"`{' '.join(argv)}` failed (exit {rc}): {tail}; "
-                f"install {package} by hand and rerun"
-            )
 
 
 def _install_dockerd(host: Host, say: Say) -> str:
@@ -433,22 +277,6 @@ def _stop_orphaned_containerd(paths: EnginePaths, host: Host) -> None:
 def _write_env(paths: EnginePaths) -> None:
     # `export` so that `. <cache>/engine/env` reaches the docker CLI run from that shell.
     paths.env_file.write_text(f"export DOCKER_HOST={paths.docker_host}\n")
-
-
-def stop_pid(host: Host, pid: int, timeout: float, program: str) -> None:
-    """SIGTERM, then SIGKILL after ``timeout`` seconds; only ever a pid our own pidfile names."""
-    host.kill(pid, signal.SIGTERM)
-    deadline = host.now() + timeout
-    while host.alive(pid):
-        if host.now() >= deadline:
-            host.kill(pid, signal.SIGKILL)
-            kill_deadline = host.now() + 5.0
-            while host.alive(pid):
-                if host.now() >= kill_deadline:
-                    raise EngineError(f"{program} (pid {pid}) survived SIGKILL; stop it by hand")
-                host.sleep(0.1)
-            return
-        host.sleep(0.1)
 
 
 def down(

@@ -27,16 +27,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from twinbuild.engine.daemon import (
+from twinbuild.engine.host import (
     Host,
     SystemHost,
     apt_install,
-    cache_root,
     own_pid,
     read_int,
     stop_pid,
 )
 from twinbuild.errors import ConfigError, EngineError
+from twinbuild.manifest.model import Platform, Profile
+from twinbuild.util.paths import cache_root
 
 if TYPE_CHECKING:
     from twinbuild.util.exchange import Clock
@@ -58,6 +59,7 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 LOG_TAIL_LINES = 8
 PROGRAM = "docker-registry"
+REPOSITORY = "{registry}/twinbuild/{platform}"
 
 CONFIG = """\
 # Written by `twinbuild registry up`; edits are overwritten on the next start.
@@ -308,6 +310,16 @@ def cache_registry(
         return resolve(flag, paths)
     state = status(paths)
     return state.address if state.running else None
+
+
+def repository(registry: str, platform: Platform) -> str:
+    """Where twinbuild's image of ``platform`` lives in ``registry``."""
+    return REPOSITORY.format(registry=registry, platform=platform)
+
+
+def cache_ref(registry: str, platform: Platform, profile: Profile) -> str:
+    """The tag the last push of ``platform`` moved: the registry build cache of the next build."""
+    return f"{repository(registry, platform)}:{profile}"
 
 
 _ADDRESS_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*")

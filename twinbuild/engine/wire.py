@@ -51,3 +51,12 @@ def request(
     if len(status_line) < 2 or not status_line[1].isdigit():
         raise OSError(f"not an HTTP answer from {docker_host}: {head[:60]!r}")
     return int(status_line[1]), body
+
+
+def ping(docker_host: str, timeout: float = 2.0) -> bool:
+    """True when ``GET /_ping`` on ``docker_host`` answers ``OK``."""
+    try:
+        status, body = request(docker_host, "GET", "/_ping", timeout=timeout)
+    except OSError:
+        return False
+    return status == 200 and body[:16] == b"OK"

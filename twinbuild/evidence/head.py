@@ -1,8 +1,8 @@
 """What the evidence gate computes at a commit, from git objects only.
 
 The PR head is never checked out or run: its tree is listed with ``git ls-tree`` and its files are
-read with ``git cat-file --batch`` (:class:`~twinbuild.build.tree.CommitTree`), then hashed by the
-same :func:`~twinbuild.build.inputs.inputs_hash` that ``twinbuild build`` uses for its up-to-date
+read with ``git cat-file --batch`` (:class:`~twinbuild.builder.tree.CommitTree`), then hashed by the
+same :func:`~twinbuild.builder.inputs.inputs_hash` that ``twinbuild build`` uses for its up-to-date
 check. ``twinbuild evidence inputs --head SHA`` prints the result, so a maintainer can see why
 evidence does or does not count.
 """
@@ -13,16 +13,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from twinbuild.build.image import builder_settings
-from twinbuild.build.inputs import inputs_hash
-from twinbuild.build.tree import KIND_NAMES, CommitTree
+from twinbuild.builder.inputs import builder_settings, inputs_hash
+from twinbuild.builder.tree import KIND_NAMES, CommitTree
 from twinbuild.errors import ConfigError
-from twinbuild.evidence import strictjson
 from twinbuild.evidence.options import InputsOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.evidence.statement import COMMIT_RE, Validated
-from twinbuild.manifest.model import DEFAULT_PATH, MAX_BYTES, PLATFORMS, Platform, load_bytes
+from twinbuild.manifest.loader import MAX_BYTES, load_bytes
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Platform
 from twinbuild.manifest.render import render
+from twinbuild.util import strictjson
 from twinbuild.util.git import rev_arg, run_git
 
 

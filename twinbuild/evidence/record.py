@@ -17,15 +17,12 @@ from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
-from twinbuild.ci import github
 from twinbuild.errors import ConfigError
-from twinbuild.evidence import strictjson
 from twinbuild.evidence.statement import (
     COMMIT_RE,
     DIGEST_RE,
     IMAGE_REF_RE,
     MANIFEST_SUBJECT,
-    PROFILES,
     VENDORS,
     Build,
     Counts,
@@ -39,12 +36,10 @@ from twinbuild.evidence.statement import (
     TestResult,
     Validated,
     Verdict,
-    parse_counts,
-    parse_gpu,
-    parse_test,
 )
-from twinbuild.evidence.strictjson import Fields
-from twinbuild.manifest.model import PLATFORMS, Platform
+from twinbuild.manifest.model import Platform
+from twinbuild.smoke.report import SmokeReport
+from twinbuild.util import github, strictjson
 from twinbuild.util.atomic import write_atomic
 
 PR_EVENTS = ("pull_request", "pull_request_target")
@@ -55,39 +50,41 @@ def record(
     report: Path, *, env: Mapping[str, str], now: datetime, validated: Validated
 ) -> Statement:
     """The statement for the smoke run in ``report`` of ``validated``, in the job ``env`` names."""
-    data = strictjson.load(report)
-    top = Fields(data, "report", str(report))
-    schema = top.integer("schema")
-    if schema != 1:
-        raise ConfigError(f"{report}: report.schema: {schema} is not 1; update twinbuild")
-    platform = top.choice("platform", PLATFORMS)
-    profile = top.choice("profile", PROFILES)
-    image = top.obj("image")
+    smoke = SmokeReport.load(report)  # the report's own shape: types, keys, counts against tests
+    platform, profile = smoke.platform, smoke.profile
+    where = f"{report}: report"
     digest = "a digest like sha256:<64 hex>"
-    image_id = image.match("id", DIGEST_RE, digest)
-    image_ref = _image_ref(image)
-    image.ignore("inputs_hash")  # the PR's build wrote that label; the commit's hash is computed
-    base_digest = image.match("base_digest", DIGEST_RE, digest)
-    image.done()
-    manifest_digest = top.match("manifest_digest", DIGEST_RE, digest)
+    image_id = _match(smoke.image.id, f"{where}.image.id", DIGEST_RE, digest)
+    image_ref = _image_ref(smoke.image.digest, f"{where}.image.digest")
+    # Not smoke.image.inputs_hash: the PR's build wrote that label; the commit's is computed.
+    base_digest = _match(smoke.image.base_digest, f"{where}.image.base_digest", DIGEST_RE, digest)
+    manifest_digest = _match(smoke.manifest_digest, f"{where}.manifest_digest", DIGEST_RE, digest)
     if manifest_digest != validated.manifest_digest:
         raise ConfigError(
             f"{report}: report.manifest_digest: the smoke run checked pins/manifest.toml "
             f"{manifest_digest}, commit {validated.commit} has {validated.manifest_digest}; "
             "smoke the image against the validated commit's manifest"
         )
-    gpu = parse_gpu(top.opt_obj("gpu"))
+    seen = smoke.gpu
+    gpu = None
+    if seen is not None:
+        gpu = Gpu(
+            vendor=seen.vendor, model=seen.model, driver=seen.driver, runtime=seen.runtime,
+            count=seen.count,
+        )  # fmt: skip
     # A failure's message and what the image holds stay in the smoke report, not the evidence.
-    tests = tuple(parse_test(t, ignore=("message",)) for t in top.items("tests"))
-    top.ignore("holds")
-    claimed = parse_counts(top.obj("counts"))
-    top.done()
-    counts = Counts.of(tests)
-    if claimed != counts:
-        raise ConfigError(
-            f"{report}: report.counts: {_counts(claimed)} disagrees with its tests "
-            f"({_counts(counts)}); the report is inconsistent, re-run the smoke tests"
+    tests = tuple(
+        TestResult(
+            id=t.id,
+            outcome=t.outcome,
+            attempts=t.attempts,
+            flaky=t.flaky,
+            duration_s=t.duration_s,
+            markers=t.markers,
         )
+        for t in smoke.tests
+    )
+    counts = Counts.of(tests)
     build = Build(
         profile=profile,
         inputs_hash=validated.inputs[platform],
@@ -130,21 +127,22 @@ def _validated(platform: Platform, gpu: Gpu | None, tests: tuple[TestResult, ...
     )
 
 
-def _image_ref(image: Fields) -> str | None:
-    ref = image.data.get("digest")
-    if isinstance(ref, str) and "@" not in ref:
+def _match(value: str | None, where: str, pattern: re.Pattern[str], what: str) -> str:
+    """A report value evidence needs, in the form it needs (host mode has no image: refused)."""
+    if value is None:
+        raise ConfigError(f"{where}: expected a string, got null")
+    if not pattern.fullmatch(value):
+        raise ConfigError(f"{where}: {value!r} is not {what}")
+    return value
+
+
+def _image_ref(ref: str | None, where: str) -> str | None:
+    if ref is not None and "@" not in ref:
         raise ConfigError(
-            f"{image.where('digest')}: {ref!r} is a tag without a digest; tags move, evidence "
+            f"{where}: {ref!r} is a tag without a digest; tags move, evidence "
             "binds digests: push the image and record repository@sha256:..."
         )
-    return image.opt_match("digest", IMAGE_REF_RE, "repository@sha256:<64 hex>")
-
-
-def _counts(counts: Counts) -> str:
-    return (
-        f"{counts.passed} passed, {counts.failed} failed, {counts.skipped} skipped, "
-        f"{counts.flaky} flaky"
-    )
+    return None if ref is None else _match(ref, where, IMAGE_REF_RE, "repository@sha256:<64 hex>")
 
 
 def _env(env: Mapping[str, str], name: str) -> str:

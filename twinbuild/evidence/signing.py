@@ -15,8 +15,9 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from twinbuild.errors import EvidenceRefused
-from twinbuild.evidence import dsse, strictjson
+from twinbuild.evidence import dsse
 from twinbuild.evidence.statement import Statement, Validated
+from twinbuild.util import strictjson
 from twinbuild.util.atomic import plain_folder, write_atomic
 
 

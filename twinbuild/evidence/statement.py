@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from twinbuild.errors import ConfigError, EvidenceRefused
-from twinbuild.evidence.strictjson import Fields
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile
+from twinbuild.util.strictjson import Fields
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 PREDICATE_TYPE = "https://twinbuild.dev/gpu-smoke/v1"

@@ -8,21 +8,19 @@ writes them.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Literal
 
 import tomlkit
 from packaging.utils import canonicalize_name
 from tomlkit.items import Table
 
-from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.importer import report as drift
-from twinbuild.recipe import scan as recipe
+from twinbuild.errors import ConfigError
+from twinbuild.recipe import scan
 from twinbuild.recipe.pin_rules import HEX, SHA40
 from twinbuild.recipe.scan import RecipePin, Unrecognised
 from twinbuild.util.atomic import write_atomic
@@ -201,8 +199,8 @@ def _git_values(ref: str) -> tuple[dict[str, str], bool]:
     return {"ref": ref or "HEAD"}, True
 
 
-def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base, recipe.Recipe]:
-    parsed = recipe.parse(path)
+def _scan(platform: Platform, path: Path) -> tuple[_Collect, Base, scan.Recipe]:
+    parsed = scan.parse(path)
     if not parsed.pins:
         raise ConfigError(
             f"{path}: no pins found (no FROM image, pip/git/curl/apt install or pinned ARG); "
@@ -369,7 +367,7 @@ def _url_key(url: str) -> str:
     return key
 
 
-def _base(platform: Platform, c: _Collect, f: RecipePin | None, parsed: recipe.Recipe) -> Base:
+def _base(platform: Platform, c: _Collect, f: RecipePin | None, parsed: scan.Recipe) -> Base:
     envs = {k: v for stage in parsed.envs.values() for k, v, _ in stage}
     archs_env = "TORCH_CUDA_ARCH_LIST" if platform == "cuda" else "PYTORCH_ROCM_ARCH"
     archs = tuple(a.removesuffix("+PTX") for a in re.split(r"[;,\s]+", envs.get(archs_env, ""))
@@ -411,7 +409,7 @@ def _toolkit(platform: Platform, repository: str, tag: str, envs: Mapping[str, s
     return f"{m.group(1)}.{m.group(2)}" if m else TODO
 
 
-def adopted(parsed: recipe.Recipe) -> bool:
+def adopted(parsed: scan.Recipe) -> bool:
     """The recipe already takes every pin from a manifest: nothing literal to import."""
     return bool(parsed.pins) and not any(p.literal for p in parsed.pins) and not parsed.unrecognised
 
@@ -423,7 +421,7 @@ def adopt(cuda: Path, rocm: Path) -> Adoption:
     """Scan both recipes and match their dependencies."""
     collected: dict[Platform, _Collect] = {}
     bases: dict[Platform, Base] = {}
-    parsed: dict[Platform, recipe.Recipe] = {}
+    parsed: dict[Platform, scan.Recipe] = {}
     for platform, path in zip(PLATFORMS, (cuda, rocm), strict=True):
         collected[platform], bases[platform], parsed[platform] = _scan(platform, path)
     cuda_sides, rocm_sides = collected["cuda"].sides, collected["rocm"].sides
@@ -547,61 +545,3 @@ def write_draft(text: str, out: Path, *, force: bool = False) -> None:
         raise ConfigError(f"{out}: already exists; pass --force to overwrite it, "
                           "or --out another path")  # fmt: skip
     write_atomic(out, text)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ImportOptions:
-    """What ``twinbuild import`` was asked for."""
-
-    cuda_dockerfile: Path
-    rocm_dockerfile: Path
-    out: Path = Path("pins/manifest.toml")
-    format: Literal["text", "json", "markdown"] = "text"
-    force: bool = False  # overwrite ``out``
-    allow_unrecognised: bool = False  # exit 0 with pin-like text left unclassified
-
-
-def run_import(options: ImportOptions, stream: TextIO) -> int:
-    """:func:`run` with the options of ``twinbuild import``."""
-    return run(
-        options.cuda_dockerfile, options.rocm_dockerfile, out=options.out, fmt=options.format,
-        force=options.force, allow_unrecognised=options.allow_unrecognised, stream=stream,
-    )  # fmt: skip
-
-
-def run(
-    cuda: Path,
-    rocm: Path,
-    *,
-    out: Path = Path("pins/manifest.toml"),
-    fmt: Literal["text", "json", "markdown"] = "text",
-    force: bool = False,
-    allow_unrecognised: bool = False,
-    stream: TextIO,
-) -> int:
-    """The whole `twinbuild import`: report, then draft; exit 1 when a pin was not classified.
-
-    The drift report comes first, so a refused write (``out`` exists) still shows the drift.
-    """
-    adoption = adopt(cuda, rocm)
-    if adoption.adopted:
-        message = (
-            f"{cuda} and {rocm} already take every pin from a manifest (no literal version, "
-            "commit, URL or base image in them): nothing to import; check them against the "
-            "manifest with `twinbuild lint`"
-        )
-        if fmt == "json":
-            message = json.dumps({"adopted": True, "message": message}, indent=2)
-        stream.write(message + "\n")
-        return 0
-    stream.write(drift.report(adoption, fmt))
-    if out.exists() and not force:
-        raise ConfigError(f"{out}: already exists, so the draft was not written; pass --force "
-                          "to overwrite it, or --out another path")  # fmt: skip
-    write_draft(draft(adoption), out, force=force)
-    if adoption.unrecognised and not allow_unrecognised:
-        raise FindingsError(
-            f"{len(adoption.unrecognised)} unrecognised pin(s) (listed above); the draft at {out} "
-            "lacks them: add them by hand, then rerun with --allow-unrecognised"
-        )
-    return 0

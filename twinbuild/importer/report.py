@@ -6,7 +6,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
-if TYPE_CHECKING:  # adopt imports this module to print its report
+if TYPE_CHECKING:
     from twinbuild.importer.draft import Adoption, Dependency, Side
 
 Format = Literal["text", "json", "markdown"]

@@ -17,18 +17,19 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from twinbuild.lint.findings import Finding
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
     PLATFORMS,
+    SYMMETRIC_KEYS,
     Manifest,
     Pin,
     Platform,
     Profile,
     ResolvedPin,
-    load,
 )
 from twinbuild.manifest.render import GENERATED, RECIPES, pin_args, render
-from twinbuild.recipe import scan as recipes
+from twinbuild.recipe import scan
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}\Z")
 HEX_PREFIX = re.compile(r"^[0-9a-f]{4,39}\Z")
@@ -174,7 +175,7 @@ def _lint_pin(
         where = (*key, platform) if platform in pin.overrides else key
         found = _lint_values(out, r, where)
         if found and not floats:  # the line of the first key that floats: its ref or range
-            float_key = (*where, "ref" if r.ref is not None else "range")
+            float_key = (*where, "ref" if r.values.ref is not None else "range")
         floats += found
     if floats and pin.floating is None:
         out.add("TB005",
@@ -210,12 +211,10 @@ def _joined(floats: list[str]) -> str:
 
 def _differences(resolved: dict[Platform, ResolvedPin]) -> str:
     cuda, rocm = resolved["cuda"], resolved["rocm"]
-    names = ("kind", "dist", "version", "range", "repo", "commit", "ref", "url", "sha256",
-             "package", "install", "path", "index", "subdirectory")  # fmt: skip
     parts = [
-        f"{n} cuda={getattr(cuda, n)!r} rocm={getattr(rocm, n)!r}"
-        for n in names
-        if getattr(cuda, n) != getattr(rocm, n)
+        f"{n} cuda={getattr(cuda.values, n)!r} rocm={getattr(rocm.values, n)!r}"
+        for n in SYMMETRIC_KEYS
+        if getattr(cuda.values, n) != getattr(rocm.values, n)
     ]
     return "differs: " + ", ".join(parts)
 
@@ -225,47 +224,53 @@ def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[
     floats: list[str] = []
     label = f"pins.{r.name}" + (f".{r.platform}" if key[-1] in PLATFORMS else "")
     if r.kind == "git":
-        if r.commit is not None and ANY_HEX40.match(r.commit) and not FULL_SHA.match(r.commit):
+        if (
+            r.values.commit is not None
+            and ANY_HEX40.match(r.values.commit)
+            and not FULL_SHA.match(r.values.commit)
+        ):
             out.add(
                 "TB004",
-                f"{label}.commit: '{r.commit}' has upper-case hex; git names commits in lower "
-                f"case: write '{r.commit.lower()}'",
+                f"{label}.commit: '{r.values.commit}' has upper-case hex; git names commits in "
+                f"lower case: write '{r.values.commit.lower()}'",
                 *key, "commit",
             )  # fmt: skip
-        elif r.commit is not None and not FULL_SHA.match(r.commit):
+        elif r.values.commit is not None and not FULL_SHA.match(r.values.commit):
             hint = (
                 "a short SHA is ambiguous and may not exist upstream"
-                if HEX_PREFIX.match(r.commit)
+                if HEX_PREFIX.match(r.values.commit)
                 else "a branch or tag moves"
             )
             out.add(
                 "TB004",
-                f"{label}.commit: '{r.commit}' is not a full 40-hex commit ({hint}); "
+                f"{label}.commit: '{r.values.commit}' is not a full 40-hex commit ({hint}); "
                 f"pin the merge commit, e.g. twinbuild pins bump {r.name} --commit <40 hex>",
                 *key, "commit",
             )  # fmt: skip
-        if r.ref is not None:
-            floats.append(f"git ref '{r.ref}' on {r.platform}")
-    if r.version is not None and r.kind in ("pypi", "url"):
+        if r.values.ref is not None:
+            floats.append(f"git ref '{r.values.ref}' on {r.platform}")
+    if r.values.version is not None and r.kind in ("pypi", "url"):
         try:
-            Version(r.version)
+            Version(r.values.version)
         except InvalidVersion:
-            out.add("TB006", f"{label}.version: '{r.version}' is not a PEP 440 version",
+            out.add("TB006", f"{label}.version: '{r.values.version}' is not a PEP 440 version",
                     *key, "version")  # fmt: skip
-    if r.range is not None:
+    if r.values.range is not None:
         if r.kind == "pypi":
             try:
-                SpecifierSet(r.range)
+                SpecifierSet(r.values.range)
             except InvalidSpecifier:
-                out.add("TB006", f"{label}.range: '{r.range}' is not a PEP 440 specifier",
+                out.add("TB006", f"{label}.range: '{r.values.range}' is not a PEP 440 specifier",
                         *key, "range")  # fmt: skip
         floats.append(
-            f"range '{r.range}' on {r.platform}" if r.range else f"unpinned on {r.platform}"
+            f"range '{r.values.range}' on {r.platform}"
+            if r.values.range
+            else f"unpinned on {r.platform}"
         )
-    if r.kind == "apt" and r.version is None and r.range is None:
+    if r.kind == "apt" and r.values.version is None and r.values.range is None:
         floats.append(f"apt package unpinned on {r.platform}")
-    if r.kind == "url" and r.sha256 is not None and not SHA256.match(r.sha256):
-        out.add("TB009", f"{label}.sha256: '{r.sha256}' is not 64 lower-case hex",
+    if r.kind == "url" and r.values.sha256 is not None and not SHA256.match(r.values.sha256):
+        out.add("TB009", f"{label}.sha256: '{r.values.sha256}' is not 64 lower-case hex",
                 *key, "sha256")  # fmt: skip
     return floats
 
@@ -277,19 +282,19 @@ def lint_recipes(manifest: Manifest, root: Path) -> list[Finding]:
     """Every recipe takes its pins from the manifest, needs nothing else, and installs every pin
     its profile installs on its platform."""
     out = _Collector(manifest)
-    parsed: dict[Path, recipes.Recipe] = {}
+    parsed: dict[Path, scan.Recipe] = {}
     production_args = {a for p in PLATFORMS for a in render(manifest, p, "production").args}
     for profile, per_platform in RECIPES.items():
         for platform, rel in per_platform.items():
             path = root / rel
             if path not in parsed:
-                parsed[path] = recipes.parse(path)
+                parsed[path] = scan.parse(path)
                 _literal_pins(out, parsed[path], rel)
             _inputs(out, manifest, parsed[path], rel, platform, profile, production_args)
     return out.findings
 
 
-def _literal_pins(out: _Collector, parsed: recipes.Recipe, rel: Path) -> None:
+def _literal_pins(out: _Collector, parsed: scan.Recipe, rel: Path) -> None:
     for item in parsed.pins:
         if not item.literal:
             continue
@@ -321,7 +326,7 @@ def _literal_pins(out: _Collector, parsed: recipes.Recipe, rel: Path) -> None:
 def _inputs(
     out: _Collector,
     manifest: Manifest,
-    parsed: recipes.Recipe,
+    parsed: scan.Recipe,
     rel: Path,
     platform: Platform,
     profile: Profile,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from twinbuild.ci import github
+from twinbuild.util import github
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}

@@ -9,10 +9,10 @@ Recipes carry no version, commit, branch or base tag. They read:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinbuild.manifest.model import DEFAULT_PATH, Manifest, Platform, Profile, ResolvedPin, load
+from twinbuild.manifest.model import Manifest, Platform, Profile, ResolvedPin
 
 GENERATED = ".twinbuild"
 RECIPES: Mapping[Profile, Mapping[Platform, Path]] = {
@@ -60,37 +60,37 @@ def pin_args(pin: ResolvedPin) -> dict[str, str]:
     """Build args of a pin that a recipe consumes by ARG (checkout, file and apt pins)."""
     prefix = pin.arg_prefix()
     values = {
-        "REPO": pin.repo,
-        "COMMIT": pin.commit,
-        "REF": pin.ref,
-        "URL": pin.url,
-        "SHA256": pin.sha256,
-        "VERSION": pin.version,
-        "PACKAGE": pin.package if pin.kind == "apt" else None,
+        "REPO": pin.values.repo,
+        "COMMIT": pin.values.commit,
+        "REF": pin.values.ref,
+        "URL": pin.values.url,
+        "SHA256": pin.values.sha256,
+        "VERSION": pin.values.version,
+        "PACKAGE": pin.values.package if pin.kind == "apt" else None,
     }
     return {f"{prefix}_{k}": v for k, v in values.items() if v is not None}
 
 
 def requirement(pin: ResolvedPin, *, mirror: str | None = None) -> str:
     """One pip requirement line for a pip-installed pin."""
-    name = pin.dist or pin.name
+    name = pin.values.dist or pin.name
     if pin.kind == "git":
-        url = f"git+{mirror or pin.repo}@{pin.commit or pin.ref}"
+        url = f"git+{mirror or pin.values.repo}@{pin.values.commit or pin.values.ref}"
         if mirror is not None:
             # The URL form, not PEP 508: the pip of Debian bookworm (23.0) rejects
             # 'name @ git+file:///...' (no host), and it is the pip that installs local images.
             fragment = f"#egg={name}"
-            if pin.subdirectory:
-                fragment += f"&subdirectory={pin.subdirectory}"
+            if pin.values.subdirectory:
+                fragment += f"&subdirectory={pin.values.subdirectory}"
             return url + fragment
-        if pin.subdirectory:
-            url += f"#subdirectory={pin.subdirectory}"
+        if pin.values.subdirectory:
+            url += f"#subdirectory={pin.values.subdirectory}"
         return f"{name} @ {url}"
     if pin.kind == "url":
-        return f"{name} @ {pin.url}#sha256={pin.sha256}"
-    if pin.version is not None:
-        return f"{name}=={pin.version}"
-    return f"{name}{pin.range or ''}"
+        return f"{name} @ {pin.values.url}#sha256={pin.values.sha256}"
+    if pin.values.version is not None:
+        return f"{name}=={pin.values.version}"
+    return f"{name}{pin.values.range or ''}"
 
 
 def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | None:
@@ -98,51 +98,19 @@ def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | Non
     if pin.local_skip is not None:
         return pin.local_skip.removeprefix("skip:").strip()
     if pin.install == "checkout":
-        return f"checkout of {pin.repo} needs GitHub; the local profile builds only pip installs"
+        return (
+            f"checkout of {pin.values.repo} needs GitHub; "
+            "the local profile builds only pip installs"
+        )
     if pin.install == "file":
-        return f"downloads {pin.url}, a production-only artifact"
+        return f"downloads {pin.values.url}, a production-only artifact"
     if pin.install == "apt":
         return "apt pins target the production base's distribution"
     if pin.kind == "git" and pin.name not in mirrors:
-        return f"no local mirror of {pin.repo}; pass --mirror {pin.name}=PATH to include it"
+        return f"no local mirror of {pin.values.repo}; pass --mirror {pin.name}=PATH to include it"
     if pin.kind == "url":
-        return f"wheel URL {pin.url} is not on a registry this profile reaches"
+        return f"wheel URL {pin.values.url} is not on a registry this profile reaches"
     return None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RenderOptions:
-    """What ``twinbuild render`` was asked for."""
-
-    manifest: Path = DEFAULT_PATH
-    platform: Platform
-    profile: Profile = "local"  # build's default: both describe the same build
-    mirrors: Mapping[str, str] = field(default_factory=dict)  # as given to build (--mirror)
-
-
-def render_manifest(options: RenderOptions) -> Rendered:
-    """Load the manifest and render what a build of ``options.platform`` receives.
-
-    For the local profile ``BASE_IMAGE`` is the tag ``twinbuild build`` gives the base, from the
-    one derivation (``engine.base.base_tag``); it needs mmdebstrap installed (its version is an
-    input), and where it is not the rendering says so instead of naming a tag that does not exist.
-    """
-    manifest = load(options.manifest)
-    if options.profile != "local":
-        return render(manifest, options.platform, options.profile, mirrors=options.mirrors)
-    from twinbuild.engine.base import base_tag
-    from twinbuild.errors import TwinbuildError
-
-    local = manifest.local
-    try:
-        tag = base_tag(suite=local.suite, mirror=local.mirror, packages=local.packages)
-    except TwinbuildError as exc:
-        rendered = render(manifest, options.platform, "local", mirrors=options.mirrors,
-                          local_base=UNKNOWN_BASE)  # fmt: skip
-        return replace(
-            rendered, notes=[f"BASE_IMAGE: unknown until mmdebstrap is installed ({exc})"]
-        )
-    return render(manifest, options.platform, "local", local_base=tag, mirrors=options.mirrors)
 
 
 def render(
@@ -176,13 +144,13 @@ def render(
             mirror = None
             if profile == "local" and pin.kind == "git":
                 mirror = f"file://{CONTEXT_IN_IMAGE}/mirrors/{pin.name}.git"
-            if pin.index and profile == "production":
-                layers[pin.layer].append(f"--extra-index-url {pin.index}")
+            if pin.values.index and profile == "production":
+                layers[pin.layer].append(f"--extra-index-url {pin.values.index}")
             layers[pin.layer].append(requirement(pin, mirror=mirror))
-            if pin.kind == "pypi" and pin.version is not None:
+            if pin.kind == "pypi" and pin.values.version is not None:
                 # A recipe may repeat a pip pin's version as a marker (ENV FLASHINFER_VERSION):
                 # it takes it from this arg, never as a literal.
-                args[f"{pin.arg_prefix()}_VERSION"] = pin.version
+                args[f"{pin.arg_prefix()}_VERSION"] = pin.values.version
         else:
             args.update(pin_args(pin))
     files = {

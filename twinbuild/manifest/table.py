@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, ResolvedPin, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, ResolvedPin
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -24,13 +25,13 @@ def _cell(pin: ResolvedPin | None) -> str:
     if pin is None:
         return "—"
     if pin.kind == "git":
-        value = f"`{pin.commit[:12]}`" if pin.commit else f"`@{pin.ref}`"
-        repo = (pin.repo or "").removeprefix("https://github.com/")
+        value = f"`{pin.values.commit[:12]}`" if pin.values.commit else f"`@{pin.values.ref}`"
+        repo = (pin.values.repo or "").removeprefix("https://github.com/")
         return f"{repo} {value}"
     if pin.kind == "url":
-        return f"{pin.version or pin.url} (sha256 `{(pin.sha256 or '')[:12]}`)"
+        return f"{pin.values.version or pin.values.url} (sha256 `{(pin.values.sha256 or '')[:12]}`)"
     if pin.kind == "apt":
-        return f"apt {pin.package}={pin.version or pin.range or '*'}"
+        return f"apt {pin.values.package}={pin.values.version or pin.values.range or '*'}"
     return f"`{pin.expected()}`"
 
 

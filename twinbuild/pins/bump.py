@@ -20,6 +20,7 @@ from tomlkit.items import InlineTable, Null, Table, Whitespace
 
 from twinbuild.errors import ConfigError
 from twinbuild.lint.checks import ANY_HEX40, FULL_SHA, HEX_PREFIX, is_placeholder, lint_manifest
+from twinbuild.manifest.loader import load, loads
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
     PLATFORMS,
@@ -29,8 +30,6 @@ from twinbuild.manifest.model import (
     Platform,
     Profile,
     ResolvedPin,
-    load,
-    loads,
 )
 from twinbuild.pins.diff import rebuild_needed
 from twinbuild.pins.upstream import UpstreamCheck, check_commit
@@ -271,7 +270,7 @@ def _tidy(moved: Manifest, text: str, name: str) -> str:
     resolved = [_resolved(moved, name, p) for p in pin.platforms]
     symmetric = len(pin.platforms) == len(PLATFORMS) and len({r.value_key() for r in resolved}) == 1
     fold = symmetric and (pin.overrides or pin.divergence is not None)
-    still_floats = any(r.ref is not None or r.range is not None for r in resolved)
+    still_floats = any(r.values.ref is not None or r.values.range is not None for r in resolved)
     unfloat = pin.floating is not None and not still_floats
     if not fold and not unfloat:
         return text

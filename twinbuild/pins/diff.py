@@ -6,11 +6,12 @@ pin is compared by its effective values per platform (overrides applied), not by
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from twinbuild.errors import ConfigError
+from twinbuild.manifest.loader import load, loads
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
     PLATFORMS,
@@ -19,8 +20,6 @@ from twinbuild.manifest.model import (
     Platform,
     Profile,
     ResolvedPin,
-    load,
-    loads,
 )
 from twinbuild.util.git import rev_arg, run_git
 
@@ -162,7 +161,7 @@ def compare(
 
 
 def _plain(pin: ResolvedPin, skip: tuple[str, ...]) -> dict[str, object]:
-    return {f.name: getattr(pin, f.name) for f in fields(pin) if f.name not in skip}
+    return {k: v for k, v in pin.flat().items() if k not in skip}
 
 
 def _show(pin: ResolvedPin | None) -> str | None:

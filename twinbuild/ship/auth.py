@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlencode, urlsplit
 
-from twinbuild.engine.client import Credentials
+from twinbuild.engine.api import Credentials
 from twinbuild.engine.registry import loopback
 from twinbuild.errors import CredentialsMissing, EngineError
 from twinbuild.util.exchange import Clock, Request, exchange

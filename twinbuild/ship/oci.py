@@ -34,7 +34,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
-from twinbuild.engine.client import Credentials, stored_credentials
+from twinbuild.engine.api import Credentials
+from twinbuild.engine.client import stored_credentials
 from twinbuild.engine.registry import clock as registry_clock
 from twinbuild.engine.registry import loopback
 from twinbuild.errors import ConfigError, EngineError

@@ -4,7 +4,7 @@ The build record (``build/<profile>/<platform>/image.json``) says which image th
 is tagged ``REGISTRY/twinbuild-ci/<platform>:<profile>`` and pushed through the engine. That is
 the CI namespace: release tags live in ``REGISTRY/twinbuild/<platform>``, which only `twinbuild
 release` writes. The tag is only a handle (and the build cache of the next build outside CI, see
-``twinbuild.build.image``): what is printed, recorded and handed to the GPU job is
+``twinbuild.builder.image``): what is printed, recorded and handed to the GPU job is
 ``REPOSITORY@sha256:DIGEST``, which cannot move.
 A digest the registry already holds is pushed again at the cost of one manifest: the engine sends
 no layer the registry has.
@@ -12,21 +12,16 @@ no layer the registry has.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from twinbuild.build.image import read_record, record_path
-from twinbuild.engine.client import EngineAPI
-from twinbuild.engine.registry import ci_ref, ci_repository
+from twinbuild.builder.record import BuildRecord, PushRecord, record_path
+from twinbuild.engine.api import EngineAPI
+from twinbuild.engine.registry import cache_ref, ci_ref
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile
-from twinbuild.util.atomic import write_atomic
-
-Say = Callable[[str], None]
+from twinbuild.util.activity import Say
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,18 +52,8 @@ class PushResult:
         return f"{self.platform}: {self.ref} ({moved})"
 
 
-def repository(registry: str, platform: Platform) -> str:
-    """Where `push` puts a platform's image: ``<registry>/twinbuild-ci/<platform>``."""
-    return ci_repository(registry, platform)
-
-
-def cache_ref(registry: str, platform: Platform, profile: Profile) -> str:
-    """The tag the last push of ``platform`` moved: the registry build cache of the next build."""
-    return f"{repository(registry, platform)}:{profile}"
-
-
-def _record(path: Path) -> dict[str, Any]:
-    data = read_record(path)
+def _record(path: Path) -> BuildRecord:
+    data = BuildRecord.load(path)
     if data is None:
         raise ConfigError(
             f"{path}: no build record; run `twinbuild build` first (push sends what it built)"
@@ -76,11 +61,10 @@ def _record(path: Path) -> dict[str, Any]:
     return data
 
 
-def _push_base(engine: EngineAPI, registry: str, data: dict[str, Any], say: Say) -> None:
+def _push_base(engine: EngineAPI, registry: str, data: BuildRecord, say: Say) -> None:
     """The local profile's base goes too: a fresh engine pulls it instead of running mmdebstrap,
     and only the very same base keeps the registry build cache of the layers above it."""
-    base = data.get("base") or {}
-    ref = str(base.get("ref", ""))
+    ref = data.base.ref if data.base is not None else ""
     if not ref.startswith("twinbuild/base:") or engine.inspect_image(ref) is None:
         return
     remote = ci_ref(registry, ref)
@@ -108,7 +92,7 @@ def push(
     for platform in [options.platform] if options.platform else list(PLATFORMS):
         path = record_path(options.root, options.profile, platform)
         data = _record(path)
-        image_id = str(data["image_id"])
+        image_id = data.image_id
         if engine.inspect_image(image_id) is None:
             raise ConfigError(
                 f"{path}: names {image_id}, which the engine at {engine.docker_host} lacks; "
@@ -123,16 +107,12 @@ def push(
             layers_sent=pushed.layers_sent, layers_present=pushed.layers_present,
         )  # fmt: skip
         # Recorded only after the registry confirmed the digest: a failed push records nothing.
-        data["pushed"] = {
-            "ref": pushed.ref,
-            "registry": registry,
-            "at": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        write_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+        at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        data.with_push(PushRecord(ref=pushed.ref, registry=registry, at=at)).save(path)
         say(result.describe())
         results.append(result)
     if options.github_output is not None:
-        from twinbuild.ci.github import append_outputs
+        from twinbuild.util.github import append_outputs
 
         append_outputs(options.github_output, {f"{r.platform}-image": r.ref for r in results})
     return results

@@ -23,7 +23,7 @@ ever names a digest whose evidence is not stored.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,13 +32,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild.engine.registry import CI_NAMESPACE, RELEASE_NAMESPACE
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
-from twinbuild.evidence import strictjson
 from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
-
-Say = Callable[[str], None]
+from twinbuild.util import strictjson
+from twinbuild.util.activity import Say
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

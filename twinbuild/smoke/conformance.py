@@ -87,18 +87,20 @@ def request_for(pins: Iterable[ResolvedPin]) -> dict[str, list[str]]:
     files: list[str] = []
     apt: list[str] = []
     for pin in pins:
-        if pin.install == "checkout" and pin.path:
-            checkouts.append(pin.path)
-        elif pin.install == "file" and pin.path:
-            files.append(pin.path)
+        if pin.install == "checkout" and pin.values.path:
+            checkouts.append(pin.values.path)
+        elif pin.install == "file" and pin.values.path:
+            files.append(pin.values.path)
         elif pin.install == "apt":
-            apt.append(pin.package or pin.name)
+            apt.append(pin.values.package or pin.name)
     return {"checkouts": checkouts, "files": files, "apt": apt}
 
 
 def is_floating(pin: ResolvedPin) -> bool:
     return (
-        pin.floating is not None or pin.range is not None or (pin.kind == "git" and not pin.commit)
+        pin.floating is not None
+        or pin.values.range is not None
+        or (pin.kind == "git" and not pin.values.commit)
     )
 
 
@@ -132,32 +134,40 @@ def _result(
 
 
 def _dist(pin: ResolvedPin, found: Collected, prefix: str) -> PinResult:
-    name = (pin.dist or pin.name).split("[", 1)[0].strip()  # "httpx[http2]": extras are no name
+    name = (
+        (pin.values.dist or pin.name).split("[", 1)[0].strip()
+    )  # "httpx[http2]": extras are no name
     dist = found.dists.get(canonicalize_name(name))
     if pin.kind == "git":
         expected = (
-            f"{name} at commit {pin.commit}" if pin.commit else f"{name} from {pin.repo}@{pin.ref}"
+            f"{name} at commit {pin.values.commit}"
+            if pin.values.commit
+            else f"{name} from {pin.values.repo}@{pin.values.ref}"
         )
-    elif pin.kind == "url" and pin.version is None:
-        expected = f"{name} from {pin.url} (sha256 {pin.sha256})"
-    elif pin.version is not None:
-        expected = f"{name}=={pin.version}"
+    elif pin.kind == "url" and pin.values.version is None:
+        expected = f"{name} from {pin.values.url} (sha256 {pin.values.sha256})"
+    elif pin.values.version is not None:
+        expected = f"{name}=={pin.values.version}"
     else:
-        expected = f"{name}{pin.range or ''} (floating)" if pin.range else f"{name} (unpinned)"
+        expected = (
+            f"{name}{pin.values.range or ''} (floating)"
+            if pin.values.range
+            else f"{name} (unpinned)"
+        )
     if dist is None:
         return _result(pin, prefix, expected, f"no distribution {name} installed", None)
     if pin.kind == "git":
         return _git_dist(pin, dist, prefix, expected)
-    if pin.kind == "url" and pin.version is None:
+    if pin.kind == "url" and pin.values.version is None:
         return _url_dist(pin, dist, prefix, expected)
-    if pin.version is not None:
-        same = _same_version(dist.version, pin.version)
+    if pin.values.version is not None:
+        same = _same_version(dist.version, pin.values.version)
         return _result(
             pin, prefix, expected, None if same else f"{dist.name} {dist.version}", dist.version
         )
-    if pin.range:
+    if pin.values.range:
         try:
-            spec = SpecifierSet(pin.range)
+            spec = SpecifierSet(pin.values.range)
         except InvalidSpecifier:
             return _result(
                 pin, prefix, expected, f"{dist.version}; the range is not PEP 440", dist.version
@@ -179,10 +189,10 @@ def _git_dist(pin: ResolvedPin, dist: Dist, prefix: str, expected: str) -> PinRe
         got = f"{dist.name} {dist.version} installed from {direct.get('url')}, not from git"
         return _result(pin, prefix, expected, got, dist.version)
     commit = str(vcs["commit_id"])
-    if pin.commit is None:  # a branch or tag: record what it resolved to
+    if pin.values.commit is None:  # a branch or tag: record what it resolved to
         return _result(pin, prefix, expected, None, commit)
     return _result(
-        pin, prefix, expected, None if commit == pin.commit else f"commit {commit}", commit
+        pin, prefix, expected, None if commit == pin.values.commit else f"commit {commit}", commit
     )
 
 
@@ -200,7 +210,7 @@ def _url_dist(pin: ResolvedPin, dist: Dist, prefix: str, expected: str) -> PinRe
         got = f"{dist.name} {dist.version} with no recorded archive sha256 (direct_url.json)"
         return _result(pin, prefix, expected, got, dist.version)
     return _result(
-        pin, prefix, expected, None if sha == pin.sha256 else f"sha256 {sha}", dist.version
+        pin, prefix, expected, None if sha == pin.values.sha256 else f"sha256 {sha}", dist.version
     )
 
 
@@ -210,35 +220,45 @@ def _same_version(found: str, pinned: str) -> bool:
 
 
 def _checkout(pin: ResolvedPin, found: Collected, prefix: str) -> PinResult:
-    path = pin.path or ""
-    expected = f"commit {pin.commit} at {path}" if pin.commit else f"{pin.repo}@{pin.ref} at {path}"
+    path = pin.values.path or ""
+    expected = (
+        f"commit {pin.values.commit} at {path}"
+        if pin.values.commit
+        else f"{pin.values.repo}@{pin.values.ref} at {path}"
+    )
     seen = found.checkouts.get(path)
     if seen is None or seen.commit is None:
         why = seen.error if seen is not None and seen.error else f"{path}: not collected"
         return _result(pin, prefix, expected, f"no checkout ({why})", None)
     via = f" (HEAD -> {seen.ref})" if seen.ref else ""
-    if pin.commit is None:
+    if pin.values.commit is None:
         return _result(pin, prefix, expected, None, seen.commit)
-    wrong = None if seen.commit == pin.commit else f"commit {seen.commit}{via}"
+    wrong = None if seen.commit == pin.values.commit else f"commit {seen.commit}{via}"
     return _result(pin, prefix, expected, wrong, seen.commit)
 
 
 def _file(pin: ResolvedPin, found: Collected, prefix: str) -> PinResult:
-    path = pin.path or ""
-    expected = f"sha256 {pin.sha256} at {path}"
+    path = pin.values.path or ""
+    expected = f"sha256 {pin.values.sha256} at {path}"
     sha, error = found.files.get(path, (None, f"{path}: not collected"))
     if sha is None:
         return _result(pin, prefix, expected, f"no file ({error})", None)
-    return _result(pin, prefix, expected, None if sha == pin.sha256 else f"sha256 {sha}", sha)
+    return _result(
+        pin, prefix, expected, None if sha == pin.values.sha256 else f"sha256 {sha}", sha
+    )
 
 
 def _apt(pin: ResolvedPin, found: Collected, prefix: str) -> PinResult:
-    package = pin.package or pin.name
+    package = pin.values.package or pin.name
     version = found.apt.get(package)
-    expected = f"{package}={pin.version}" if pin.version else f"{package} (floating)"
+    expected = f"{package}={pin.values.version}" if pin.values.version else f"{package} (floating)"
     if version is None:
         return _result(pin, prefix, expected, f"{package} not installed", None)
-    wrong = None if pin.version is None or version == pin.version else f"{package} {version}"
+    wrong = (
+        None
+        if pin.values.version is None or version == pin.values.version
+        else f"{package} {version}"
+    )
     return _result(pin, prefix, expected, wrong, version)
 
 

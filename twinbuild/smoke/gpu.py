@@ -14,10 +14,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from twinbuild.engine.client import GpuAccess
-from twinbuild.manifest.model import Platform
+from twinbuild.engine.api import GpuAccess
 
-VENDOR: dict[Platform, str] = {"cuda": "nvidia", "rocm": "amd"}
 Runner = Callable[[Sequence[str]], str | None]
 
 
@@ -46,9 +44,9 @@ def _run(argv: Sequence[str]) -> str | None:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def detect(platform: Platform, *, run: Runner = _run, dev: Path = Path("/dev")) -> GpuInfo | None:
-    """The GPUs of ``platform``'s vendor on this machine, or None."""
-    if VENDOR[platform] == "nvidia":
+def detect(vendor: str, *, run: Runner = _run, dev: Path = Path("/dev")) -> GpuInfo | None:
+    """The GPUs of ``vendor`` (the manifest's ``platforms.<p>.vendor``) on this machine, or None."""
+    if vendor == "nvidia":
         return _nvidia(run, dev)
     return _amd(run, dev)
 
@@ -96,19 +94,17 @@ def _amd(run: Runner, dev: Path) -> GpuInfo | None:
     )
 
 
-def access(
-    platform: Platform, *, dev: Path = Path("/dev"), shm_size: str | None = None
-) -> GpuAccess:
-    """How a container of ``platform`` gets this machine's GPUs: NVIDIA through a device
-    request, AMD through its device nodes and the video group; either way with unlimited memlock
-    and the host's IPC namespace (``--ipc=host``, as upstream runs its GPU containers), or a
-    /dev/shm of ``shm_size`` where the manifest declares one (``platforms.<p>.shm_size``)."""
+def access(vendor: str, *, dev: Path = Path("/dev"), shm_size: str | None = None) -> GpuAccess:
+    """How a container gets this machine's GPUs of ``vendor``: NVIDIA through a device request,
+    AMD through its device nodes and the video group; either way with unlimited memlock and the
+    host's IPC namespace (``--ipc=host``, as upstream runs its GPU containers), or a /dev/shm of
+    ``shm_size`` where the manifest declares one (``platforms.<p>.shm_size``)."""
     shared: dict[str, Any] = {
         "ipc_mode": None if shm_size else "host",
         "shm_size": shm_size,
         "memlock_unlimited": True,
     }
-    if VENDOR[platform] == "nvidia":
+    if vendor == "nvidia":
         return GpuAccess(
             device_requests=({"Driver": "nvidia", "Count": -1, "Capabilities": [["gpu"]]},),
             **shared,
@@ -118,15 +114,11 @@ def access(
     return GpuAccess(devices=tuple(devices), group_add=("video",), **shared)
 
 
-def skip_reason(platform: Platform, info: GpuInfo | None, *, wanted: bool | None) -> str | None:
+def skip_reason(vendor: str, info: GpuInfo | None, *, wanted: bool | None) -> str | None:
     """Why GPU checks do not run (None when they do). ``wanted``: --gpu / --no-gpu / auto."""
     if wanted is False:
         return "GPU checks turned off (--no-gpu)"
     if info is None:
-        how = (
-            "nvidia-smi or /dev/nvidia*"
-            if VENDOR[platform] == "nvidia"
-            else "/dev/kfd and /dev/dri"
-        )
-        return f"no {VENDOR[platform]} GPU on this machine (looked for {how})"
+        how = "nvidia-smi or /dev/nvidia*" if vendor == "nvidia" else "/dev/kfd and /dev/dri"
+        return f"no {vendor} GPU on this machine (looked for {how})"
     return None

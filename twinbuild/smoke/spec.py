@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twinbuild.manifest.model import BandwidthFloor, ResolvedPin
+from twinbuild.manifest.model import BandwidthFloor, ResolvedPin, Values
 
 SCHEMA = 1
 
@@ -85,7 +85,7 @@ class SuiteSpec:
         base = data.pop("base")
         gpu = data.pop("gpu")
         return cls(
-            pins=[PinCase(pin=ResolvedPin(**c["pin"]), skip=c["skip"]) for c in data.pop("pins")],
+            pins=[PinCase(pin=_pin(c["pin"]), skip=c["skip"]) for c in data.pop("pins")],
             env=[EnvCase(**e) for e in data.pop("env")],
             base=BaseCase(**base) if base is not None else None,
             gpu=GpuCase(**{**gpu, "floors": [BandwidthFloor(**f) for f in gpu.get("floors", [])]})
@@ -93,3 +93,7 @@ class SuiteSpec:
             else None,
             **data,
         )
+
+
+def _pin(data: dict[str, Any]) -> ResolvedPin:
+    return ResolvedPin(**{**data, "values": Values(**data["values"])})

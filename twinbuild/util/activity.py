@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
 
+#: What prints a line for a person: `print`, a step's live status, a test's list.append. Declared
+#: here once; every function that reports progress takes one.
 Say = Callable[[str], None]
 
 

@@ -157,11 +157,15 @@ def check_shape(
     what: str,
     children: Callable[[object], Iterable[tuple[str, object]]] | None = None,
     max_depth: int = MAX_DEPTH,
+    too_deep: str | None = None,
 ) -> None:
     """Refuse nesting deeper than ``max_depth`` and integers beyond a signed 64-bit range.
 
     ``children`` lists a node's (key, child) pairs (default: dicts, lists and tuples); the walk is
-    iterative, so it cannot itself run out of stack. Messages name the key path of the culprit.
+    iterative, so it cannot itself run out of stack. Messages name the key path of the culprit;
+    ``too_deep``, where given, is the message for nesting instead (the manifest has its own).
+    This is the one depth guard for parsed documents; strict JSON also bounds its bytes before
+    parsing (``strictjson``), since ``json`` itself recurses.
     """
     walk = children or _children
     stack: list[tuple[object, str, int]] = [(value, "", 0)]
@@ -180,7 +184,8 @@ def check_shape(
         kids = list(walk(node))
         if kids and depth >= max_depth:
             raise ConfigError(
-                f"{source}: nested over {max_depth} levels deep{at}; a {what} needs far fewer, "
+                too_deep
+                or f"{source}: nested over {max_depth} levels deep{at}; a {what} needs far fewer, "
                 "is this the right file?"
             )
         for key, kid in kids:

@@ -14,7 +14,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -23,11 +22,13 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import MINI, edit, mini_project
-from twinbuild.engine import base
-from twinbuild.engine import client as engine
-from twinbuild.engine import daemon as dockerd
+from tests.session_engine import remove, scratch
+from twinbuild.engine import base, client, daemon
 from twinbuild.engine.daemon import EnginePaths, EngineState
-from twinbuild.manifest.model import load
+from twinbuild.engine.host import run_command
+from twinbuild.engine.wire import ping
+from twinbuild.manifest.loader import load
+from twinbuild.util.paths import cache_root
 
 pytestmark = pytest.mark.docker
 
@@ -47,21 +48,20 @@ class Private:
 def private() -> Iterator[Private]:
     if os.geteuid() != 0 or not Path("/etc/debian_version").exists():
         pytest.skip("starts a private dockerd: needs root on Debian/Ubuntu")
-    # A short path: the socket path must fit in 107 bytes.
-    cache = Path(tempfile.mkdtemp(prefix="tb-", dir="/tmp"))
+    cache = scratch("tb-")
     paths = EnginePaths.under(cache)
-    user_cache = dockerd.cache_root()
+    user_cache = cache_root()
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("DOCKER_HOST", raising=False)  # CI exports the shared engine's; not this one
         mp.setenv("TWINBUILD_CACHE", str(cache))
-        if dockerd.ping(dockerd.DEFAULT_HOST):
+        if ping(daemon.DEFAULT_HOST):
             pytest.skip("an engine answers on the default socket; up() would use it")
-        state = dockerd.up(paths)
+        state = daemon.up(paths)
         try:
             yield Private(cache, paths, state, user_cache)
         finally:
-            dockerd.down(paths)
-            base._remove_tree(cache, base.run_command)
+            daemon.down(paths)
+            remove(cache)
 
 
 def test_up_starts_then_finds_it_running(private: Private) -> None:
@@ -70,13 +70,13 @@ def test_up_starts_then_finds_it_running(private: Private) -> None:
     assert (
         private.paths.env_file.read_text() == f"export DOCKER_HOST=unix://{private.paths.socket}\n"
     )
-    again = dockerd.up(private.paths)
+    again = daemon.up(private.paths)
     assert (again.started, again.pid) == (False, private.state.pid)
-    assert dockerd.docker_host(private.paths) == private.state.docker_host
+    assert daemon.docker_host(private.paths) == private.state.docker_host
 
 
 def test_connect_and_info(private: Private) -> None:
-    with engine.connect() as eng:
+    with client.connect() as eng:
         info = eng.info()
     assert info.docker_host == private.state.docker_host
     assert info.os_type == "linux"
@@ -88,9 +88,9 @@ def test_base_builds_then_reuses(private: Private) -> None:
 
     def run(argv: Sequence[str]) -> tuple[int, str]:
         ran.append(argv[0])
-        return base.run_command(argv)
+        return run_command(argv)
 
-    with engine.connect(private.state.docker_host) as eng:
+    with client.connect(private.state.docker_host) as eng:
         # Nothing is asked of mmdebstrap before ensure_base: on a fresh machine the session
         # engine's worker may still be installing it, under the cache's base lock.
         before = set((private.user_cache / "base").glob("*.tar"))
@@ -132,7 +132,7 @@ def test_base_builds_then_reuses(private: Private) -> None:
 
 
 def test_exec_in_a_started_container(private: Private) -> None:
-    with engine.connect(private.state.docker_host) as eng:
+    with client.connect(private.state.docker_host) as eng:
         (image,) = eng.images_by_label(base.INPUTS_LABEL)
         cid = eng.start_container(image.id)
         try:
@@ -142,17 +142,29 @@ def test_exec_in_a_started_container(private: Private) -> None:
     assert (result.exit_code, result.output) == (0, "42\n")
 
 
+def _light_project(tmp_path: Path) -> Path:
+    """The mini project without its two heavy ROCm wheels (numba, numpy): what these tests prove
+    (an engine killed mid-build, prune) does not depend on them, and a fresh engine would
+    install them for a minute of the run."""
+    root = mini_project(tmp_path)
+    manifest = root / "pins/manifest.toml"
+    text = manifest.read_text()
+    start, end = text.index("[pins.numba]\n"), text.index("[pins.megatron-lm]\n")
+    manifest.write_text(text[:start] + text[end:])
+    return root
+
+
 def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) -> None:
     """A real fault: dockerd dies (SIGKILL) during a build. The build fails with exit 3 and the
     image the tag named before is still the one it names."""
-    root = mini_project(tmp_path)
+    root = _light_project(tmp_path)
     env = {**os.environ, "DOCKER_HOST": private.state.docker_host,
            "TWINBUILD_CACHE": str(private.user_cache)}  # fmt: skip
     argv = [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(root),
             "--manifest", str(root / "pins/manifest.toml")]  # fmt: skip
     good = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert good.returncode == 0, good.stderr
-    with engine.connect(private.state.docker_host) as eng:
+    with client.connect(private.state.docker_host) as eng:
         before = (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id")
     assert before
 
@@ -172,15 +184,15 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
     assert "the engine went away during the build of rocm" in err
     assert "nothing was tagged" in err
 
-    private.state = dockerd.up(private.paths)  # a fresh daemon on the same data root
-    with engine.connect(private.state.docker_host) as eng:
+    private.state = daemon.up(private.paths)  # a fresh daemon on the same data root
+    with client.connect(private.state.docker_host) as eng:
         assert (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id") == before
 
 
 def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: Path) -> None:
     """In this module's own engine: prune removes every untagged twinbuild image, which in the
     session's engine would include other tests' images."""
-    root = mini_project(tmp_path)
+    root = _light_project(tmp_path)
     env = {**os.environ, "DOCKER_HOST": private.state.docker_host,
            "TWINBUILD_CACHE": str(private.user_cache)}  # fmt: skip
     recipe = root / "images/local/Dockerfile"
@@ -192,7 +204,7 @@ def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: P
             env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert built.returncode == 0, built.stderr
-        with engine.connect(private.state.docker_host) as eng:
+        with client.connect(private.state.docker_host) as eng:
             ids.append(str((eng.inspect_image("twinbuild/rocm:local") or {})["Id"]))
         edit(recipe, f"RUN echo {marker} > /x\n", "")
     pruned = subprocess.run(
@@ -206,15 +218,15 @@ def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: P
     )
     assert match, pruned.stdout
     assert int(match[1]) >= 1
-    with engine.connect(private.state.docker_host) as eng:
+    with client.connect(private.state.docker_host) as eng:
         assert eng.inspect_image(ids[0]) is None  # the first build, untagged by the second: gone
         assert eng.inspect_image("twinbuild/rocm:local") is not None  # tagged: never pruned
         assert eng.inspect_image(ids[1]) is not None
 
 
 def test_down_stops_it(private: Private) -> None:
-    stopped = dockerd.down(private.paths)
+    stopped = daemon.down(private.paths)
     assert (stopped.stopped, stopped.pid) == (True, private.state.pid)
     assert not private.paths.pidfile.exists()
-    assert dockerd.ping(private.state.docker_host) is False
-    assert dockerd.down(private.paths).stopped is False
+    assert ping(private.state.docker_host) is False
+    assert daemon.down(private.paths).stopped is False

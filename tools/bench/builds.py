@@ -1,0 +1,268 @@
+"""The build benchmarks, on the mini copy: cold builds (sequential vs concurrent, base excluded and
+included), the no-op decision (also on this repository's own pins) and a one-pin bump, each against
+the plain docker CLI where it has a counterpart."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tools.bench.child import Sample, spawn
+from tools.bench.session import Session, interleave, measured, peak_rss
+from tools.bench.stats import Row, median, ratio
+from twinbuild.util.paths import cache_root
+
+BUMP_PIN = """
+[pins.click]
+kind = "pypi"
+version = "8.1.7"
+platforms = ["cuda"]
+asymmetry = "bench: a CUDA-only pin in the late layer"
+layer = "late"
+why = "bench pin"
+"""
+BUMP_VERSIONS = ("8.1.6", "8.1.5", "8.1.4", "8.1.3")
+
+
+def bench_cold(s: Session) -> None:
+    runs = 1 if s.quick else 2
+    both = ("cuda", "rocm")
+
+    def variant(concurrent: bool) -> Callable[[], Sample]:
+        def go() -> Sample:
+            s.fresh()
+            return s.build(both, concurrent=concurrent)
+
+        return go
+
+    seq, conc = interleave(runs, variant(False), variant(True))
+    ms = median([x.seconds for x in seq])
+    bench = "3 cold build, base excluded (mini)"
+    s.rows.append(measured(bench, "sequential cuda+rocm", seq, ratio=1.0, target="reported"))
+    conc_ratio = ratio(median([x.seconds for x in conc]), ms)
+    s.rows.append(
+        measured(bench, "concurrent (2 threads)", conc, ratio=conc_ratio, target="reported")
+    )
+
+
+def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
+    """The assembled context of each platform and the docker CLI args that build it."""
+    from twinbuild.builder.context import assemble
+    from twinbuild.builder.image import plan_inputs
+    from twinbuild.builder.options import BuildOptions
+    from twinbuild.engine.client import connect
+    from twinbuild.manifest.loader import load
+
+    manifest = load(s.root / "pins/manifest.toml")
+    options = BuildOptions(root=s.root, profile="local")
+    out: dict[str, tuple[Path, list[str]]] = {}
+    with connect(s.env["DOCKER_HOST"]) as engine:
+        for p in ("cuda", "rocm"):
+            rendered, _, _ = plan_inputs(manifest, engine, p, options, lambda _: None)
+            ctx = Path(tempfile.mkdtemp(prefix=f"ctx-{p}-", dir=s.work))
+            assemble(options, rendered, ctx, lambda _: None)
+            args = [
+                "build",
+                "-q",
+                "--network",
+                "none",
+                "-f",
+                str(ctx / rendered.recipe),
+                "--target",
+                p,
+                "--label",
+                "org.tools.bench=1",
+            ]
+            for k, v in rendered.args.items():
+                args += ["--build-arg", f"{k}={v}"]
+            out[p] = (ctx, args)
+    return out
+
+
+def _cli_build(s: Session, ctx: Path, args: list[str], *extra: str) -> Sample:
+    iid = ctx.parent / f"iid-{uuid.uuid4().hex}"
+    sample = s.docker(*args, *extra, "--iidfile", str(iid), str(ctx))
+    s.created.append(iid.read_text().strip())
+    return sample
+
+
+def bench_noop(s: Session, label: str = "mini copy") -> None:
+    runs = 2 if s.quick else 3
+    contexts = _contexts(s)
+    for ctx, args in contexts.values():
+        _cli_build(s, ctx, args)  # warm the cache for the CLI's own final layers
+
+    def docker_cached() -> Sample:
+        parts = [_cli_build(s, ctx, args) for ctx, args in contexts.values()]
+        return Sample(
+            seconds=sum(x.seconds for x in parts),
+            wall=sum(x.wall for x in parts),
+            rss_mib=peak_rss(parts),
+        )
+
+    _compiled()
+    tb, dk, cli = interleave(
+        runs, lambda: s.build(("cuda", "rocm")), docker_cached, lambda: _cli(s)
+    )
+    if not all(r["up_to_date"] for x in tb for r in x.data["results"]):
+        raise RuntimeError("twinbuild rebuilt an image in the no-op benchmark")
+    t_med, d_med = median([x.seconds for x in tb]), median([x.seconds for x in dk])
+    w_med = median([x.wall for x in cli])
+    bench = f"1 no-op decision, cuda+rocm ({label})"
+    target = "<= 1 s and >= 5x faster"
+    s.rows += [
+        measured(bench, "docker build cached (CLI, classic)", dk, ratio=1.0, target="baseline"),
+        measured(
+            bench,
+            "twinbuild up-to-date decision",
+            tb,
+            ratio=ratio(t_med, d_med),
+            target=target,
+            met=t_med <= 1.0 and (ratio(t_med, d_med) or 1) <= 0.2,
+            note="in-process, imports excluded",
+        ),
+        measured(
+            bench,
+            "`twinbuild build`, whole process",
+            cli,
+            wall=True,
+            ratio=ratio(w_med, d_med),
+            target=target,
+            met=w_med <= 1.0 and (ratio(w_med, d_med) or 1) <= 0.2,
+            note="the CLI as a person runs it: interpreter start and imports included",
+        ),
+    ]
+
+
+def _cli(s: Session) -> Sample:
+    """The command a person types, from a shell: what the no-op costs them."""
+    sample = spawn([sys.executable, "-m", "twinbuild", "build", "--root", str(s.root)], env=s.env)
+    return Sample(seconds=sample.wall, wall=sample.wall, rss_mib=sample.rss_mib)
+
+
+def _compiled() -> None:
+    """Byte-compile twinbuild first, as installing a wheel does: where PYTHONDONTWRITEBYTECODE is
+    set (our machines set it), an editable checkout would be compiled again by every run."""
+    import compileall
+
+    import twinbuild
+
+    compileall.compile_dir(Path(twinbuild.__file__).parent, quiet=1)
+
+
+def bench_noop_real(s: Session) -> None:
+    """The same on a copy of this repository's own manifest and recipes (88 pins, 12 layers).
+
+    Its images are content-addressed: where `nox -s main` built them, the copy finds them up to
+    date; otherwise the first build here makes them (wheels from the shared cache).
+    """
+    source = s.extra["repo_root"]
+    real_root = s.work / "real"
+    for part in ("pins", "images"):
+        shutil.copytree(Path(source) / part, real_root / part)
+    real = Session(root=real_root, work=s.work, env=s.env, say=s.say, quick=s.quick)
+    real.build(("cuda", "rocm"))
+    try:
+        bench_noop(real, "this repository")
+    finally:
+        s.rows.extend(real.rows)
+        s.created.extend(real.created)
+        s.bases.extend(real.bases)
+
+
+def _set_click(s: Session, version: str) -> None:
+    path = s.root / "pins/manifest.toml"
+    text = path.read_text()
+    start = text.index("[pins.click]")
+    at = text.index('version = "', start)
+    end = text.index('"', at + len('version = "'))
+    path.write_text(text[:at] + f'version = "{version}' + text[end:])
+
+
+def _prefetch(s: Session, versions: Sequence[str]) -> None:
+    """Download the bump's wheels before timing, so PyPI's latency is not in the figures."""
+    from twinbuild.builder.wheelhouse import download_wheels
+    from twinbuild.manifest.loader import load
+    from twinbuild.manifest.render import render
+
+    cache = cache_root()
+    for v in versions:
+        _set_click(s, v)
+        rendered = render(load(s.root / "pins/manifest.toml"), "cuda", "local")
+        download_wheels(rendered, Path(tempfile.mkdtemp(dir=s.work)), cache)
+
+
+def bench_bump(s: Session) -> None:
+    runs = 1 if s.quick else 3
+    versions = BUMP_VERSIONS[:runs]
+    _prefetch(s, versions)
+    _set_click(s, "8.1.7")
+    s.build(("cuda", "rocm"))  # back to the built state
+    left = iter(versions)
+    rocm: list[bool] = []
+
+    def bump() -> Sample:
+        _set_click(s, next(left))
+        sample = s.build(("cuda",))
+        rocm.append(s.build(("rocm",)).data["results"][0]["up_to_date"])
+        return sample
+
+    def full() -> Sample:
+        ctx, args = _contexts(s)["cuda"]
+        return _cli_build(s, ctx, args, "--no-cache")
+
+    tb, dk = interleave(runs, bump, full)
+    rebuilt = all(not x.data["results"][0]["up_to_date"] for x in tb)
+    t_med, d_med = median([x.seconds for x in tb]), median([x.seconds for x in dk])
+    bench = "2 one-pin bump, late layer (mini copy)"
+    s.rows += [
+        measured(
+            bench, "full rebuild of cuda (docker --no-cache)", dk, ratio=1.0, target="baseline"
+        ),
+        measured(
+            bench,
+            "twinbuild rebuild of cuda after bump",
+            tb,
+            ratio=ratio(t_med, d_med),
+            target="<= 0.3x full rebuild",
+            met=rebuilt and (ratio(t_med, d_med) or 1) <= 0.3,
+        ),
+        Row(
+            benchmark=bench,
+            variant="rocm after the cuda-only bump",
+            seconds=(),
+            target="not rebuilt (up_to_date=True)",
+            met=all(rocm),
+            note=f"up_to_date={rocm}",
+        ),
+    ]
+
+
+def bench_base(s: Session) -> None:
+    if s.quick:
+        return
+    path = s.root / "pins/manifest.toml"
+    text = path.read_text()
+    # A package list no other image was made from: its base hash is new, so mmdebstrap runs.
+    old = 'packages = ["python3", "python3-venv", "git"]'
+    path.write_text(text.replace(old, 'packages = ["python3", "python3-venv", "git", "less"]'))
+    try:
+        s.fresh()
+        sample = s.build(("cuda", "rocm"), base=True)
+    finally:
+        path.write_text(text)
+    base = sample.data["base"]
+    note = f"ensure_base {base['seconds']:.0f}s" + ("" if base["built"] else ", base existed")
+    s.rows.append(
+        measured(
+            "3 cold build, base included (mini)",
+            "ensure_base + sequential cuda+rocm",
+            [sample],
+            target="reported",
+            note=note,
+        )
+    )

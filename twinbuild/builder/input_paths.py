@@ -1,0 +1,79 @@
+"""Which files of a tree are image inputs: every one, deny by default, except a short named list.
+
+An allowlist of "the code that matters" is always one file short: a helper every manifest read goes
+through, ``twinbuild/__init__.py``, a new ``setup.py`` or ``.pth`` file that ``pip install .`` runs.
+So every file a commit holds is an input of every image, except:
+
+- :data:`NOT_INPUTS`: paths no build installs or runs (documentation, the tests, the evidence, the
+  README); a recipe that copies one of them makes that file an input again;
+- another platform's recipe folder ``images/<other>/``: that platform's own inputs (the gate wants
+  both platforms' evidence from one commit, so each file still counts in some platform's hash);
+- the pin manifest, which each platform's hash covers through its own rendered slice.
+
+This list is the judging side's code: the gate runs the base's twinbuild, so a PR that edits it
+changes only what its own copy would say (and is itself an input change). ``twinbuild build``'s
+up-to-date check and the gate both reach here through :func:`twinbuild.builder.inputs.inputs_hash`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from twinbuild.errors import ConfigError
+from twinbuild.manifest.model import PLATFORMS, Platform
+
+#: Paths that are not image inputs, and why no build installs or runs them. A folder ends in "/".
+NOT_INPUTS: Mapping[str, str] = {
+    "docs/": "documentation, read by people",
+    "tests/": "the test suite: pytest runs it in CI; no build or install runs it",
+    "evidence/": "the signed evidence and the trusted keys: data the gate reads "
+    "(the keys are trust roots, twinbuild/evidence/trust_roots.py)",
+    "README.md": "the README: pip copies it into the package metadata as text; nothing runs it",
+    ".github/CODEOWNERS": "who may approve a trust root: GitHub and the gate read it, no build",
+    "CODEOWNERS": "the same, where GitHub looks next",
+}
+#: How messages name the rule.
+RULE = "every file but docs/, tests/, evidence/, README.md and CODEOWNERS"
+
+
+def under(path: str, prefix: str) -> bool:
+    """Whether ``path`` is ``prefix`` itself (a file) or lies below it (a folder, ending in /)."""
+    return path.startswith(prefix) if prefix.endswith("/") else path == prefix
+
+
+def platform_folder(platform: Platform) -> str:
+    """The folder of ``platform``'s production recipe: its own inputs, no other platform's."""
+    return f"images/{platform}/"
+
+
+def is_input(path: str, platform: Platform | None = None) -> bool:
+    """Whether ``path`` is an image input (of ``platform``, when given).
+
+    The manifest is an input too, but through its rendered slice: :mod:`twinbuild.builder.inputs`
+    leaves its file out of the file list.
+    """
+    if any(under(path, prefix) for prefix in NOT_INPUTS):
+        return False
+    if platform is None:
+        return True
+    return not any(under(path, platform_folder(p)) for p in PLATFORMS if p != platform)
+
+
+def platforms_fed_by(path: str) -> tuple[Platform, ...]:
+    """The platforms whose image inputs include ``path`` (``twinbuild plan`` asks this)."""
+    return tuple(p for p in PLATFORMS if is_input(path, p))
+
+
+def check_name(where: str, path: str) -> None:
+    """Refuse a tree path no checkout would write: a name '..', '.', '' or '.git' in it.
+
+    ``git mktree`` makes such trees; checkouts refuse them. Read by prefix, ``tests/../x`` would
+    be under tests/, and so not an input, while git itself reads it as ``x``.
+    """
+    for name in path.split("/"):
+        if name in ("", ".", "..") or name.casefold() == ".git":
+            shown = repr(name) if name else "an empty name"
+            raise ConfigError(
+                f"{where}:{path}: a path git would not check out ({shown} as a name); no commit "
+                "of a repository holds one, rewrite the history without it"
+            )

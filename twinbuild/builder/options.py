@@ -1,0 +1,47 @@
+"""What ``twinbuild build`` is asked for: the request (manifest, platforms, jobs) and the options
+every build of one image takes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from twinbuild.manifest.model import DEFAULT_PATH, Platform, Profile
+
+BuilderChoice = Literal["auto", "buildkit", "classic"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildOptions:
+    root: Path
+    profile: Profile = "local"
+    force: bool = False
+    mirrors: Mapping[str, str] = field(default_factory=dict)
+    cache: Path | None = None  # wheel cache; default: the engine cache folder
+    lock_timeout: float = 1800.0
+    builder: BuilderChoice = "auto"  # BuildKit where the engine has it, else the classic builder
+    # The registry build cache: the image `twinbuild push` last pushed for the platform (and the
+    # local base) are pulled or used as BuildKit inline cache, so a fresh engine rebuilds only what
+    # changed. None: no registry, everything builds here.
+    registry: str | None = None
+    source: str | None = None  # default: the manifest's, else the run's or the git remote's
+    revision: str | None = None  # default: GITHUB_SHA in Actions, else the checkout's HEAD
+    # An image in the engine with this build's labels counts as up to date. Off in CI (see
+    # build_images): there only an image this checkout's build record names counts, so an image
+    # planted in a shared engine with the next build's labels is never taken as its result.
+    adopt: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildRequest:
+    """What ``twinbuild build`` was asked for: which manifest and platforms, how many at once."""
+
+    manifest: Path = DEFAULT_PATH
+    platform: Platform | None = None  # None: every platform
+    jobs: int = 1  # platforms built at once
+    verbose: bool = False  # the summary lists each pin the profile leaves out, not just how many
+    registry: str | None = None  # --registry; None: TWINBUILD_REGISTRY, else the private one
+    no_registry_cache: bool = False
+    options: BuildOptions

@@ -1,0 +1,175 @@
+"""The machine the engine and the registry run on: the one way engine/ runs a host command, finds
+a program, reads a pidfile, stops a process it started and installs a Debian package.
+
+Everything here goes through :class:`Host`, so the engine logic runs against the fake in
+tests/unit/fake_host.py; :class:`SystemHost` is the real machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from twinbuild.engine import wire
+from twinbuild.errors import EngineError
+
+
+def run_command(argv: Sequence[str]) -> tuple[int, str]:
+    """Run a fixed command, stdin closed, capturing stdout and stderr together; apt and dpkg
+    answer without prompts and in the C locale."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+    proc = subprocess.run(
+        list(argv),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def which(name: str) -> str | None:
+    """``name`` on PATH, else in the system folders (root's PATH may lack /usr/sbin)."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
+
+
+class Host(Protocol):
+    """What the engine logic needs from the machine; tests pass a fake."""
+
+    def ping(self, docker_host: str) -> bool: ...
+    def is_root(self) -> bool: ...
+    def is_debian(self) -> bool: ...
+    def which(self, name: str) -> str | None: ...
+    def run(self, argv: Sequence[str]) -> tuple[int, str]: ...
+    def spawn(self, argv: Sequence[str], log: Path) -> int: ...
+    def alive(self, pid: int) -> bool: ...
+    def cmdline(self, pid: int) -> str: ...
+    def kill(self, pid: int, sig: int) -> None: ...
+    def sleep(self, seconds: float) -> None: ...
+    def now(self) -> float: ...
+
+
+class SystemHost:
+    """The real machine."""
+
+    def ping(self, docker_host: str) -> bool:
+        return wire.ping(docker_host)
+
+    def is_root(self) -> bool:
+        return os.geteuid() == 0
+
+    def is_debian(self) -> bool:
+        return Path("/etc/debian_version").exists()
+
+    def which(self, name: str) -> str | None:
+        return which(name)
+
+    def run(self, argv: Sequence[str]) -> tuple[int, str]:
+        return run_command(argv)
+
+    def spawn(self, argv: Sequence[str], log: Path) -> int:
+        # posix_spawn in a new session: the daemon outlives us and owns no Popen object to warn on.
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            return os.posix_spawn(
+                argv[0],
+                list(argv),
+                dict(os.environ),
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, fd, 1),
+                    (os.POSIX_SPAWN_DUP2, fd, 2),
+                ],
+                setsid=True,
+            )
+        finally:
+            os.close(fd)
+
+    def alive(self, pid: int) -> bool:
+        # Reap it if it is our own child (the same process ran `up` and `down`), else a zombie
+        # would look alive forever.
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        return stat.rpartition(")")[2].split()[0] != "Z"
+
+    def cmdline(self, pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            return ""
+
+    def kill(self, pid: int, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+
+def read_int(path: Path) -> int | None:
+    """The number a pidfile or portfile holds; None when it is missing or holds something else."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def own_pid(pidfile: Path, program: str, host: Host) -> int | None:
+    """The pid in ``pidfile`` if it names a live ``program`` process, else None."""
+    pid = read_int(pidfile)
+    if pid is None or not host.alive(pid) or program not in host.cmdline(pid):
+        return None
+    return pid
+
+
+#: ``apt-get install`` as every installer here runs it (the package names follow).
+APT_INSTALL = ("apt-get", "install", "-y", "--no-install-recommends")
+
+
+def apt_install(host: Host, package: str, *, update_first: bool = True) -> None:
+    """``apt-get install`` one Debian package, with ``apt-get update`` before it, or (with
+    ``update_first=False``) only once the install alone has failed. A failure is one line
+    naming the command, its exit code and the end of its output."""
+    install = [*APT_INSTALL, package]
+    if not update_first and host.run(install)[0] == 0:
+        return
+    for argv in (["apt-get", "update"], install):
+        rc, out = host.run(argv)
+        if rc != 0:
+            tail = " | ".join(out.strip().splitlines()[-3:])
+            raise EngineError(
+                f"`{' '.join(argv)}` failed (exit {rc}): {tail}; "
+                f"install {package} by hand and rerun"
+            )
+
+
+def stop_pid(host: Host, pid: int, timeout: float, program: str) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds; only ever a pid our own pidfile names."""
+    host.kill(pid, signal.SIGTERM)
+    deadline = host.now() + timeout
+    while host.alive(pid):
+        if host.now() >= deadline:
+            host.kill(pid, signal.SIGKILL)
+            kill_deadline = host.now() + 5.0
+            while host.alive(pid):
+                if host.now() >= kill_deadline:
+                    raise EngineError(f"{program} (pid {pid}) survived SIGKILL; stop it by hand")
+                host.sleep(0.1)
+            return
+        host.sleep(0.1)

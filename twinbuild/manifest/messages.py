@@ -1,0 +1,82 @@
+"""The manifest loader's messages: what a bad key, name or value is told, in one place.
+
+Each says what is wrong and what to do; look-alike characters are named with their code point.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from pathlib import Path
+
+from twinbuild.manifest.model import PLATFORMS
+
+#: Deepest nesting of tables and arrays a manifest may use; it needs four.
+MAX_DEPTH = 16
+
+
+def too_deep(path: Path) -> str:
+    return (
+        f"{path}: tables or arrays nested more than {MAX_DEPTH} deep; a manifest nests a few "
+        "levels (pins.NAME.cuda.KEY), fix the file"
+    )
+
+
+def toml_error(path: Path, message: str, text: str) -> str:
+    found = re.search(r"\(at line (\d+), column (\d+)\)", message)
+    if found is None:
+        return f"{path}: invalid TOML: {message}"
+    detail = message[: found.start()].strip()
+    line, column = int(found.group(1)), int(found.group(2))
+    lines = text.splitlines()
+    source_line = lines[line - 1] if 0 < line <= len(lines) else ""
+    odd = first_non_ascii(source_line[max(column - 2, 0) :])
+    # a look-alike letter (Cyrillic for Latin) is why a bare key seems to end early
+    if odd:
+        detail += f"; {odd} is not ASCII, bare keys are ASCII letters, digits, '-' and '_'"
+    return f"{path}:{line}:{column}: invalid TOML: {detail}"
+
+
+def first_non_ascii(text: str) -> str:
+    """``'x' (U+0430 CYRILLIC SMALL LETTER A)`` for the first non-ASCII character, else ''."""
+    for char in text:
+        if not char.isascii():
+            return describe_char(char)
+    return ""
+
+
+def describe_char(char: str) -> str:
+    """A character with its code point and Unicode name, for messages about look-alikes."""
+    return f"'{char}' (U+{ord(char):04X} {unicodedata.name(char, 'unnamed character')})"
+
+
+def bad_name(name: str) -> str:
+    odd = first_non_ascii(name)
+    if odd:
+        return (
+            f"{odd} is not ASCII (a look-alike letter?); pin names are lower-case ASCII letters, "
+            "digits, '-' and '_'"
+        )
+    return "pin names are lower-case letters, digits, '-' and '_'; rename the pin"
+
+
+def type_name(value: object) -> str:
+    names = {bool: "bool", int: "int", float: "float", str: "string", list: "array", dict: "table"}
+    return names.get(type(value), type(value).__name__)
+
+
+def example(name: str) -> str:
+    return {
+        "commit": ' (quote it: commit = "<40 hex>")',
+        "version": ' (quote it: version = "1.2.3")',
+    }.get(name, "")
+
+
+def one_of(value: str, choices: tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(value, choices, n=1)
+    return f"; did you mean '{close[0]}'?" if close else f"; expected one of {', '.join(choices)}"
+
+
+def unknown_platform(name: str) -> str:
+    return f"unknown platform '{name}'{one_of(name, PLATFORMS)}"

@@ -1,0 +1,168 @@
+"""The spec of one smoke run: every case the suite checks, assembled from the manifest, the
+recipe, the build record and the engine (the suite itself reads only the spec)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from twinbuild.engine.api import EngineAPI
+from twinbuild.errors import ConfigError
+from twinbuild.manifest.model import Manifest
+from twinbuild.manifest.render import RECIPES, local_skip_reason, render
+from twinbuild.recipe import scan
+from twinbuild.smoke import gpu
+from twinbuild.smoke.spec import BaseCase, EnvCase, GpuCase, PinCase, SuiteSpec
+from twinbuild.smoke.targets import LABEL, Target, labels_of
+
+NOT_PRODUCTION = "production contents: the local profile builds no {what}"
+BARE_HOST = "bare GPU host (--host --gpu): checks this machine's GPUs, not an image's {what}"
+
+
+def pin_cases(manifest: Manifest, target: Target) -> list[PinCase]:
+    """Every pin of the platform; in the local profile, those it does not install skip with why."""
+    pins = manifest.resolve(target.platform)
+    if target.profile != "local":
+        return [PinCase(pin=p) for p in pins]
+    if target.record is not None:
+        skipped = {s.pin: s.reason for s in target.record.skipped}
+    else:  # no build record: assume every git pin was mirrored in, so only fixed reasons apply
+        mirrors = {p.name: "" for p in pins if p.kind == "git"}
+        skipped = {p.name: r for p in pins if (r := local_skip_reason(p, mirrors)) is not None}
+    return [
+        PinCase(
+            pin=p,
+            skip=f"not in local profile: {p.name} ({skipped[p.name]})"
+            if p.name in skipped
+            else None,
+        )
+        for p in pins
+    ]
+
+
+def stage_chain(recipe: Path, target: str | None) -> list[str]:
+    """Stage names from the first ancestor down to ``target`` (the last stage when None)."""
+    return _chain(scan.parse(recipe), target)
+
+
+def _chain(parsed: scan.Recipe, target: str | None) -> list[str]:
+    stage = target or parsed.stages[-1]
+    if stage not in parsed.stages:
+        raise ConfigError(f"{parsed.path}: no stage {target!r}; stages: {', '.join(parsed.stages)}")
+    return parsed.stage_chain(stage)[::-1]
+
+
+def recipe_env(
+    recipe: Path, target: str | None, build_args: Mapping[str, str], *, shown: Path | None = None
+) -> list[EnvCase]:
+    """The ENV the recipe's target stage chain sets, last value of each key, build args filled in.
+
+    ``shown`` is the path messages use (relative to the repository root).
+    """
+    parsed = scan.parse(recipe)
+    out: dict[str, EnvCase] = {}
+    for stage in _chain(parsed, target):
+        for key, raw, line in parsed.envs.get(stage, []):
+            value = raw
+            for arg, arg_value in build_args.items():
+                value = value.replace("${" + arg + "}", arg_value)
+            out[key] = EnvCase(key=key, value=value, where=f"{shown or recipe}:{line}")
+    return list(out.values())
+
+
+def base_case(
+    eng: EngineAPI, manifest: Manifest, target: Target
+) -> tuple[BaseCase | None, str | None]:
+    labels = labels_of(target.inspect)
+    layers = [str(x) for x in (target.inspect.get("RootFS") or {}).get("Layers") or []]
+    recorded = target.record.base if target.record is not None else None
+    if target.profile == "production":
+        base = manifest.platforms[target.platform].base
+        expected = base.digest
+        found = eng.inspect_image(f"{base.repository}@{base.digest}")
+    elif recorded is not None and recorded.id:
+        expected = recorded.id
+        found = eng.inspect_image(expected)
+    elif LABEL + "base-digest" in labels:
+        return None, "local profile without a build record: nothing names the base to compare"
+    else:
+        return None, "local profile without a build record or base label: the base is unknown"
+    base_layers = None
+    if found is not None:
+        base_layers = [str(x) for x in (found.get("RootFS") or {}).get("Layers") or []]
+    return BaseCase(expected=expected, labels=labels, layers=layers, base_layers=base_layers), None
+
+
+def gpu_case(
+    manifest: Manifest, target: Target, info: gpu.GpuInfo | None, wanted: bool | None
+) -> GpuCase:
+    spec = manifest.platforms[target.platform]
+    reason = gpu.skip_reason(spec.vendor, info, wanted=wanted)
+    if reason is None and target.profile == "local":
+        reason = NOT_PRODUCTION.format(what="GPU stack (no torch, no torch_memory_saver)")
+    perf = next((b for b in spec.binaries if b.rsplit("/", 1)[-1] == "all_reduce_perf"), None)
+    return GpuCase(
+        skip=reason,
+        vendor=spec.vendor,
+        perf_binary=perf,
+        info=info.to_json() if info is not None else None,
+        toolkit=spec.toolkit,
+        archs=list(spec.gpu_archs),
+        kernel_modules=[] if target.image_id is None else list(spec.kernel_modules),
+        floors=list(spec.all_reduce_floors),
+    )
+
+
+def build_spec(
+    eng: EngineAPI | None,
+    manifest: Manifest,
+    root: Path,
+    target: Target,
+    *,
+    hostspec: str,
+    results: Path,
+    gpu: GpuCase,
+    rerun_failed_once: bool,
+) -> SuiteSpec:
+    spec_platform = manifest.platforms[target.platform]
+    production = target.profile == "production"
+    recipe = RECIPES[target.profile][target.platform]
+    env: list[EnvCase] = []
+    env_skip: str | None = None
+    if target.image_id is None:
+        env_skip = "host mode: the recipe's ENV applies to images only"
+    elif not (root / recipe).is_file():
+        env_skip = f"recipe {recipe} not found under {root}"
+    else:
+        args = render(manifest, target.platform, target.profile).args
+        stage = target.platform if target.profile == "local" else None
+        env = recipe_env(root / recipe, stage, args, shown=recipe)
+    base: BaseCase | None = None
+    base_skip: str | None = "host mode: no image to compare with the base"
+    if eng is not None and target.image_id is not None:
+        base, base_skip = base_case(eng, manifest, target)
+    pins = pin_cases(manifest, target)
+    binaries_skip = None if production else NOT_PRODUCTION.format(what="diagnostic binaries")
+    imports = list(spec_platform.imports if production else manifest.local.imports)
+    if target.gpu_only:
+        pins = [PinCase(pin=c.pin, skip=BARE_HOST.format(what="pins")) for c in pins]
+        binaries_skip = BARE_HOST.format(what="binaries (the GPU checks run all_reduce_perf)")
+        imports = []
+    return SuiteSpec(
+        hostspec=hostspec,
+        platform=target.platform,
+        profile=target.profile,
+        python=target.python,
+        manifest=str(manifest.path),
+        results=str(results),
+        pins=pins,
+        env=env,
+        env_skip=env_skip,
+        binaries=list(spec_platform.binaries),
+        binaries_skip=binaries_skip,
+        imports=imports,
+        base=base,
+        base_skip=base_skip,
+        gpu=gpu,
+        rerun_failed_once=rerun_failed_once,
+    )
