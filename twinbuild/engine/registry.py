@@ -59,7 +59,6 @@ START_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0
 LOG_TAIL_LINES = 8
 PROGRAM = "docker-registry"
-REPOSITORY = "{registry}/twinbuild/{platform}"
 
 CONFIG = """\
 # Written by `twinbuild registry up`; edits are overwritten on the next start.
@@ -313,8 +312,8 @@ def cache_registry(
 
 
 def repository(registry: str, platform: Platform) -> str:
-    """Where twinbuild's image of ``platform`` lives in ``registry``."""
-    return REPOSITORY.format(registry=registry, platform=platform)
+    """Where `push` puts a platform's image: ``<registry>/twinbuild-ci/<platform>``."""
+    return ci_repository(registry, platform)
 
 
 def cache_ref(registry: str, platform: Platform, profile: Profile) -> str:
