@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from twinbuild.build.tree import WorkTree
+from twinbuild.builder.tree import WorkTree
 from twinbuild.lint.findings import Finding
 from twinbuild.util import bounded
 from twinbuild.util.codeowners import LOCATIONS, MAX_BYTES, CodeOwners, find

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 from twinbuild.errors import ConfigError
-from twinbuild.evidence import strictjson
+from twinbuild.util import strictjson
 
 State = Literal["APPROVED", "CHANGES_REQUESTED", "COMMENTED", "DISMISSED", "PENDING"]
 STATES: tuple[State, ...] = get_args(State)

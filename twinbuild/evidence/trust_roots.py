@@ -5,7 +5,7 @@ the default branch by the privileged workflows; the workflows, the trusted keys 
 who runs what and whose signature counts. Once merged, a change to any of them judges every later
 PR. So, deny by default like the image inputs, every path is a trust root except the image
 definitions the evidence is about (``images/``, ``pins/``) and the paths nothing runs
-(:data:`twinbuild.build.input_paths.NOT_INPUTS`); ``evidence/keys/`` and every CODEOWNERS file are
+(:data:`twinbuild.builder.input_paths.NOT_INPUTS`); ``evidence/keys/`` and every CODEOWNERS file are
 trust roots again. A PR that changes one (added, deleted, edited, mode changed) passes only with
 an approval of its exact head commit by a code owner of that path, as the base's CODEOWNERS says:
 the head's own CODEOWNERS is one of the changes, never the judge.
@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from twinbuild.build.input_paths import NOT_INPUTS, check_name, under
-from twinbuild.build.tree import CommitTree
+from twinbuild.builder.input_paths import NOT_INPUTS, check_name, under
+from twinbuild.builder.tree import CommitTree
 from twinbuild.evidence.reviews import Review, standing
 from twinbuild.util import bounded
 from twinbuild.util.codeowners import LOCATIONS, MAX_BYTES, CodeOwners, find

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from twinbuild.errors import FindingsError
-from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, Manifest, Platform, load
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, Manifest, Platform
 from twinbuild.smoke import gpu as gpu_mod
 from twinbuild.smoke import gpu_arch, gpu_checks, gpu_probe
 from twinbuild.smoke.gpu_probe import Probe, Ran, Shell, Verdict
@@ -175,7 +176,7 @@ def run_proof(
     options: ProofOptions,
     *,
     shell: Shell | None = None,
-    detect: Callable[[Platform], gpu_mod.GpuInfo | None] | None = None,
+    detect: Callable[[str], gpu_mod.GpuInfo | None] | None = None,
 ) -> Proof:
     """Run every case healthy and broken (or, with ``dry_run``, none: every row says what it
     would run)."""
@@ -183,9 +184,10 @@ def run_proof(
     manifest = load(options.manifest)
     if options.dry_run:
         return Proof(rows=_skip_all("dry run: nothing was run"))
-    info = (detect or gpu_mod.detect)(options.platform)
+    vendor = manifest.platforms[options.platform].vendor
+    info = (detect or gpu_mod.detect)(vendor)
     host: dict[str, Any] = {"gpu": info.to_json() if info is not None else None}
-    reason = gpu_mod.skip_reason(options.platform, info, wanted=None)
+    reason = gpu_mod.skip_reason(vendor, info, wanted=None)
     if reason is not None:
         return Proof(rows=_skip_all(reason), host=host, seconds=time.monotonic() - started)
     assert info is not None  # noqa: S101 -- skip_reason said so
@@ -202,7 +204,7 @@ def _rows(
     if options.tms is not None:
         env["PYTHONPATH"] = _python_path(options.tms)
     probe = Probe(
-        vendor=gpu_mod.VENDOR[options.platform], platform=options.platform,
+        vendor=spec.vendor, platform=options.platform,
         python=options.python, toolkit=spec.toolkit, archs=spec.gpu_archs,
         perf=str(options.perf) if options.perf is not None else None,
         floors=spec.all_reduce_floors, host_driver=info.driver, env=env,
@@ -356,7 +358,7 @@ def prove(
     options: ProofOptions,
     *,
     echo: Callable[[str], None] = print,
-    detect: Callable[[Platform], gpu_mod.GpuInfo | None] | None = None,
+    detect: Callable[[str], gpu_mod.GpuInfo | None] | None = None,
 ) -> Proof:
     """``twinbuild gpu-proof``: run, print the table, write the JSON report; raise
     FindingsError when a check does not hold or nothing was proven."""
