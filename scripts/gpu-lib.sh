@@ -7,14 +7,14 @@
 tb_pin() {
   PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$@" <<'EOF'
 import sys
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 platform, name, field = sys.argv[1:]
 if name == "-":
     value = getattr(load().platforms[platform], field)
     print(";".join(value) if isinstance(value, tuple) else value)
 else:
     pin = next(p for p in load().resolve(platform) if p.name == name)
-    print(getattr(pin, field) or "")
+    print(getattr(pin.values, field) or "")
 EOF
 }
 

@@ -263,7 +263,8 @@ def test_build_in_github_actions_adopts_nothing_and_reads_no_registry_cache(
 ) -> None:
     import contextlib
 
-    from twinbuild.build.image import BuildRequest, build_images
+    from twinbuild.builder.image import build_images
+    from twinbuild.builder.options import BuildRequest
     from twinbuild.engine import client
 
     digest = _build(mini_project(tmp_path / "a"), FakeEngine(build_chunks=GOOD))

@@ -288,7 +288,9 @@ def test_cuda_version_reads_cudrivergetversion() -> None:
 
 
 def test_rocm_toolkit_matches_the_release() -> None:
-    assert gpu_checks.rocm_toolkit(toolkit="7.2", rocm_version="7.2.0-43", torch_hip="7.2.26015") == []
+    assert (
+        gpu_checks.rocm_toolkit(toolkit="7.2", rocm_version="7.2.0-43", torch_hip="7.2.26015") == []
+    )
     assert gpu_checks.rocm_toolkit(toolkit="7.2", rocm_version="7.0.2", torch_hip="7.0.51831") == [
         "/opt/rocm is ROCm 7.0.2, the manifest 7.2",
         "torch is built for HIP 7.0.51831, the manifest says ROCm 7.2",

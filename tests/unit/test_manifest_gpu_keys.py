@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import mini_project
-from twinbuild.manifest.model import BandwidthFloor, ManifestError, load
+from twinbuild.manifest.loader import ManifestError, load
+from twinbuild.manifest.model import BandwidthFloor
 
 FLOORS = """
 kernel_modules = ["flash_attn_2_cuda", "flash_attn_3._C"]

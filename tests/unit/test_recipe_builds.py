@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
-from twinbuild.manifest.model import load
+from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
 ROOT = Path(__file__).resolve().parents[2]
