@@ -15,7 +15,7 @@ import pytest
 from tests.unit.gate_repos import GateRepo, approved, make_repo, run_gate, sign_evidence
 from tests.unit.gitrepos import commit_all, git, needs_git
 from tests.unit.reviews import OWNER, reviews_file
-from twinbuild import evidence as ev
+from twinbuild.evidence import keygen
 
 pytestmark = needs_git
 ASK = f"a code owner (@{OWNER}) must approve the head {{head}}, then re-run the gate"
@@ -36,7 +36,7 @@ def _refusal(path: str, head: str, said: str) -> str:
 
 
 def _new_key(repo: GateRepo) -> str:
-    ev.keygen(repo.root.parent / "mallory" / "m.key", repo.root / "evidence/keys/mallory.pub")
+    keygen(repo.root.parent / "mallory" / "m.key", repo.root / "evidence/keys/mallory.pub")
     return commit_all(repo.root, "evidence: trust one more key")
 
 
@@ -125,7 +125,7 @@ def test_a_head_that_makes_itself_owner_is_judged_by_the_bases_codeowners(
     repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (repo.root / ".github/CODEOWNERS").write_text("* @mallory\n")
-    ev.keygen(repo.root.parent / "mallory" / "m.key", repo.root / "evidence/keys/mallory.pub")
+    keygen(repo.root.parent / "mallory" / "m.key", repo.root / "evidence/keys/mallory.pub")
     head = commit_all(repo.root, "mallory owns everything now")
     code, _, err = run_gate(
         capsys, head, "--base", repo.base, _reviews(repo, ("mallory", "APPROVED", head))

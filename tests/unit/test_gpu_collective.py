@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from twinbuild.manifest.model import BandwidthFloor
-from twinbuild.smoke import gpu_collective as gcol
+from twinbuild.smoke import gpu_collective
 
 MIB = 1 << 20
 PERF = "/usr/local/bin/all_reduce_perf"
@@ -52,12 +52,12 @@ def _perf_output(
 
 
 def _judge(output: str, *, rc: int = 0, gpus: int) -> list[str]:
-    run = gcol.parse_collective(output)
-    return gcol.collective(run, rc=rc, gpus=gpus, tail="(tail)", perf=PERF)
+    run = gpu_collective.parse_collective(output)
+    return gpu_collective.collective(run, rc=rc, gpus=gpus, tail="(tail)", perf=PERF)
 
 
 def test_collective_parses_header_rows_and_footer() -> None:
-    run = gcol.parse_collective(_perf_output(ngpus=8, busbw=119.3, last=388.5))
+    run = gpu_collective.parse_collective(_perf_output(ngpus=8, busbw=119.3, last=388.5))
     assert (run.ngpus, run.validation, run.out_of_bounds, run.avg_busbw) == (8, 1, 0, 119.3)
     assert [r[0] for r in run.rows] == [8 * MIB << k for k in range(6)]
     assert run.rows[0][1:] == (119.3, "0", 119.3, "0")
@@ -69,9 +69,12 @@ def test_collective_passes_a_healthy_run() -> None:
 
 
 def test_one_gpu_is_skipped_never_passed() -> None:
-    assert gcol.skip_reason(1) == gcol.ONE_GPU
-    assert gcol.skip_reason(2) is None
-    assert gcol.floor_skip(H200X8, gpu="NVIDIA H200", gpus=1, platform="cuda") == gcol.ONE_GPU
+    assert gpu_collective.skip_reason(1) == gpu_collective.ONE_GPU
+    assert gpu_collective.skip_reason(2) is None
+    assert (
+        gpu_collective.floor_skip(H200X8, gpu="NVIDIA H200", gpus=1, platform="cuda")
+        == gpu_collective.ONE_GPU
+    )
 
 
 def test_collective_fails_broken_runs() -> None:
@@ -92,27 +95,27 @@ def test_collective_fails_broken_runs() -> None:
 
 def test_bandwidth_is_judged_at_the_largest_size_against_the_floor() -> None:
     # Small messages are latency-bound: 40 GB/s at 8 MiB is healthy if 256 MiB reaches the floor.
-    healthy = gcol.parse_collective(_perf_output(ngpus=8, busbw=40, last=371.2))
-    assert gcol.bandwidth(healthy, floor=H200X8, perf=PERF) == []
-    degraded = gcol.parse_collective(_perf_output(ngpus=8, busbw=40, last=96.3))
-    assert gcol.bandwidth(degraded, floor=H200X8, perf=PERF) == [
+    healthy = gpu_collective.parse_collective(_perf_output(ngpus=8, busbw=40, last=371.2))
+    assert gpu_collective.bandwidth(healthy, floor=H200X8, perf=PERF) == []
+    degraded = gpu_collective.parse_collective(_perf_output(ngpus=8, busbw=40, last=96.3))
+    assert gpu_collective.bandwidth(degraded, floor=H200X8, perf=PERF) == [
         f"{PERF}: bus bandwidth 96.3 GB/s at {256 * MIB} bytes on 8x NVIDIA H200, below the "
         "manifest's floor of 225 GB/s (datasheet, half): a link is degraded or missing"
     ]
     # The proof's broken case: a floor above what the host gives.
     above = BandwidthFloor(gpu="NVIDIA H200", gpus=8, busbw_gbs=371.2 * 1.5, source="proof")
-    assert gcol.bandwidth(healthy, floor=above, perf=PERF)
-    assert gcol.bandwidth(gcol.parse_collective(""), floor=H200X8, perf=PERF) == [
-        f"{PERF} printed no result rows: no bandwidth to judge"
-    ]
+    assert gpu_collective.bandwidth(healthy, floor=above, perf=PERF)
+    assert gpu_collective.bandwidth(
+        gpu_collective.parse_collective(""), floor=H200X8, perf=PERF
+    ) == [f"{PERF} printed no result rows: no bandwidth to judge"]
 
 
 def test_no_declared_floor_skips_with_the_key_to_add() -> None:
-    assert gcol.floor_skip(None, gpu="NVIDIA H200 NVL", gpus=4, platform="cuda") == (
+    assert gpu_collective.floor_skip(None, gpu="NVIDIA H200 NVL", gpus=4, platform="cuda") == (
         "no all-reduce floor for 4x 'NVIDIA H200 NVL' in the manifest: add one to "
         "[[platforms.cuda.all_reduce_floors]] (gpu, gpus, busbw_gbs, source)"
     )
-    assert gcol.floor_skip(H200X8, gpu="NVIDIA H200", gpus=8, platform="cuda") is None
+    assert gpu_collective.floor_skip(H200X8, gpu="NVIDIA H200", gpus=8, platform="cuda") is None
 
 
 def test_collective_timeout_is_a_hang_and_nothing_else() -> None:
@@ -127,12 +130,12 @@ def test_collective_never_passes_on_no_output() -> None:
 
 
 def test_collective_argv_uses_every_gpu_checks_and_times_out() -> None:
-    argv = gcol.collective_argv(PERF, 8, timeout_s=300)
+    argv = gpu_collective.collective_argv(PERF, 8, timeout_s=300)
     assert argv[:4] == ["timeout", "-k", "10", "300"]
     assert argv[4] == PERF
     flags = dict(zip(argv[5::2], argv[6::2], strict=True))
     assert (flags["-g"], flags["-c"], flags["-T"], flags["-e"]) == ("8", "1", "270", "256M")
-    unchecked = gcol.collective_argv(PERF, 2, check=False)
+    unchecked = gpu_collective.collective_argv(PERF, 2, check=False)
     assert unchecked[unchecked.index("-c") + 1] == "0"
 
 
@@ -141,7 +144,7 @@ def test_collective_fails_the_real_binary_where_it_cannot_run() -> None:
     with collective_argv's flags on a machine without a GPU (exit 2)."""
     fixture = Path(__file__).parent.parent / "fixtures/gpu/all_reduce_perf-no-gpu.txt"
     output = fixture.read_text(encoding="utf-8")
-    run = gcol.parse_collective(output)
+    run = gpu_collective.parse_collective(output)
     assert (run.ngpus, run.validation, run.rows, run.out_of_bounds) == (1, 1, [], None)
     assert _judge(output, rc=2, gpus=2) == [
         f"{PERF} exited 2: (tail)",

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from twinbuild.errors import FindingsError
-from twinbuild.smoke import gpu as gpu_mod
+from twinbuild.smoke import gpu
 from twinbuild.smoke.gpu_probe import Verdict
 from twinbuild.smoke.proof import CASES, ProofOptions, Row, prove, run_proof
 
@@ -103,7 +103,7 @@ def test_a_row_is_proven_only_when_healthy_passes_and_broken_fails() -> None:
 def test_a_gpu_without_its_stack_fails_every_check(tmp_path: Path) -> None:
     """A host that shows a GPU but whose Python has no torch: every check runs and fails (none
     passes vacuously, none is skipped), and the proof says which failed first."""
-    info = gpu_mod.GpuInfo(vendor="nvidia", model="NVIDIA H200", driver="580.159.03",
+    info = gpu.GpuInfo(vendor="nvidia", model="NVIDIA H200", driver="580.159.03",
                            runtime="13.0", count=1)  # fmt: skip
     options = ProofOptions(manifest=ROOT / "pins/manifest.toml", python="/nonexistent/python",
                            tms=tmp_path, report=tmp_path / "r.json", timeout_s=10)  # fmt: skip
@@ -169,7 +169,7 @@ def test_the_device_rows_turn_one_reading_into_a_healthy_and_a_broken_case(
         encoding="utf-8",
     )
     python.chmod(0o755)
-    info = gpu_mod.GpuInfo(vendor="nvidia", model="NVIDIA H200", driver="580.159.03",
+    info = gpu.GpuInfo(vendor="nvidia", model="NVIDIA H200", driver="580.159.03",
                            runtime="13.0", count=1)  # fmt: skip
     options = ProofOptions(
         manifest=ROOT / "pins/manifest.toml",

@@ -16,8 +16,14 @@ from collections.abc import Iterator
 import pytest
 
 from tests import fake_registry as fake
-from twinbuild.engine import registry as reg
 from twinbuild.engine.api import Credentials
+from twinbuild.engine.registry import (
+    COMMAND_TIMEOUTS,
+    TIMEOUT_ENV_VAR,
+    clock,
+    loopback,
+    request_timeout,
+)
 from twinbuild.errors import ConfigError, CredentialsMissing, EngineError
 from twinbuild.ship.oci import Client, ImageRef, Manifest, redirect_verdict
 from twinbuild.util.exchange import Clock
@@ -46,8 +52,8 @@ def client(
 
 @pytest.mark.parametrize("raw", ["1", "2", "60", "3600"])
 def test_the_timeout_is_whole_seconds(raw: str) -> None:
-    assert reg.request_timeout({reg.TIMEOUT_ENV_VAR: raw}) == int(raw)
-    assert reg.clock({reg.TIMEOUT_ENV_VAR: raw}).budget == int(raw) * reg.COMMAND_TIMEOUTS
+    assert request_timeout({TIMEOUT_ENV_VAR: raw}) == int(raw)
+    assert clock({TIMEOUT_ENV_VAR: raw}).budget == int(raw) * COMMAND_TIMEOUTS
 
 
 @pytest.mark.parametrize(
@@ -55,14 +61,14 @@ def test_the_timeout_is_whole_seconds(raw: str) -> None:
 )
 def test_a_timeout_that_is_not_ascii_digits_in_range_names_the_variable(raw: str) -> None:
     with pytest.raises(ConfigError) as info:
-        reg.request_timeout({reg.TIMEOUT_ENV_VAR: raw})
-    assert str(info.value).startswith(f"{reg.TIMEOUT_ENV_VAR}={raw!r}: expected whole seconds")
+        request_timeout({TIMEOUT_ENV_VAR: raw})
+    assert str(info.value).startswith(f"{TIMEOUT_ENV_VAR}={raw!r}: expected whole seconds")
     assert "\n" not in str(info.value)
 
 
 def test_no_timeout_set_is_60_seconds_and_ten_of_them_per_command() -> None:
-    assert reg.request_timeout({}) == 60
-    assert reg.clock({}).budget == 600
+    assert request_timeout({}) == 60
+    assert clock({}).budget == 600
 
 
 # --- loopback ---------------------------------------------------------------------------------
@@ -73,7 +79,7 @@ def test_no_timeout_set_is_60_seconds_and_ten_of_them_per_command() -> None:
     ["127.0.0.1:5000", "127.0.0.1", "127.9.8.7:443", "localhost:5000", "LocalHost", "[::1]:5000"],
 )
 def test_loopback_is_a_literal_loopback_address_or_localhost(address: str) -> None:
-    assert reg.loopback(address)
+    assert loopback(address)
 
 
 @pytest.mark.parametrize(
@@ -90,7 +96,7 @@ def test_loopback_is_a_literal_loopback_address_or_localhost(address: str) -> No
     ],
 )
 def test_a_name_that_only_starts_like_loopback_is_not(address: str) -> None:
-    assert not reg.loopback(address)
+    assert not loopback(address)
     assert Client(address, credentials=lambda _: None).scheme == "https"
 
 

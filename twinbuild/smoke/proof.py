@@ -25,8 +25,7 @@ from typing import Any, Literal
 from twinbuild.errors import FindingsError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, Manifest, Platform
-from twinbuild.smoke import gpu as gpu_mod
-from twinbuild.smoke import gpu_arch, gpu_checks, gpu_probe
+from twinbuild.smoke import gpu, gpu_arch, gpu_checks, gpu_probe
 from twinbuild.smoke.gpu_probe import Probe, Ran, Shell, Verdict
 from twinbuild.util.atomic import write_atomic
 
@@ -176,7 +175,7 @@ def run_proof(
     options: ProofOptions,
     *,
     shell: Shell | None = None,
-    detect: Callable[[str], gpu_mod.GpuInfo | None] | None = None,
+    detect: Callable[[str], gpu.GpuInfo | None] | None = None,
 ) -> Proof:
     """Run every case healthy and broken (or, with ``dry_run``, none: every row says what it
     would run)."""
@@ -185,9 +184,9 @@ def run_proof(
     if options.dry_run:
         return Proof(rows=_skip_all("dry run: nothing was run"))
     vendor = manifest.platforms[options.platform].vendor
-    info = (detect or gpu_mod.detect)(vendor)
+    info = (detect or gpu.detect)(vendor)
     host: dict[str, Any] = {"gpu": info.to_json() if info is not None else None}
-    reason = gpu_mod.skip_reason(vendor, info, wanted=None)
+    reason = gpu.skip_reason(vendor, info, wanted=None)
     if reason is not None:
         return Proof(rows=_skip_all(reason), host=host, seconds=time.monotonic() - started)
     assert info is not None  # noqa: S101 -- skip_reason said so
@@ -196,7 +195,7 @@ def run_proof(
 
 
 def _rows(
-    options: ProofOptions, manifest: Manifest, info: gpu_mod.GpuInfo, shell: Shell,
+    options: ProofOptions, manifest: Manifest, info: gpu.GpuInfo, shell: Shell,
     host: dict[str, Any],
 ) -> list[Row]:  # fmt: skip
     spec = manifest.platforms[options.platform]
@@ -358,7 +357,7 @@ def prove(
     options: ProofOptions,
     *,
     echo: Callable[[str], None] = print,
-    detect: Callable[[str], gpu_mod.GpuInfo | None] | None = None,
+    detect: Callable[[str], gpu.GpuInfo | None] | None = None,
 ) -> Proof:
     """``twinbuild gpu-proof``: run, print the table, write the JSON report; raise
     FindingsError when a check does not hold or nothing was proven."""
