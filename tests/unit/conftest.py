@@ -1,5 +1,5 @@
 """Fixtures several unit test modules share: a committed mini project, a repository with gate
-evidence, and a signing key."""
+evidence (and the same on an attacker's branch without it), and a signing key."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from tests.helpers import mini_project
 from tests.unit.evidence_builders import Signer
 from tests.unit.gate_repos import GateRepo, make_repo
-from tests.unit.gitrepos import commit_all, init, isolate_git
+from tests.unit.gitrepos import commit_all, git, init, isolate_git
 
 
 @pytest.fixture
@@ -26,6 +26,15 @@ def mini_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def gate_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
     """A repository whose PR head was validated, with signed evidence for both platforms."""
     return make_repo(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def attack_repo(gate_repo: GateRepo) -> GateRepo:
+    """``gate_repo`` on a branch ``attack`` from its base, its evidence branch gone: where a PR
+    that changes no pin, only what the gate judges by, starts."""
+    git(gate_repo.root, "checkout", "-q", "-b", "attack", gate_repo.base)
+    git(gate_repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")
+    return gate_repo
 
 
 @pytest.fixture

