@@ -18,7 +18,15 @@ from pathlib import Path
 from twinbuild.manifest.render import Rendered
 
 #: What is not an input, as the format describes it: folders end in "/".
-NOT_INPUTS = ("docs/", "tests/", "evidence/", "README.md", ".github/CODEOWNERS", "CODEOWNERS")
+NOT_INPUTS = (
+    "docs/",
+    "tests/",
+    "tools/",
+    "evidence/",
+    "README.md",
+    ".github/CODEOWNERS",
+    "CODEOWNERS",
+)
 #: What twinbuild writes into a tree, and what no commit holds.
 NEVER = ("build/", ".twinbuild/")
 PLATFORM_FOLDERS = {"cuda": "images/cuda/", "rocm": "images/rocm/"}

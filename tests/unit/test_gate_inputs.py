@@ -84,12 +84,13 @@ def test_a_change_to_any_installed_or_run_file_needs_evidence(
     assert not any("no image input changed" in line for line in out)
 
 
-def test_docs_tests_and_the_readme_pass_with_no_evidence_and_no_approval(
+def test_docs_tests_tools_and_the_readme_pass_with_no_evidence_and_no_approval(
     attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _append("docs/building.md", "# building\n\nmore words\n")(attack_repo.root)
     _append("tests/unit/test_more.py", "def test_more() -> None: ...\n")(attack_repo.root)
     _append("README.md", "\nmore words\n")(attack_repo.root)
+    _append("tools/bench/rows.py", "ROWS = ()\n")(attack_repo.root)
     _append("evidence/README.md", "where the evidence lives\n")(attack_repo.root)
     (attack_repo.root / "docs/readme-link.md").symlink_to("../README.md")  # a link no build follows
     head = commit_all(attack_repo.root, "docs and tests")
@@ -132,7 +133,7 @@ def test_a_symlink_outside_the_not_inputs_is_refused(
     assert (code, out) == (2, [])
     assert err == [
         f"twinbuild: {head}:twinbuild/evil.py: a symlink (mode 120000) among the image inputs "
-        "(every file but docs/, tests/, evidence/, README.md and CODEOWNERS); commit the file itself, the "
+        "(every file but docs/, tests/, tools/, evidence/, README.md and CODEOWNERS); commit the file itself, the "
         "gate hashes only what the commit holds"
     ]
 
@@ -150,7 +151,7 @@ def test_a_submodule_outside_the_not_inputs_is_refused(
     assert code == 2
     assert err == [
         f"twinbuild: {head}:vendor: a gitlink, i.e. a submodule (mode 160000) among the image "
-        "inputs (every file but docs/, tests/, evidence/, README.md and CODEOWNERS); commit the file itself, "
+        "inputs (every file but docs/, tests/, tools/, evidence/, README.md and CODEOWNERS); commit the file itself, "
         "the gate hashes only what the commit holds"
     ]
 

@@ -465,7 +465,7 @@ def test_is_input(path: str, platform: Platform, expected: bool) -> None:
 
 
 def test_a_symlink_among_the_inputs_or_attributes_is_refused(repo: Path) -> None:
-    rule = "every file but docs/, tests/, evidence/, README.md and CODEOWNERS"
+    rule = "every file but docs/, tests/, tools/, evidence/, README.md and CODEOWNERS"
     link = repo / "twinbuild/builder/link.py"
     link.symlink_to("image.py")
     with pytest.raises(ConfigError) as info:

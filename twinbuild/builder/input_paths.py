@@ -26,6 +26,8 @@ from twinbuild.manifest.model import PLATFORMS, Platform
 NOT_INPUTS: Mapping[str, str] = {
     "docs/": "documentation, read by people",
     "tests/": "the test suite: pytest runs it in CI; no build or install runs it",
+    "tools/": "the benchmarks: `nox -s bench` runs them on a developer's machine; pip installs "
+    "only twinbuild/, and no build, validation or release job runs them",
     "evidence/": "the signed evidence and the trusted keys: data the gate reads "
     "(the keys are trust roots, twinbuild/evidence/trust_roots.py)",
     "README.md": "the README: pip copies it into the package metadata as text; nothing runs it",
@@ -33,7 +35,7 @@ NOT_INPUTS: Mapping[str, str] = {
     "CODEOWNERS": "the same, where GitHub looks next",
 }
 #: How messages name the rule.
-RULE = "every file but docs/, tests/, evidence/, README.md and CODEOWNERS"
+RULE = "every file but docs/, tests/, tools/, evidence/, README.md and CODEOWNERS"
 
 
 def under(path: str, prefix: str) -> bool:
