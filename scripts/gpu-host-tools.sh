@@ -2,14 +2,14 @@
 # The GPU checks on a bare GPU host, without Docker: build their tools from the manifest's pinned
 # sources, then run `twinbuild smoke --host --gpu`. Run from the repository root.
 #
-#   scripts/gpu-host-tools.sh fetch  PLATFORM   clone torch_memory_saver and the collective tests
+#   scripts/gpu-host-tools.sh fetch  VARIANT    clone torch_memory_saver and the collective tests
 #                                               at the commits pins/manifest.toml pins
-#   scripts/gpu-host-tools.sh build  PLATFORM   venv with torch, torch_memory_saver built from
+#   scripts/gpu-host-tools.sh build  VARIANT    venv with torch, torch_memory_saver built from
 #                                               that source, all_reduce_perf built from its source
-#   scripts/gpu-host-tools.sh check  PLATFORM   twinbuild smoke --host --gpu with that venv
-#   scripts/gpu-host-tools.sh all    PLATFORM   the three in order
+#   scripts/gpu-host-tools.sh check  VARIANT    twinbuild smoke --host --gpu with that venv
+#   scripts/gpu-host-tools.sh all    VARIANT    the three in order
 #
-# PLATFORM is cuda or rocm. Settings (environment):
+# VARIANT is a variant of the manifest (`twinbuild variants`), e.g. cu13 or rocm720-mi35x. Settings (environment):
 #   TB_GPU_HOME   where sources, venv and binaries go (default /opt/twinbuild-gpu)
 #   TB_TORCH      torch requirement for the venv (default: torch, from TB_TORCH_INDEX)
 #   TB_TORCH_INDEX  index for it (default: PyTorch's cu130 or rocm7.2 index, per the manifest's
@@ -20,9 +20,8 @@
 # The commits are read from pins/manifest.toml; a clone at any other commit is refused.
 set -euo pipefail
 
-cmd="${1:-}" platform="${2:-}"
+cmd="${1:-}" variant="${2:-}"
 case "$cmd" in fetch|build|check|all) ;; *) sed -n '2,22p' "$0" >&2; exit 2 ;; esac
-case "$platform" in cuda|rocm) ;; *) echo "gpu-host-tools: PLATFORM must be cuda or rocm" >&2; exit 2 ;; esac
 
 home="${TB_GPU_HOME:-/opt/twinbuild-gpu}"
 bin="${TB_BIN:-/usr/local/bin}"
@@ -30,10 +29,14 @@ export PYTHON="${PYTHON:-python3}"
 py="$PYTHON"
 # shellcheck source=scripts/gpu-lib.sh
 . "$PWD/scripts/gpu-lib.sh"
+[ -n "$variant" ] && vendor="$(tb_pin "$variant" - vendor 2>/dev/null)" || {
+  echo "gpu-host-tools: VARIANT must be one of: $(PYTHONPATH="$PWD" "$PYTHON" -m twinbuild variants --format json | "$PYTHON" -c 'import json,sys; print(" ".join(v["name"] for v in json.load(sys.stdin)))')" >&2
+  exit 2
+}
 
 # One line per value, from the manifest (through twinbuild's own model).
-pin() {  # pin NAME FIELD (NAME "-": the platform's toolkit or gpu_archs)
-  tb_pin "$platform" "$@"
+pin() {  # pin NAME FIELD (NAME "-": the variant's toolkit or gpu_archs)
+  tb_pin "$variant" "$@"
 }
 
 clone() {  # clone REPO COMMIT DEST
@@ -66,14 +69,14 @@ do_build() {
   venv="$home/venv"
   [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
   "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel numpy
-  if [ "$platform" = cuda ]; then
+  if [ "$vendor" = nvidia ]; then
     index="${TB_TORCH_INDEX-https://download.pytorch.org/whl/cu${toolkit//./}}"
   else
     index="${TB_TORCH_INDEX-https://download.pytorch.org/whl/rocm${toolkit}}"
   fi
   "$venv/bin/python" -m pip install -q ${index:+--index-url "$index"} "${TB_TORCH:-torch}"
   # torch_memory_saver from the pinned source, as the recipes build it (CUDA: TMS_CUDA_MAJOR from torch).
-  if [ "$platform" = cuda ]; then
+  if [ "$vendor" = nvidia ]; then
     TMS_CUDA_MAJOR="$("$venv/bin/python" -c 'import torch; print((torch.version.cuda or "'"$toolkit"'").split(".")[0])')" \
       "$venv/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall "$home/src/torch_memory_saver"
   else
@@ -82,7 +85,7 @@ do_build() {
   # all_reduce_perf from the pinned collective tests.
   local src="$home/src/collective-tests" out="$home/bin"
   mkdir -p "$out" "$bin"
-  if [ "$platform" = cuda ]; then
+  if [ "$vendor" = nvidia ]; then
     # NCCL from the venv's torch dependency (nvidia-nccl-cu13): headers, and a libnccl.so to link.
     local nccl
     nccl="$("$venv/bin/python" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])')"
@@ -117,7 +120,7 @@ do_check() {
   local libs
   libs="$(PYTHON="$home/venv/bin/python" tb_library_path)"
   LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m twinbuild smoke --host --gpu --platform "$platform" --python "$home/venv/bin/python" \
+  PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -m twinbuild smoke --host --gpu --variant "$variant" --python "$home/venv/bin/python" \
     --report-dir "${TB_REPORT_DIR:-build/smoke}"
 }
 

@@ -2,18 +2,20 @@
 # What scripts/gpu-host-tools.sh and scripts/gpu-proof.sh share; source it from the repository
 # root. Needs PYTHON (an interpreter of 3.11 or newer; the twinbuild model is standard library).
 
-# tb_pin PLATFORM NAME FIELD: one value from pins/manifest.toml, through twinbuild's own model.
-# NAME "-" reads the platform: FIELD toolkit, or gpu_archs (';'-separated).
+# tb_pin VARIANT NAME FIELD: one value from pins/manifest.toml (the variant's amd64 image),
+# through twinbuild's own model. NAME "-" reads the variant: FIELD vendor, toolkit, or gpu_archs
+# (';'-separated).
 tb_pin() {
   PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" - "$@" <<'EOF'
 import sys
 from twinbuild.manifest.loader import load
-platform, name, field = sys.argv[1:]
+variant, name, field = sys.argv[1:]
+manifest = load()
 if name == "-":
-    value = getattr(load().platforms[platform], field)
+    value = getattr(manifest.variant(variant), field)
     print(";".join(value) if isinstance(value, tuple) else value)
 else:
-    pin = next(p for p in load().resolve(platform) if p.name == name)
+    pin = next(p for p in manifest.resolve(manifest.image(variant, "linux/amd64")) if p.name == name)
     print(getattr(pin.values, field) or "")
 EOF
 }

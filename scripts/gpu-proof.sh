@@ -73,14 +73,14 @@ build_tms() {  # build_tms SOURCE COMMIT TARGET
   local major link
   link="$(driver_link)"
   major="$("$PYTHON" -c 'import torch; print((torch.version.cuda or "").split(".")[0])')" || return 1
-  major="${major:-$(tb_pin cuda - toolkit | cut -d. -f1)}"  # a CPU torch: the manifest's CUDA
+  major="${major:-$(tb_pin cu13 - toolkit | cut -d. -f1)}"  # a CPU torch: the manifest's CUDA
   LIBRARY_PATH="$link${LIBRARY_PATH:+:$LIBRARY_PATH}" \
   TMS_CUDA_MAJOR="$major" PATH="$CUDA_HOME/bin:$PATH" "$PYTHON" -m pip install --no-deps \
     --no-build-isolation --no-index --target "$3" "$out/src/$(basename "$3")"
 }
 
 build_nccl_tests() {  # build_nccl_tests COMMIT: all_reduce_perf for the manifest's GPU archs
-  local stamp="$1 $(tb_pin cuda - gpu_archs)"
+  local stamp="$1 $(tb_pin cu13 - gpu_archs)"
   if [ -x "$out/nccl/all_reduce_perf" ] && [ "$(cat "$out/nccl/.built" 2>/dev/null)" = "$stamp" ]; then
     echo "nccl-tests: $out/nccl/all_reduce_perf is already built from $stamp"
     return 0
@@ -92,7 +92,7 @@ build_nccl_tests() {  # build_nccl_tests COMMIT: all_reduce_perf for the manifes
   ln -sfn "$nccl/include" "$home/include"
   ln -sf "$nccl/lib/libnccl.so.2" "$home/lib/libnccl.so.2"
   ln -sf libnccl.so.2 "$home/lib/libnccl.so"
-  for arch in $(tb_pin cuda - gpu_archs | tr ';' ' '); do
+  for arch in $(tb_pin cu13 - gpu_archs | tr ';' ' '); do
     gencode+=" -gencode=arch=compute_${arch//./},code=sm_${arch//./}"
   done
   make -C "$out/src/nccl-tests" -j"$(nproc)" CUDA_HOME="$CUDA_HOME" NCCL_HOME="$home" \
@@ -114,7 +114,7 @@ EOF
     -o "$out/kernel-wrong.so" "$out/src/kernel.cu"
 }
 
-tms_commit="$(tb_pin cuda torch-memory-saver commit)"
+tms_commit="$(tb_pin cu13 torch-memory-saver commit)"
 prefix_commit="$("$PYTHON" -c 'import sys; sys.path.insert(0, sys.argv[1]); from twinbuild.smoke.proof import PRE_FIX_TMS; print(PRE_FIX_TMS)' "$repo")"
 if step tms build_tms "$(source_of torch_memory_saver)" "$tms_commit" "$out/tms"; then
   args+=(--tms "$out/tms")
@@ -122,7 +122,7 @@ fi
 if step tms-prefix build_tms "$(source_of torch_memory_saver-prefix)" "$prefix_commit" "$out/tms-prefix"; then
   args+=(--tms-broken "$out/tms-prefix")
 fi
-if step nccl-tests build_nccl_tests "$(tb_pin cuda collective-tests commit)"; then
+if step nccl-tests build_nccl_tests "$(tb_pin cu13 collective-tests commit)"; then
   args+=(--perf "$out/nccl/all_reduce_perf")
 fi
 if step kernels build_kernels; then

@@ -6,7 +6,7 @@ Tests marked ``docker`` run unless ``TWINBUILD_NO_DOCKER=1`` (the one switch, re
 Every other test gets an engine boundary that refuses to connect, so a unit test cannot reach a
 daemon by accident, works in a folder of its own, and cannot write outside the session's
 temporary folder (``tests/write_fence.py``): not into the repository, not into the home folder.
-Tests marked ``gpu`` run only where a GPU of their platform's vendor (the manifest's) is present.
+Tests marked ``gpu`` run only where a GPU of their variant's vendor (the manifest's) is present.
 """
 
 from __future__ import annotations
@@ -113,14 +113,15 @@ def gpu_vendors() -> frozenset[str]:
 
 
 @functools.cache
-def vendor_of(platform: str) -> str | None:
-    """The GPU vendor of ``platform``, as the repository's manifest declares it."""
+def vendor_of(name: str) -> str | None:
+    """The GPU vendor of the variant or group ``name``, as the repository's manifest declares."""
     import twinbuild
     from twinbuild.manifest.loader import load
 
     checkout = Path(twinbuild.__file__).resolve().parents[1]  # the repository under test
-    specs = load(checkout / "pins/manifest.toml").platforms
-    return next((spec.vendor for name, spec in specs.items() if name == platform), None)
+    manifest = load(checkout / "pins/manifest.toml")
+    members = manifest.members(name)
+    return manifest.variants[members[0]].vendor if members else None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -134,7 +135,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip_docker)
         gpu = item.get_closest_marker("gpu")
         if gpu is not None:
-            # @pytest.mark.gpu("cuda") wants that platform's vendor; bare @pytest.mark.gpu any GPU.
+            # @pytest.mark.gpu("cuda") wants that group's (or variant's) vendor; bare
+            # @pytest.mark.gpu any GPU.
             vendors = gpu_vendors()
             wanted = vendor_of(str(gpu.args[0])) if gpu.args else None
             if not vendors or (wanted is not None and wanted not in vendors):

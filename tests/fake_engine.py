@@ -25,6 +25,7 @@ from twinbuild.engine.api import (
     RunResult,
 )
 from twinbuild.errors import ConfigError, EngineError
+from twinbuild.manifest.model import Arch
 
 HOST = "unix:///fake.sock"
 
@@ -88,13 +89,14 @@ class FakeEngine:
         network: Network,
         builder: Builder,
         cache_from: Sequence[str] = (),
+        platform: str | None = None,
     ) -> Iterator[dict[str, Any]]:
         self.calls.append("build")
         self.builds.append(
             {
                 "context": context.read(), "dockerfile": dockerfile, "buildargs": dict(buildargs),
                 "labels": dict(labels), "target": target, "network": network, "builder": builder,
-                "cache_from": list(cache_from),
+                "cache_from": list(cache_from), "platform": platform,
             }
         )  # fmt: skip
         context.seek(0)
@@ -143,13 +145,14 @@ class FakeEngine:
         self,
         tar_path: Path,
         *,
+        arch: Arch,
         labels: Mapping[str, str] | None = None,
-        changes: Sequence[str] = (),
+        cmd: Sequence[str] = ("/bin/bash",),
     ) -> str:
         self.calls.append("import_rootfs")
         if self.import_error is not None:
             raise self.import_error
-        self.imported.append((tar_path.read_bytes(), dict(labels or {}), list(changes)))
+        self.imported.append((tar_path.read_bytes(), dict(labels or {}), [arch, *cmd]))
         image_id = f"sha256:{len(self.imported):064d}"
         self.images[image_id] = image_doc(image_id, labels, size=2**20)
         return image_id

@@ -1,4 +1,5 @@
-"""Shared test helpers: a copy of the mini project that a test can edit, a pin with a change."""
+"""Shared test helpers: a copy of the mini project that a test can edit, a pin with a change, the
+key of one of its images."""
 
 from __future__ import annotations
 
@@ -7,10 +8,17 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from twinbuild.manifest.model import ResolvedPin
+from twinbuild.manifest.model import Arch, ImageKey, ResolvedPin
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI = FIXTURES / "mini"
+#: The mini project's variants, ``cuda`` and ``rocm``: one amd64 image each.
+MINI_VARIANTS = ("cuda", "rocm")
+
+
+def image(variant: str, arch: Arch = "linux/amd64") -> ImageKey:
+    """One image of a test variant (the mini project's build amd64 alone)."""
+    return ImageKey(variant=variant, arch=arch)
 
 
 def mini_project(tmp_path: Path) -> Path:
@@ -31,3 +39,12 @@ def repin(pin: ResolvedPin, **changes: Any) -> ResolvedPin:
     """``pin`` with some of its fields changed, a value (``version``) or its own (``name``)."""
     own = {k: changes.pop(k) for k in list(changes) if k in ResolvedPin.__dataclass_fields__}
     return dataclasses.replace(pin, values=dataclasses.replace(pin.values, **changes), **own)
+
+
+#: The repository manifest's release variant of each recipe (cu13 builds images/cuda).
+RECIPE_VARIANTS = {"cuda": "cu13", "rocm": "rocm720-mi35x"}
+
+
+def repo_image(recipe: str, arch: Arch = "linux/amd64") -> ImageKey:
+    """The repository manifest's image of ``recipe``'s release variant on ``arch``."""
+    return ImageKey(variant=RECIPE_VARIANTS[recipe], arch=arch)

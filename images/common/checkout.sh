@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Check out REPO at COMMIT (or REF when COMMIT is empty) into DEST, detached, keeping .git so
 # the smoke suite reads the commit from DEST/.git/HEAD. An existing checkout at DEST (the base
-# image's) is reused: its origin is pointed at REPO first. Submodules only with --recursive, as
-# upstream clones: Megatron-LM with --recursive, rocm-systems (rccl-tests) with none of its ~37.
-# Usage: checkout.sh [--recursive] REPO COMMIT REF DEST
+# image's) is reused: its origin is pointed at REPO first. Submodules only with --submodules=1,
+# as upstream clones: Megatron-LM with them, rocm-systems (rccl-tests) with none of its ~37 (the
+# manifest's MEGATRON_SUBMODULES and COLLECTIVE_SUBMODULES say which).
+# Usage: checkout.sh [--submodules=0|1] REPO COMMIT REF DEST
 set -euo pipefail
 recursive=0
-if [ "${1:-}" = "--recursive" ]; then recursive=1; shift; fi
+case "${1:-}" in
+  --submodules=1) recursive=1; shift ;;
+  --submodules=0) shift ;;
+  --submodules=*) echo "checkout: ${1} is not --submodules=0 or 1" >&2; exit 2 ;;
+esac
 repo="$1" commit="$2" ref="$3" dest="$4"
 want="${commit:-$ref}"
 [ -n "$repo" ] && [ -n "$want" ] && [ -n "$dest" ] || { echo "checkout: REPO, COMMIT or REF, and DEST are required" >&2; exit 2; }

@@ -32,7 +32,7 @@ CUDA_ONLY = """
 [pins.click]
 kind = "pypi"
 version = "8.1.7"
-platforms = ["cuda"]
+variants = ["cuda"]
 asymmetry = "only to test a CUDA-only change"
 layer = "late"
 why = "test pin"

@@ -37,9 +37,12 @@ CUDA_BASE = "sha256:" + "1" * 64
 INPUTS = "sha256:" + "c" * 64
 NO_GPU = "no nvidia GPU on this machine (looked for nvidia-smi or /dev/nvidia*)"
 
-MANIFEST = f"""schema = 1
+MANIFEST = f"""schema = 2
 
-[platforms.cuda]
+[variants.cuda]
+archs = ["linux/amd64"]
+recipe = "cuda"
+runners = {{ build = ["self-hosted", "builder", "cuda"], gpu = ["self-hosted", "gpu", "cuda"] }}
 base = {{ repository = "lmsysorg/sglang", tag = "v0", digest = "{CUDA_BASE}" }}
 python = "3.11"
 toolkit = "12.9"
@@ -48,7 +51,10 @@ gpu_archs = ["9.0"]
 imports = ["tinydist", "gitdist"]
 binaries = ["/opt/smoke/bin/all_reduce_perf"]
 
-[platforms.rocm]
+[variants.rocm]
+archs = ["linux/amd64"]
+recipe = "rocm"
+runners = {{ build = ["self-hosted", "builder", "rocm"], gpu = ["self-hosted", "gpu", "rocm"] }}
 base = {{ repository = "rocm/sgl-dev", tag = "v0", digest = "sha256:{"2" * 64}" }}
 python = "3.11"
 toolkit = "7.0"

@@ -15,6 +15,7 @@ from tests.unit.evidence_builders import (
     NOW,
     REPO,
     REPO_ID,
+    REQUIRED,
     Signer,
     evidence,
     payload_of,
@@ -22,7 +23,9 @@ from tests.unit.evidence_builders import (
 )
 from twinbuild.evidence import Policy, gate
 
-POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42)
+POLICY = Policy(
+    base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42, required=REQUIRED
+)
 SIGNER = Signer.new()
 
 

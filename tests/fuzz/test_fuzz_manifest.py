@@ -8,7 +8,7 @@ from hypothesis import given
 
 from tests.fuzz.conftest import outcome
 from tests.fuzz.strategies import as_bytes, hostile
-from tests.helpers import MINI
+from tests.helpers import MINI, image
 from twinbuild.lint.checks import lint_manifest
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import Manifest
@@ -23,7 +23,7 @@ def _load_lint_render(path: Path) -> Manifest:
     manifest = load(path)
     lint_manifest(manifest)
     markdown(manifest)
-    render(manifest, "rocm", "production")
+    render(manifest, image("rocm"), "production")
     return manifest
 
 

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from twinbuild.evidence import dsse, record, save, sign
 from twinbuild.evidence.keys import keyid
 from twinbuild.evidence.statement import Validated
-from twinbuild.manifest.model import Platform
+from twinbuild.manifest.model import ImageKey, Vendor
 from twinbuild.util import strictjson
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
@@ -28,13 +28,16 @@ MAIN = "fedcba9876543210fedcba9876543210fedcba98"  # the default branch: its wor
 PR = 42
 WORKFLOW_REF = f"{REPO}/.github/workflows/validate-gpu.yml@refs/heads/main"
 MANIFEST = "sha256:" + "a" * 64
-INPUTS: dict[Platform, str] = {"cuda": "sha256:" + "c" * 64, "rocm": "sha256:" + "d" * 64}
-IMAGE_IDS: dict[Platform, str] = {"cuda": "sha256:" + "1" * 64, "rocm": "sha256:" + "2" * 64}
-IMAGE_REFS: dict[Platform, str] = {
+AMD64 = "linux/amd64"
+#: The variants of these tests (the mini project's): one image each, on amd64.
+VENDORS: dict[str, Vendor] = {"cuda": "nvidia", "rocm": "amd"}
+INPUTS: dict[str, str] = {"cuda": "sha256:" + "c" * 64, "rocm": "sha256:" + "d" * 64}
+IMAGE_IDS: dict[str, str] = {"cuda": "sha256:" + "1" * 64, "rocm": "sha256:" + "2" * 64}
+IMAGE_REFS: dict[str, str] = {
     "cuda": "ghcr.io/twinbuild/cuda@sha256:" + "3" * 64,
     "rocm": "ghcr.io/twinbuild/rocm@sha256:" + "4" * 64,
 }
-GPUS: dict[Platform, dict[str, Any]] = {
+GPUS: dict[str, dict[str, Any]] = {
     "cuda": {
         "vendor": "nvidia",
         "model": "NVIDIA H200",
@@ -65,14 +68,26 @@ def entry(
     }
 
 
-def smoke_report(platform: Platform = "cuda", **overrides: Any) -> dict[str, Any]:
-    """A passing smoke report in the smoke module's JSON shape; ``overrides`` replace top keys."""
+def image(variant: str) -> ImageKey:
+    """The one image of a test variant."""
+    return ImageKey(variant=variant, arch=AMD64)
+
+
+#: The images a PR of these tests needs evidence for, and their inputs hashes at its head.
+REQUIRED: tuple[ImageKey, ...] = (image("cuda"), image("rocm"))
+HEAD_INPUTS: dict[ImageKey, str] = {image(v): h for v, h in INPUTS.items()}
+
+
+def smoke_report(platform: str = "cuda", **overrides: Any) -> dict[str, Any]:
+    """A passing smoke report in the smoke module's JSON shape of the variant ``platform`` (on
+    amd64); ``overrides`` replace top keys."""
     tests = overrides.pop("tests", None)
     if tests is None:
         tests = [entry("test_matmul[torch]"), entry("test_import[numpy]", gpu=False)]
     report: dict[str, Any] = {
-        "schema": 1,
-        "platform": platform,
+        "schema": 2,
+        "variant": platform,
+        "arch": AMD64,
         "profile": "production",
         "image": {
             "id": IMAGE_IDS[platform],
@@ -149,14 +164,20 @@ class Signer:
 def validated(report: dict[str, Any], *, commit: str = HEAD, pr: int = PR) -> Validated:
     """What the validation workflow's own code computed for ``commit``: here, what the report's
     image label and manifest digest say, so that a test states each value once."""
-    inputs = {**INPUTS, report["platform"]: report["image"]["inputs_hash"]}
-    return Validated(commit=commit, pr=pr, inputs=inputs, manifest_digest=report["manifest_digest"])
+    inputs = {image(v): h for v, h in INPUTS.items()}
+    inputs[ImageKey(variant=report["variant"], arch=report["arch"])] = report["image"][
+        "inputs_hash"
+    ]
+    return Validated(
+        commit=commit, pr=pr, inputs=inputs, vendors=dict(VENDORS),
+        manifest_digest=report["manifest_digest"],
+    )  # fmt: skip
 
 
 def evidence(
     tmp_path: Path,
     signer: Signer,
-    platform: Platform = "cuda",
+    platform: str = "cuda",
     *,
     name: str | None = None,
     report: dict[str, Any] | None = None,
@@ -165,7 +186,7 @@ def evidence(
     commit: str = HEAD,
     pr: int = PR,
 ) -> Path:
-    """Record, save and sign one platform's evidence the way the validation workflow does."""
+    """Record, save and sign one image's evidence the way the validation workflow does."""
     stem = name or platform
     report = report or smoke_report(platform)
     about = validated(report, commit=commit, pr=pr)

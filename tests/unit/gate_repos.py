@@ -23,7 +23,7 @@ from tests.unit.reviews import OWNER, reviews_file
 from twinbuild.cli.main import main
 from twinbuild.evidence import keygen, load_private
 from twinbuild.evidence.head import commit_inputs
-from twinbuild.manifest.model import PLATFORMS
+from twinbuild.manifest.model import ImageKey
 
 PR = 42
 EVIDENCE_REF = f"refs/heads/validate/pr-{PR}"
@@ -94,12 +94,13 @@ def sign_evidence(root: Path, commit: str, signer: Signer) -> None:
     out = root.parent / "signed"
     out.mkdir(exist_ok=True)
     git(root, "checkout", "-q", "-b", f"validate/pr-{PR}", commit)
-    for platform in PLATFORMS:
+    for platform in ("cuda", "rocm"):
+        image = ImageKey(variant=platform, arch="linux/amd64")
         report = smoke_report(platform, manifest_digest=found.manifest_digest)
-        report["image"]["inputs_hash"] = found.inputs[platform]
+        report["image"]["inputs_hash"] = found.inputs[image]
         path = evidence(out, signer, platform, report=report, now=datetime.now(UTC), commit=commit)
         (root / "evidence").mkdir(exist_ok=True)
-        shutil.copy(path, root / f"evidence/{platform}.dsse.json")
+        shutil.copy(path, root / f"evidence/{image.name}.dsse.json")
     commit_all(root, f"evidence: GPU validation of {commit}")
     git(root, "checkout", "-q", "main")
 

@@ -29,26 +29,31 @@ NOT_INPUTS = (
 )
 #: What twinbuild writes into a tree, and what no commit holds.
 NEVER = ("build/", ".twinbuild/")
-PLATFORM_FOLDERS = {"cuda": "images/cuda/", "rocm": "images/rocm/"}
 
 
-def _left_out(rel: str, platform: str) -> bool:
+def _left_out(rel: str, family: str, families: tuple[str, ...]) -> bool:
     parts = rel.split("/")
     if ".git" in parts or "__pycache__" in parts:
         return True
     for prefix in (*NOT_INPUTS, *NEVER):
         if rel.startswith(prefix) if prefix.endswith("/") else rel == prefix:
             return True
-    return any(rel.startswith(f) for p, f in PLATFORM_FOLDERS.items() if p != platform)
+    return any(rel.startswith(f"images/{f}/") for f in families if f != family)
 
 
-def every_input(root: Path, platform: str, manifest: str = "pins/manifest.toml") -> set[str]:
-    """Every file under ``root`` that the hash covers for ``platform`` (before the copies)."""
+def every_input(
+    root: Path,
+    family: str,
+    manifest: str = "pins/manifest.toml",
+    families: tuple[str, ...] = ("cuda", "rocm"),
+) -> set[str]:
+    """Every file under ``root`` that the hash covers for a variant of recipe ``family`` (before
+    the copies)."""
     found = set()
     for path in root.rglob("*"):
         rel = path.relative_to(root).as_posix()
         kept = (path.is_file() or path.is_symlink()) and rel != manifest
-        if kept and not _left_out(rel, platform):
+        if kept and not _left_out(rel, family, families):
             found.add(rel)
     return found
 
@@ -113,9 +118,11 @@ def reference(root: Path, rendered: Rendered, base_id: str, builder: Mapping[str
 
     copied = copied_by_regex(root, root / rendered.recipe)
     files = sorted(
-        every_input(root, rendered.platform) | copied | set(_attributes(root, sorted(copied)))
+        every_input(root, rendered.family, families=rendered.families)
+        | copied
+        | set(_attributes(root, sorted(copied)))
     )
-    part("format", "", b"3")
+    part("format", "", b"4")
     part("recipe", rendered.recipe.as_posix(), b"")
     for rel in files:
         part("file", rel, (root / rel).read_bytes())
@@ -124,6 +131,7 @@ def reference(root: Path, rendered: Rendered, base_id: str, builder: Mapping[str
     for name in sorted(rendered.files):
         part("generated", name, rendered.files[name].encode())
     part("base", "", base_id.encode())
+    part("arch", rendered.arch, b"")
     part("profile", rendered.profile, (rendered.target or "").encode())
     part("builder", "", json.dumps(dict(builder), sort_keys=True).encode())
     return "sha256:" + out.hexdigest()

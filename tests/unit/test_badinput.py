@@ -56,7 +56,7 @@ def test_manifest_nested_thousands_deep(root: Path, capsys: pytest.CaptureFixtur
     assert code == 2
     assert err == (
         f"twinbuild: {root / M}: tables or arrays nested more than 16 deep; a manifest nests a "
-        "few levels (pins.NAME.cuda.KEY), fix the file\n"
+        "few levels (pins.NAME.VARIANT.KEY), fix the file\n"
     )
 
 
@@ -325,7 +325,7 @@ def test_layer_that_is_a_path(root: Path, layer: str, capsys: pytest.CaptureFixt
         code, _, err = run([command, "--root", str(root), "--manifest", str(root / M)], capsys)
         assert code == 2
         assert err == (
-            f"twinbuild: {root / M}:27: pins.torch_memory_saver.layer: {layer!r} is not a layer "
+            f"twinbuild: {root / M}:33: pins.torch_memory_saver.layer: {layer!r} is not a layer "
             "name (lower-case letters, digits, '-' and '_'; no '/' or '..'); "
             'e.g. layer = "late"\n'
         )
@@ -394,7 +394,7 @@ def test_placeholder_reasons(root: Path, reason: str, capsys: pytest.CaptureFixt
     code, out, _ = run(["lint", "--root", str(root), "--manifest", str(root / M)], capsys)
     assert code == 1
     assert out.splitlines()[0] == (
-        f"{root / M}:46: TB007 pins.numba.asymmetry: '{reason}' is a placeholder; "
+        f"{root / M}:52: TB007 pins.numba.asymmetry: '{reason}' is a placeholder; "
         "write the real reason"
     )
 
@@ -408,7 +408,7 @@ def test_base_tag_with_spaces_or_a_pipe(
     assert code == 2
     shown = repr(tag.replace("\\n", "\n"))  # a newline shows escaped, the message stays one line
     assert err == (
-        f"twinbuild: {root / M}:5: platforms.cuda.base.tag: {shown} is not a Docker tag "
+        f"twinbuild: {root / M}:8: variants.cuda.base.tag: {shown} is not a Docker tag "
         "(letters, digits, '_', '.', '-'; no spaces or '|'); e.g. 'v0.5.6-cu129'\n"
     )
 
@@ -444,7 +444,7 @@ def test_upper_case_hex_is_called_that(root: Path, capsys: pytest.CaptureFixture
     code, out, _ = run(["lint", "--root", str(root), "--manifest", str(root / M)], capsys)
     assert code == 1
     assert out.splitlines()[0] == (
-        f"{root / M}:26: TB004 pins.torch_memory_saver.commit: '{sha.upper()}' has upper-case "
+        f"{root / M}:32: TB004 pins.torch_memory_saver.commit: '{sha.upper()}' has upper-case "
         f"hex; git names commits in lower case: write '{sha}'"
     )
 
@@ -456,7 +456,7 @@ def test_look_alike_letter_in_a_quoted_pin_name(
     code, _, err = run(["lint", "--root", str(root), "--manifest", str(root / M)], capsys)
     assert code == 2
     assert err == (
-        f"twinbuild: {root / M}:42: pins.numb\u0430: '\u0430' (U+0430 CYRILLIC SMALL LETTER A) is "
+        f"twinbuild: {root / M}:48: pins.numb\u0430: '\u0430' (U+0430 CYRILLIC SMALL LETTER A) is "
         "not ASCII (a look-alike letter?); pin names are lower-case ASCII letters, digits, "
         "'-' and '_'\n"
     )
@@ -469,7 +469,7 @@ def test_look_alike_letter_in_a_bare_pin_name(
     code, _, err = run(["lint", "--root", str(root), "--manifest", str(root / M)], capsys)
     assert code == 2
     assert err == (
-        f"twinbuild: {root / M}:42:11: invalid TOML: Expected ']' at the end of a table "
+        f"twinbuild: {root / M}:48:11: invalid TOML: Expected ']' at the end of a table "
         "declaration; '\u0430' (U+0430 CYRILLIC SMALL LETTER A) is not ASCII, bare keys are "
         "ASCII letters, digits, '-' and '_'\n"
     )
@@ -477,11 +477,14 @@ def test_look_alike_letter_in_a_bare_pin_name(
 
 def test_a_missing_table_has_no_line_zero(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = (root / M).read_text()
-    start = text.index("[platforms.rocm]")
+    start = text.index("[variants.cuda]")
     (root / M).write_text(text[:start] + text[text.index("[local]") :])
     code, _, err = run(["lint", "--root", str(root), "--manifest", str(root / M)], capsys)
     assert code == 2
-    assert err == f"twinbuild: {root / M}: platforms.rocm: missing; declare [platforms.rocm]\n"
+    assert err.splitlines()[0] == (
+        f"twinbuild: {root / M}: variants: missing; declare each image as [variants.NAME] "
+        "(docs/manifest.md)"
+    )
 
 
 def test_one_line_per_missing_key(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -494,9 +497,9 @@ def test_one_line_per_missing_key(root: Path, capsys: pytest.CaptureFixture[str]
     code, _, err = run(["lint", "--root", str(root), "--manifest", str(root / M)], capsys)
     assert code == 2
     assert err == (
-        f"twinbuild: {root / M}:4: platforms.cuda.base: missing; set base = "
+        f"twinbuild: {root / M}:4: variants.cuda.base: missing; set base = "
         "{ repository = ..., tag = ..., digest = ... }\n"
-        f"twinbuild: {root / M}:36: pins.flash-linear-attention.kind: missing; set kind to one "
+        f"twinbuild: {root / M}:42: pins.flash-linear-attention.kind: missing; set kind to one "
         "of pypi, git, url, apt\n"
     )
 
@@ -510,9 +513,9 @@ def test_a_newline_in_a_value_cannot_forge_an_annotation(
     assert code == 1
     lines = out.splitlines()
     assert lines[:2] == [
-        f"{root / M}:39: TB006 pins.flash-linear-attention.version: '0.4.2\\n::error "
+        f"{root / M}:45: TB006 pins.flash-linear-attention.version: '0.4.2\\n::error "
         "file=x::forged %0A' is not a PEP 440 version",
-        f"::error file={root / M},line=39,title=TB006::pins.flash-linear-attention.version: "
+        f"::error file={root / M},line=45,title=TB006::pins.flash-linear-attention.version: "
         "'0.4.2%0A::error file=x::forged %250A' is not a PEP 440 version",
     ]
     assert not any(line.startswith("::error file=x") for line in lines)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project
+from tests.helpers import image, mini_project
 from twinbuild.builder.bake import bake, check_repository, definition
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load
@@ -54,7 +54,7 @@ def test_targets_carry_render_args_labels_and_cache(root: Path) -> None:
     assert target == {
         "context": ".twinbuild/bake/rocm",
         "dockerfile": "images/rocm/Dockerfile",
-        "args": render(manifest, "rocm", "production").args,
+        "args": render(manifest, image("rocm"), "production").args,
         "labels": {
             "org.twinbuild.platform": "rocm",
             "org.twinbuild.profile": "production",

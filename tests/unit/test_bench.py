@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import image
 from tests.unit.test_cli_handlers import NOWHERE, _no_engine
 from tools.bench.__main__ import build_parser, main
 from tools.bench.generate import generate_manifest, smoke_manifest, write_project
@@ -96,7 +97,7 @@ def test_too_small_a_manifest_is_refused() -> None:
 
 def test_smoke_manifest_pins_what_the_fabricated_image_holds() -> None:
     manifest = loads(smoke_manifest(3), Path("m.toml"))
-    assert [(r.name, r.values.version) for r in manifest.resolve("cuda")] == [
+    assert [(r.name, r.values.version) for r in manifest.resolve(image("cuda"))] == [
         ("benchdist-00000", "1.0.0"),
         ("benchdist-00001", "1.0.1"),
         ("benchdist-00002", "1.0.2"),

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from tests.fake_engine import FakeEngine
-from tests.helpers import edit, mini_project
+from tests.helpers import edit, image, mini_project
 from tests.unit.inputs_reference import reference
 from twinbuild.builder.image import BuildResult, build_image
 from twinbuild.builder.options import BuilderChoice, BuildOptions
@@ -55,7 +55,7 @@ def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None
     manifest = load(root / "pins/manifest.toml")
     expected = reference(
         root,
-        render(manifest, "rocm", "production"),
+        render(manifest, image("rocm"), "production"),
         manifest.platforms["rocm"].base.digest,
         {"builder": "engine-api", "target": ""},
     )  # computed apart from the build: a constant or partial hash fails here

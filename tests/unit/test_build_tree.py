@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project
+from tests.helpers import image, mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
 from twinbuild.builder.input_paths import NOT_INPUTS, RULE, is_input
@@ -39,7 +39,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _hash(tree: Tree | Path, root: Path) -> str:
     manifest = load(root / "pins/manifest.toml")
-    rendered = render(manifest, "cuda", "production")
+    rendered = render(manifest, image("cuda"), "production")
     return inputs_hash(
         tree, rendered, base_id=manifest.platforms["cuda"].base.digest,
         builder=builder_settings(rendered),

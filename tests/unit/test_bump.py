@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import edit, mini_project
+from tests.helpers import edit, image, mini_project
 from tests.unit.gitrepos import commit_file, git, init, isolate_git, needs_git
 from twinbuild.errors import ConfigError, UpstreamRefused
 from twinbuild.manifest.loader import load
@@ -20,8 +20,7 @@ DIVERGENT = """
 kind = "pypi"
 version = "0.4.2"
 why = "Qwen3-Next linear attention kernels"
-divergence = "ROCm needs the 0.4.3 fix first"
-
+divergence = { rocm = "ROCm needs the 0.4.3 fix first" }
 [pins.flash-linear-attention.rocm]
 version = "0.4.3"  # the ROCm fix
 """
@@ -32,7 +31,7 @@ def manifest(tmp_path: Path) -> Path:
     return mini_project(tmp_path) / "pins" / "manifest.toml"
 
 
-def test_symmetric_git_pin_moves_on_both_platforms_keeping_comments(manifest: Path) -> None:
+def test_symmetric_git_pin_moves_on_every_variant_keeping_comments(manifest: Path) -> None:
     edit(manifest, 'layer = "late"\n', 'layer = "late"  # moves often\n')
     before = manifest.read_text()
     result = bump(
@@ -46,28 +45,28 @@ def test_symmetric_git_pin_moves_on_both_platforms_keeping_comments(manifest: Pa
     )
     assert result.report() == (
         "pins.torch_memory_saver:\n"
-        f"  cuda: {TMS_REPO}@f05a8754daf68238d54e4cf31cb3ba866684bbaf -> {TMS_REPO}@{NEW_SHA}\n"
-        f"  rocm: {TMS_REPO}@f05a8754daf68238d54e4cf31cb3ba866684bbaf -> {TMS_REPO}@{NEW_SHA}\n"
-        "rebuild: cuda (production, local), rocm (production, local)\n"
+        f"  cuda, rocm: {TMS_REPO}@f05a8754daf68238d54e4cf31cb3ba866684bbaf -> "
+        f"{TMS_REPO}@{NEW_SHA}\n"
+        "rebuild: cuda, rocm (production, local)\n"
     )
 
 
 def test_rocm_only_pin_rebuilds_rocm_only(manifest: Path) -> None:
     result = bump(manifest, BumpRequest(name="numba", version="0.65.2", why="numba 0.65.2 fix"))
-    assert list(result.rebuild) == ["rocm"]
+    assert list(result.rebuild) == [image("rocm")]
     assert 'version = "0.65.2"' in manifest.read_text()
 
 
-def test_one_platform_of_symmetric_pin_needs_diverge(manifest: Path) -> None:
+def test_one_variant_of_symmetric_pin_needs_diverge(manifest: Path) -> None:
     before = manifest.read_text()
     request = BumpRequest(
-        name="flash-linear-attention", version="0.4.3", why="ROCm fix", platform="rocm"
+        name="flash-linear-attention", version="0.4.3", why="ROCm fix", variant="rocm"
     )
     with pytest.raises(ConfigError) as caught:
         bump(manifest, request)
     assert str(caught.value) == (
-        f"{manifest}:37: pins.flash-linear-attention: the same on cuda, rocm; moving only rocm "
-        "leaves cuda behind: drop --platform to move both, or pass --diverge --reason "
+        f"{manifest}:43: pins.flash-linear-attention: the same on every variant; moving only "
+        "rocm leaves cuda behind: drop --variant to move them all, or pass --diverge --reason "
         '"why they differ"'
     )
     assert manifest.read_text() == before
@@ -78,18 +77,18 @@ def test_diverge_writes_override_and_reason(manifest: Path) -> None:
         manifest,
         BumpRequest(
             name="flash-linear-attention", version="0.4.3", why="Qwen3-Next linear attention "
-            "kernels", platform="rocm", diverge=True, reason="ROCm needs the 0.4.3 fix first",
+            "kernels", variant="rocm", diverge=True, reason="ROCm needs the 0.4.3 fix first",
         ),
     )  # fmt: skip
     text = manifest.read_text()
     assert (
         '[pins.flash-linear-attention]\nkind = "pypi"\nversion = "0.4.2"\n'
         'why = "Qwen3-Next linear attention kernels"\n'
-        'divergence = "ROCm needs the 0.4.3 fix first"\n\n'
+        'divergence = {rocm = "ROCm needs the 0.4.3 fix first"}\n\n'
         '[pins.flash-linear-attention.rocm]\nversion = "0.4.3"\n\n[pins.numba]\n'
     ) in text
-    assert list(result.rebuild) == ["rocm"]
-    pins = {p: r for p in ("cuda", "rocm") for r in load(manifest).resolve(p)
+    assert list(result.rebuild) == [image("rocm")]
+    pins = {p: r for p in ("cuda", "rocm") for r in load(manifest).resolve(image(p))
             if r.name == "flash-linear-attention"}  # fmt: skip
     assert (pins["cuda"].values.version, pins["rocm"].values.version) == ("0.4.2", "0.4.3")
 
@@ -102,13 +101,13 @@ def test_bump_making_pin_symmetric_again_folds_overrides(manifest: Path) -> None
     result = bump(
         manifest,
         BumpRequest(name="flash-linear-attention", version="0.4.3", why="both at 0.4.3",
-                    platform="cuda"),
+                    variant="cuda"),
     )  # fmt: skip
     assert manifest.read_text() == text.replace(
         'version = "0.4.2"\nwhy = "Qwen3-Next linear attention kernels"',
         'version = "0.4.3"\nwhy = "both at 0.4.3"',
     )
-    assert list(result.rebuild) == ["cuda"]
+    assert list(result.rebuild) == [image("cuda")]
 
 
 def test_divergent_pin_moves_every_override(manifest: Path) -> None:
@@ -133,25 +132,25 @@ def test_divergent_pin_moves_every_override(manifest: Path) -> None:
     [
         (
             BumpRequest(name="torch_memory_saver", commit="f05a875", why="tms#82"),
-            "{m}:23: pins.torch_memory_saver: 'f05a875' is a short SHA; pass the full 40-hex "
+            "{m}:29: pins.torch_memory_saver: 'f05a875' is a short SHA; pass the full 40-hex "
             "commit (git rev-parse f05a875 in a clone)",
         ),
         (
             BumpRequest(name="torch_memory_saver", commit="main", why="tms#82"),
-            "{m}:23: pins.torch_memory_saver: 'main' is not a commit SHA (a branch or tag moves); "
+            "{m}:29: pins.torch_memory_saver: 'main' is not a commit SHA (a branch or tag moves); "
             "pass the full 40-hex merge commit",
         ),
         (
             BumpRequest(name="numba", version="0.65.x", why="fix"),
-            "{m}:42: pins.numba: '0.65.x' is not a PEP 440 version; pass an exact one, e.g. 1.2.3",
+            "{m}:48: pins.numba: '0.65.x' is not a PEP 440 version; pass an exact one, e.g. 1.2.3",
         ),
         (
             BumpRequest(name="numba", version="==0.66", why="fix"),
-            "{m}:42: pins.numba: '==0.66' is not a PEP 440 version; pass an exact one, e.g. 1.2.3",
+            "{m}:48: pins.numba: '==0.66' is not a PEP 440 version; pass an exact one, e.g. 1.2.3",
         ),
         (
             BumpRequest(name="numba", commit=NEW_SHA, why="fix"),
-            "{m}:42: pins.numba: a pypi pin takes --version, not --commit",
+            "{m}:48: pins.numba: a pypi pin takes --version, not --commit",
         ),
         (
             BumpRequest(name="torch-memory-savers", commit=NEW_SHA, why="fix"),
@@ -159,25 +158,28 @@ def test_divergent_pin_moves_every_override(manifest: Path) -> None:
         ),
         (
             BumpRequest(name="numba", version="0.66.0", why="TODO"),
-            "{m}:42: pins.numba: --why 'TODO' says nothing; give the new pin's provenance "
+            "{m}:48: pins.numba: --why 'TODO' says nothing; give the new pin's provenance "
             "(PR, release, merge commit)",
         ),
         (
-            BumpRequest(name="numba", version="0.66.0", why="fix", platform="cuda"),
-            "{m}:42: pins.numba: not on cuda (platforms = ['rocm']); drop --platform",
+            BumpRequest(name="numba", version="0.66.0", why="fix", variant="cuda"),
+            "{m}:48: pins.numba: not on cuda (variants = ['rocm']); drop --variant",
         ),
         (
             BumpRequest(name="numba", version="0.66.0", why="fix", reason="because"),
-            "{m}:42: pins.numba: --reason goes with --diverge; add --diverge or drop --reason",
+            "{m}:48: pins.numba: --reason goes with --diverge; add --diverge or drop --reason",
         ),
         (
-            BumpRequest(name="numba", version="0.66.0", why="fix", diverge=True, platform="rocm"),
-            '{m}:42: pins.numba: --diverge needs --platform P and --reason "why the platforms '
-            'differ"',
+            BumpRequest(name="numba", version="0.66.0", why="fix", diverge=True, variant="rocm"),
+            '{m}:48: pins.numba: --diverge needs --variant NAME and --reason "why it differs"',
+        ),
+        (
+            BumpRequest(name="numba", version="0.66.0", why="fix", variant="rcom"),
+            "{m}:48: pins.numba: --variant: unknown variant or group 'rcom'; did you mean 'rocm'?",
         ),
         (
             BumpRequest(name="numba", why="fix"),
-            "pins bump numba: pass exactly one of --commit SHA or --version V",
+            "pins bump numba: pass exactly one of --commit SHA, --version V or --fetch",
         ),
     ],
 )
@@ -196,7 +198,7 @@ def test_result_that_fails_lint_is_refused(manifest: Path) -> None:
         bump(manifest, BumpRequest(name="numba", version="0.66.0", why="numba 0.66"))
     assert str(caught.value) == (
         f"{manifest}: pins.numba: the bump would fail the lint, nothing written:\n"
-        f"  {manifest}:55: TB007 pins.numpy.why: give the pin's provenance, not 'TODO'"
+        f"  {manifest}:61: TB007 pins.numpy.why: give the pin's provenance, not 'TODO'"
     )
     assert manifest.read_text() == before
 

@@ -1,6 +1,6 @@
-"""`pins bump` moves every platform of a symmetric pin, however the pin is written.
+"""`pins bump` moves every variant of a symmetric pin, however the pin is written.
 
-A bump that moved only the first platform would turn a symmetric pin into a silent divergence
+A bump that moved only the first variant would turn a symmetric pin into a silent divergence
 (the CUDA image gets the fix, the ROCm image keeps the bug). Each shape of a symmetric pin is
 bumped, and the result is read back with the manifest model, not with the bump's own report.
 """
@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project
+from tests.helpers import MINI_VARIANTS, image, mini_project
 from tests.unit.gitrepos import commit_file, init, isolate_git, needs_git
 from twinbuild.errors import ConfigError, UpstreamRefused
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import PLATFORMS
 from twinbuild.pins.bump import BumpOptions, BumpRequest, bump, bump_pin
 
 FLA = """[pins.flash-linear-attention]
@@ -37,7 +36,7 @@ version = "0.4.2"
 EXPLICIT = """[pins.flash-linear-attention]
 kind = "pypi"
 version = "0.4.2"
-platforms = ["cuda", "rocm"]
+variants = ["cuda", "rocm"]
 why = "Qwen3-Next linear attention kernels"
 """
 GIT_PER_PLATFORM = """[pins.apex]
@@ -63,7 +62,10 @@ def _manifest(tmp_path: Path, pin_text: str) -> Path:
 
 def _versions(path: Path, name: str) -> dict[str, str | None]:
     manifest = load(path)
-    return {p: {r.name: r for r in manifest.resolve(p)}[name].values.version for p in PLATFORMS}
+    return {
+        p: {r.name: r for r in manifest.resolve(image(p))}[name].values.version
+        for p in MINI_VARIANTS
+    }
 
 
 @pytest.mark.parametrize(
@@ -76,8 +78,11 @@ def test_a_symmetric_version_moves_on_every_platform(tmp_path: Path, shape: str)
         path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3")
     )
     assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.3", "rocm": "0.4.3"}
-    assert sorted(result.rebuild) == ["cuda", "rocm"]
-    assert result.moved == {"cuda": ("==0.4.2", "==0.4.3"), "rocm": ("==0.4.2", "==0.4.3")}
+    assert sorted(result.rebuild) == [image("cuda"), image("rocm")]
+    assert result.moved == {
+        image("cuda"): ("==0.4.2", "==0.4.3"),
+        image("rocm"): ("==0.4.2", "==0.4.3"),
+    }
 
 
 def test_a_symmetric_commit_written_per_platform_moves_on_both(tmp_path: Path) -> None:
@@ -86,7 +91,10 @@ def test_a_symmetric_commit_written_per_platform_moves_on_both(tmp_path: Path) -
     new = "2" * 40
     bump(path, BumpRequest(name="apex", commit=new, why="apex merge commit"))
     manifest = load(path)
-    commits = {p: {r.name: r for r in manifest.resolve(p)}["apex"].values.commit for p in PLATFORMS}
+    commits = {
+        p: {r.name: r for r in manifest.resolve(image(p))}["apex"].values.commit
+        for p in MINI_VARIANTS
+    }
     assert commits == {"cuda": new, "rocm": new}
 
 
@@ -95,12 +103,12 @@ def test_one_platform_of_a_symmetric_pin_moves_only_with_diverge(tmp_path: Path)
     before = path.read_text()
     with pytest.raises(ConfigError):
         bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="w w",
-                               platform="rocm"))  # fmt: skip
+                               variant="rocm"))  # fmt: skip
     assert path.read_text() == before
     bump(
         path,
         BumpRequest(name="flash-linear-attention", version="0.4.3", why="the rocm fix",
-                    platform="rocm", diverge=True, reason="ROCm needs the 0.4.3 fix first"),
+                    variant="rocm", diverge=True, reason="ROCm needs the 0.4.3 fix first"),
     )  # fmt: skip
     assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.2", "rocm": "0.4.3"}
 
@@ -123,7 +131,9 @@ def test_bump_pin_takes_the_cli_options(tmp_path: Path) -> None:
         bump_pin(BumpOptions(manifest=path, request=request, upstream=str(tmp_path)))
     assert str(info.value) == "pins.numba: --upstream checks a commit; drop it for --version"
     bump_pin(BumpOptions(manifest=path, request=request))
-    assert {r.name: r.values.version for r in load(path).resolve("rocm")}["numba"] == "0.66.0"
+    assert {r.name: r.values.version for r in load(path).resolve(image("rocm"))}[
+        "numba"
+    ] == "0.66.0"
 
 
 def test_a_bump_to_the_same_value_rebuilds_nothing(tmp_path: Path) -> None:
@@ -133,8 +143,7 @@ def test_a_bump_to_the_same_value_rebuilds_nothing(tmp_path: Path) -> None:
     )
     assert result.report() == (
         "pins.flash-linear-attention:\n"
-        "  cuda: ==0.4.2\n"
-        "  rocm: ==0.4.2\n"
+        "  cuda, rocm: ==0.4.2\n"
         "rebuild: none (no image input changed)\n"
     )
 
@@ -214,7 +223,7 @@ def test_overrides_made_equal_fold_into_one_table(tmp_path: Path) -> None:
 def test_a_divergent_pin_bumped_equal_folds_its_one_override(tmp_path: Path) -> None:
     divergent = FLA.replace(
         'why = "Qwen3-Next linear attention kernels"\n',
-        'why = "Qwen3-Next linear attention kernels"\ndivergence = "rocm first"\n\n'
+        'why = "Qwen3-Next linear attention kernels"\ndivergence = { rocm = "rocm first" }\n\n'
         '[pins.flash-linear-attention.rocm]\nversion = "0.4.3"\n',
     )
     path = _manifest(tmp_path, divergent)
@@ -243,7 +252,7 @@ kind = "git"
 repo = "https://github.com/NVIDIA/apex"
 ref = "master"
 floating = "cuda tracks master"
-divergence = "rocm is pinned to its port"
+divergence = { rocm = "rocm is pinned to its port" }
 why = "w w"
 
 [pins.apex.rocm]
@@ -254,7 +263,7 @@ commit = "1111111111111111111111111111111111111111"
 def test_a_pin_still_floating_on_one_platform_keeps_floating(tmp_path: Path) -> None:
     path = _mini(tmp_path)
     path.write_text(path.read_text() + "\n" + HALF_FLOATING)
-    bump(path, BumpRequest(name="apex", commit="2" * 40, why="rocm port", platform="rocm"))
+    bump(path, BumpRequest(name="apex", commit="2" * 40, why="rocm port", variant="rocm"))
     text = path.read_text()
     assert 'floating = "cuda tracks master"' in text
     assert 'commit = "' + "2" * 40 + '"' in text
@@ -317,7 +326,7 @@ def test_platform_on_a_one_platform_pin_edits_it_in_place(tmp_path: Path) -> Non
     plain.write_text(path.read_text())
     request = BumpRequest(name="numba", version="0.66.0", why="numba 0.66")
     bump(plain, request)
-    bump(path, replace(request, platform="rocm"))
+    bump(path, replace(request, variant="rocm"))
     assert path.read_text() == plain.read_text()
     assert "[pins.numba.rocm]" not in path.read_text()
 
@@ -328,10 +337,10 @@ def test_diverging_into_an_override_table_that_lacks_the_field(tmp_path: Path) -
     bump(
         path,
         BumpRequest(name="flash-linear-attention", version="0.4.3", why="the rocm fix",
-                    platform="rocm", diverge=True, reason="ROCm needs 0.4.3 first"),
+                    variant="rocm", diverge=True, reason="ROCm needs 0.4.3 first"),
     )  # fmt: skip
     assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.2", "rocm": "0.4.3"}
-    assert 'divergence = "ROCm needs 0.4.3 first"' in path.read_text()
+    assert 'divergence = {rocm = "ROCm needs 0.4.3 first"}' in path.read_text()
 
 
 @needs_git
@@ -369,14 +378,14 @@ kind = "pypi"
 why = "Qwen3-Next linear attention kernels"
 cuda = { version = "0.4.2" }
 rocm = { version = "0.4.1" }
-divergence = "rocm waits for a fix"
+divergence = { rocm = "rocm waits for a fix" }
 """
 
 
 def test_one_inline_override_moves_alone(tmp_path: Path) -> None:
     path = _manifest(tmp_path, INLINE)
     request = BumpRequest(
-        name="flash-linear-attention", version="0.4.2", why="rocm catches up", platform="rocm"
+        name="flash-linear-attention", version="0.4.2", why="rocm catches up", variant="rocm"
     )
     bump(path, request)
     assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.2", "rocm": "0.4.2"}
@@ -388,8 +397,7 @@ kind = "pypi"
 version = "0.4.2"
 why = "Qwen3-Next linear attention kernels"
 floating = "rocm follows the 0.4 series"
-divergence = "rocm takes any 0.4"
-
+divergence = { rocm = "rocm takes any 0.4" }
 [pins.flash-linear-attention.rocm]
 range = ">=0.4,<0.5"
 """
@@ -413,7 +421,7 @@ VERSION_THEN_WHY = (
         pytest.param(FLOATING_OVERRIDE, VERSION_THEN_WHY, id="floating-override"),
         # A divergence left on a pin without overrides goes once the pin is equal on both.
         pytest.param(
-            FLA + 'divergence = "a reason left from before"\n',
+            FLA + 'divergence = { rocm = "a reason left from before" }\n',
             VERSION_THEN_WHY,
             id="stale-divergence",
         ),

@@ -134,8 +134,8 @@ def test_keygen_record_sign_verify_gate(chain: Chain, capsys: pytest.CaptureFixt
     assert chain.sign(chain.head) == 0
     signed = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in signed] == [
-        str(chain.repo / "evidence/cuda.dsse.json"),
-        str(chain.repo / "evidence/rocm.dsse.json"),
+        str(chain.repo / "evidence/cuda-amd64.dsse.json"),
+        str(chain.repo / "evidence/rocm-amd64.dsse.json"),
     ]
     assert (
         main(["evidence", "verify", str(chain.repo / "evidence"), "--keys", str(chain.keys)]) == 0
@@ -229,7 +229,7 @@ def test_no_evidence_on_the_ref_refuses_both_platforms(
     assert [line.split(":")[1] for line in err] == [" cuda", " rocm"]
     assert err[0] == (
         "twinbuild: cuda: missing: no signed cuda evidence; both platforms must be validated, add "
-        "evidence/cuda.dsse.json from the validation run"
+        "evidence/cuda-amd64.dsse.json from the validation run"
     )
 
 
@@ -329,11 +329,11 @@ def test_verify_refuses_a_statement_signed_by_an_untrusted_key(
     other = chain.tmp / "other-keys"
     other.mkdir()
     capsys.readouterr()
-    assert main(["evidence", "verify", str(chain.repo / "evidence/cuda.dsse.json"),
+    assert main(["evidence", "verify", str(chain.repo / "evidence/cuda-amd64.dsse.json"),
                  "--keys", str(other)]) == 7  # fmt: skip
     err = capsys.readouterr().err
     assert "signature: no trusted keys in evidence/keys/" in err
-    envelope = json.loads((chain.repo / "evidence/cuda.dsse.json").read_text())
+    envelope = json.loads((chain.repo / "evidence/cuda-amd64.dsse.json").read_text())
     assert envelope["payloadType"] == "application/vnd.in-toto+json"
 
 

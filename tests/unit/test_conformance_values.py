@@ -13,19 +13,25 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import repin
+from tests.helpers import image, repin
 from twinbuild.manifest.loader import loads
 from twinbuild.manifest.model import ResolvedPin
 from twinbuild.smoke.conformance import Collected, check_base, check_pin, is_floating, request_for
 
-PLATFORMS = """schema = 1
-[platforms.cuda]
+PLATFORMS = """schema = 2
+[variants.cuda]
+archs = ["linux/amd64"]
+recipe = "cuda"
+runners = { build = ["self-hosted", "builder", "cuda"], gpu = ["self-hosted", "gpu", "cuda"] }
 base = { repository = "r/c", tag = "t", digest = "sha256:1111111111111111111111111111111111111111111111111111111111111111" }
 python = "3.12"
 toolkit = "12.9"
 vendor = "nvidia"
 gpu_archs = ["9.0"]
-[platforms.rocm]
+[variants.rocm]
+archs = ["linux/amd64"]
+recipe = "rocm"
+runners = { build = ["self-hosted", "builder", "rocm"], gpu = ["self-hosted", "gpu", "rocm"] }
 base = { repository = "r/r", tag = "t", digest = "sha256:2222222222222222222222222222222222222222222222222222222222222222" }
 python = "3.12"
 toolkit = "7.0"
@@ -106,7 +112,7 @@ MEGATRON = "0123456789abcdef0123456789abcdef01234567"
 
 def _pins() -> dict[str, ResolvedPin]:
     manifest = loads(PLATFORMS + PINS, Path(WHERE))
-    return {p.name: p for p in manifest.resolve("cuda")}
+    return {p.name: p for p in manifest.resolve(image("cuda"))}
 
 
 def _line(name: str) -> int:

@@ -22,7 +22,7 @@ NEW_PIN = """
 [pins.tilelang]
 kind = "pypi"
 version = "0.1.8"
-platforms = ["cuda"]
+variants = ["cuda"]
 asymmetry = "the ROCm base ships its own tilelang"
 why = "FA4 kernels"
 """

@@ -15,12 +15,14 @@ import pytest
 
 from tests.unit.evidence_builders import (
     HEAD,
+    HEAD_INPUTS,
     IMAGE_REFS,
     INPUTS,
     MANIFEST,
     NOW,
     REPO,
     REPO_ID,
+    REQUIRED,
     Signer,
     entry,
     evidence,
@@ -35,7 +37,9 @@ from twinbuild.errors import ConfigError, EvidenceRefused
 from twinbuild.evidence import GateRefused, GateResult, Policy, dsse, gate, record
 from twinbuild.manifest.model import PLATFORMS, Platform
 
-POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42)
+POLICY = Policy(
+    base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42, required=REQUIRED
+)
 FORK_HELP = (
     "a fork's run ran code (and, under pull_request, a workflow) the fork chose, so it proves "
     "nothing and never gets GPU runners or the signing key; a maintainer reviews the PR "
@@ -242,7 +246,7 @@ def test_evidence_of_another_prs_validation_is_refused(tmp_path: Path, signer: S
 
 
 def test_both_platforms_must_be_one_commits_evidence(tmp_path: Path, signer: Signer) -> None:
-    policy = replace(POLICY, head_inputs=dict(INPUTS))
+    policy = replace(POLICY, head_inputs=HEAD_INPUTS)
     cuda = evidence(tmp_path, signer, "cuda")
     rocm = evidence(tmp_path, signer, "rocm", commit="e" * 40)
     assert _refusals([cuda, rocm], signer, policy) == [
@@ -284,7 +288,7 @@ def test_evidence_for_another_commit_is_refused(tmp_path: Path, signer: Signer) 
 
 
 def test_another_commit_with_the_same_inputs_counts(tmp_path: Path, signer: Signer) -> None:
-    policy = replace(POLICY, head_commit="f" * 40, head_inputs=dict(INPUTS))
+    policy = replace(POLICY, head_commit="f" * 40, head_inputs=HEAD_INPUTS)
     result = _gate(_both(tmp_path, signer), signer, policy)
     assert [a.matched_by for a in result.accepted] == ["inputs", "inputs"]
     assert "with the same inputs as the PR head" in result.lines()[0]
@@ -352,7 +356,7 @@ def test_a_wrong_key_is_refused(tmp_path: Path, signer: Signer) -> None:
         f"{cuda}: signature: key {other.keyid[:16]} is not trusted (not in evidence/keys/); "
         "sign with the workflow's key, or add its public key by a PR",
         "cuda: missing: no signed cuda evidence; both platforms must be validated, add "
-        "evidence/cuda.dsse.json from the validation run",
+        "evidence/cuda-amd64.dsse.json from the validation run",
     ]
 
 
@@ -460,7 +464,7 @@ def test_a_manifest_mismatch_is_refused(tmp_path: Path, signer: Signer) -> None:
 def test_missing_rocm_evidence_is_refused(tmp_path: Path, signer: Signer) -> None:
     assert _refusals([evidence(tmp_path, signer, "cuda")], signer) == [
         "rocm: missing: no signed rocm evidence; both platforms must be validated, add "
-        "evidence/rocm.dsse.json from the validation run"
+        "evidence/rocm-amd64.dsse.json from the validation run"
     ]
 
 
@@ -472,7 +476,7 @@ def test_cuda_counted_twice_is_refused(tmp_path: Path, signer: Signer) -> None:
         f"cuda: duplicate: cuda evidence appears 2 times ({cuda}, {posing}); each platform "
         "counts once, keep one file per platform",
         "rocm: missing: no signed rocm evidence; both platforms must be validated, add "
-        "evidence/rocm.dsse.json from the validation run",
+        "evidence/rocm-amd64.dsse.json from the validation run",
     ]
 
 

@@ -15,10 +15,11 @@ import pytest
 
 from tests.unit.evidence_builders import (
     HEAD,
-    INPUTS,
+    HEAD_INPUTS,
     NOW,
     REPO,
     REPO_ID,
+    REQUIRED,
     Signer,
     entry,
     evidence,
@@ -28,7 +29,9 @@ from tests.unit.evidence_builders import (
 )
 from twinbuild.evidence import GateRefused, GateResult, Policy, gate
 
-POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42)
+POLICY = Policy(
+    base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42, required=REQUIRED
+)
 OTHER = "f" * 40
 
 
@@ -78,7 +81,7 @@ def test_a_ref_that_git_would_not_name_a_branch_is_refused(
 
 def test_without_a_pr_number_the_refusal_says_pr_n(tmp_path: Path, signer: Signer) -> None:
     cuda = evidence(tmp_path, signer, "cuda", commit=OTHER)
-    policy = replace(POLICY, pr=None, match_inputs=False, head_inputs=dict(INPUTS))
+    policy = replace(POLICY, pr=None, match_inputs=False, head_inputs=HEAD_INPUTS)
     assert _refusals([cuda, evidence(tmp_path, signer, "rocm")], signer, policy) == [
         f"{cuda}: commit: evidence is for commit {OTHER}, the PR head is {HEAD}, and "
         "--same-commit counts the PR head's own evidence only; push the new head to "
@@ -88,10 +91,10 @@ def test_without_a_pr_number_the_refusal_says_pr_n(tmp_path: Path, signer: Signe
 
 def test_evidence_matched_by_inputs_says_so(tmp_path: Path, signer: Signer) -> None:
     paths = [evidence(tmp_path, signer, p, commit=OTHER) for p in ("cuda", "rocm")]
-    result = _gate(paths, signer, replace(POLICY, head_inputs=dict(INPUTS)))
+    result = _gate(paths, signer, replace(POLICY, head_inputs=HEAD_INPUTS))
     assert [a.matched_by for a in result.accepted] == ["inputs", "inputs"]
     assert result.lines()[0] == (
-        "cuda: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9); run 9001 attempt 1 "
+        "cuda-amd64: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9); run 9001 attempt 1 "
         f"on refs/heads/validate/pr-42, commit {OTHER[:12]} with the same inputs as the PR head, "
         "2025-06-01T12:00:00Z"
     )
@@ -115,13 +118,14 @@ def test_several_flaky_tests_are_listed_in_the_summary(tmp_path: Path, signer: S
     cuda = evidence(tmp_path, signer, "cuda", report=smoke_report("cuda", tests=tests))
     result = _gate([cuda, evidence(tmp_path, signer, "rocm")], signer)
     assert result.lines()[0].startswith(
-        "cuda: 3 passed, 0 skipped, 2 flaky: tests/smoke/test_gpu.py::test_a, "
+        "cuda-amd64: 3 passed, 0 skipped, 2 flaky: tests/smoke/test_gpu.py::test_a, "
         "tests/smoke/test_gpu.py::test_b on 1x NVIDIA H200"
     )
 
 
 BASE = "b" * 40
-SAME = {"cuda": "sha256:" + "c" * 64, "rocm": "sha256:" + "d" * 64}
+CUDA, ROCM = REQUIRED
+SAME = {CUDA: "sha256:" + "c" * 64, ROCM: "sha256:" + "d" * 64}
 
 
 def _unchanged_policy(**kw: object) -> Policy:
@@ -139,16 +143,15 @@ def test_a_pr_that_changes_no_image_input_needs_no_evidence(signer: Signer) -> N
     assert result.accepted == ()
     assert result.lines() == [
         f"no image input changed between the base {BASE[:12]} and the head {HEAD[:12]} "
-        f"(cuda {SAME['cuda']}, rocm {SAME['rocm']}); no GPU evidence needed"
+        f"(cuda-amd64 {SAME[CUDA][:19]}, rocm-amd64 {SAME[ROCM][:19]}); no GPU evidence needed"
     ]
     assert result.unchanged == result.lines()[0]
 
 
 MISSING = [
-    "cuda: missing: no signed cuda evidence; both platforms must be validated, add "
-    "evidence/cuda.dsse.json from the validation run",
-    "rocm: missing: no signed rocm evidence; both platforms must be validated, add "
-    "evidence/rocm.dsse.json from the validation run",
+    f"{i.name}: missing: no signed evidence of {i}; the gate requires every architecture of "
+    f'every variant with validate = "pr": add evidence/{i.name}.dsse.json from the validation run'
+    for i in REQUIRED
 ]
 
 
@@ -158,10 +161,10 @@ MISSING = [
         {"base_commit": None},
         {"base_inputs": None},
         {"head_inputs": None},
-        {"head_inputs": {"cuda": SAME["cuda"]}},  # rocm unknown at the head
-        {"base_inputs": {"cuda": SAME["cuda"]}},  # rocm unknown at the base
-        {"head_inputs": {"cuda": SAME["cuda"], "rocm": "sha256:" + "e" * 64}},
-        {"base_inputs": {"cuda": "sha256:" + "e" * 64, "rocm": SAME["rocm"]}},
+        {"head_inputs": {CUDA: SAME[CUDA]}},  # rocm unknown at the head
+        {"base_inputs": {CUDA: SAME[CUDA]}},  # rocm unknown at the base
+        {"head_inputs": {CUDA: SAME[CUDA], ROCM: "sha256:" + "e" * 64}},
+        {"base_inputs": {CUDA: "sha256:" + "e" * 64, ROCM: SAME[ROCM]}},
     ],
     ids=[
         "no-base",
@@ -206,8 +209,8 @@ def test_a_pass_on_a_second_attempt_is_flaky_even_unmarked(tmp_path: Path, signe
     cuda = evidence(tmp_path, signer, "cuda", report=smoke_report("cuda", tests=tests))
     result = _gate([cuda, evidence(tmp_path, signer, "rocm")], signer)
     assert result.flaky == (
-        "cuda: tests/smoke/test_gpu.py::retried",
-        "cuda: tests/smoke/test_gpu.py::marked",
+        "cuda-amd64: tests/smoke/test_gpu.py::retried",
+        "cuda-amd64: tests/smoke/test_gpu.py::marked",
     )
 
 
@@ -222,8 +225,8 @@ def test_check_one_accepts_or_refuses_one_envelope(tmp_path: Path, signer: Signe
 
     good = verify(evidence(tmp_path, signer, "rocm"), trusted=signer.trusted)
     accepted = check_one(good, policy=POLICY, now=NOW)
-    assert (accepted.platform, accepted.matched_by, accepted.keyids) == (
-        "rocm",
+    assert (accepted.image, accepted.matched_by, accepted.keyids) == (
+        REQUIRED[1],
         "commit",
         (signer.keyid,),
     )

@@ -17,6 +17,7 @@ from tests.unit.evidence_builders import (
     NOW,
     REPO,
     REPO_ID,
+    REQUIRED,
     Signer,
     evidence,
     smoke_report,
@@ -25,7 +26,9 @@ from twinbuild.evidence import GateRefused, Policy, gate
 from twinbuild.evidence.statement import VENDORS
 from twinbuild.manifest.model import Platform
 
-POLICY = Policy(base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42)
+POLICY = Policy(
+    base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42, required=REQUIRED
+)
 OTHER: dict[Platform, Platform] = {"cuda": "rocm", "rocm": "cuda"}
 
 

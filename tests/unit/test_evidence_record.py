@@ -31,8 +31,8 @@ from twinbuild.util import strictjson
 
 
 def _record(tmp_path: Path, report: dict[str, Any], **env: str) -> Statement:
-    platform = report.get("platform")
-    about = validated(smoke_report(platform if platform in ("cuda", "rocm") else "cuda"))
+    variant = report.get("variant")
+    about = validated(smoke_report(variant if variant in ("cuda", "rocm") else "cuda"))
     path = write_json(tmp_path / "smoke.json", report)
     return record(path, env=github_env(**env), now=NOW, validated=about)
 
@@ -47,7 +47,7 @@ def test_statement_from_a_passing_run(tmp_path: Path) -> None:
         {"name": "pins/manifest.toml", "digest": {"sha256": "a" * 64}},
     ]
     p = data["predicate"]
-    assert p["platform"] == "cuda"
+    assert (p["variant"], p["arch"]) == ("cuda", "linux/amd64")
     assert p["source"] == {
         "repository": REPO,
         "repository_id": REPO_ID,
@@ -149,8 +149,12 @@ def test_a_tag_without_digest_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"schema": 2}, "report.schema: 2 is not 1; update twinbuild"),
-        ({"platform": "metal"}, "report.platform: 'metal' is not one of cuda, rocm"),
+        ({"schema": 1}, "report.schema: 1 is not 2; update twinbuild"),
+        (
+            {"arch": "linux/s390x"},
+            "report.arch: 'linux/s390x' is not one of linux/amd64, linux/arm64",
+        ),
+        ({"platform": "cuda"}, "report.platform: unknown key"),
         (
             {"manifest_digest": "abc"},
             "report.manifest_digest: 'abc' is not a digest like sha256:<64 hex>",

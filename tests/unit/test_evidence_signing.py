@@ -42,7 +42,10 @@ def test_sign_then_verify(tmp_path: Path) -> None:
     verified = verify(signed.path, trusted=signer.trusted)
     assert verified.keyids == (signer.keyid,)
     assert verified.statement == signed.statement
-    assert verified.statement.predicate.platform == "rocm"
+    assert (verified.statement.predicate.variant, verified.statement.predicate.arch) == (
+        "rocm",
+        "linux/amd64",
+    )
 
 
 def test_sign_refuses_a_malformed_statement_and_writes_nothing(tmp_path: Path) -> None:
@@ -116,7 +119,7 @@ def test_verify_reads_evidence_from_git_objects(tmp_path: Path) -> None:
     signer = Signer.new()
     out = tmp_path / "rocm.dsse.json"
     sign(_statement(tmp_path), out, key=signer.key, validated=ABOUT)
-    blob = Blob(name="refs/twinbuild/evidence:evidence/rocm.dsse.json", data=out.read_bytes())
+    blob = Blob(name="refs/twinbuild/evidence:evidence/rocm-amd64.dsse.json", data=out.read_bytes())
     assert verify(blob, trusted=signer.trusted).path == blob.name
     with pytest.raises(ConfigError) as info:
         verify(Blob(name=blob.name, data=b""), trusted=signer.trusted)

@@ -20,7 +20,7 @@ ENVELOPE = '{"payloadType": "application/vnd.in-toto+json", "payload": "e30=", "
 def _evidence_commit(gate_repo: GateRepo, data: bytes) -> None:
     """Replace cuda's evidence on validate/pr-42 with ``data``, as a forged push would."""
     git(gate_repo.root, "checkout", "-q", "validate/pr-42")
-    (gate_repo.root / "evidence/cuda.dsse.json").write_bytes(data)
+    (gate_repo.root / "evidence/cuda-amd64.dsse.json").write_bytes(data)
     commit_all(gate_repo.root, "forged evidence")
     git(gate_repo.root, "checkout", "-q", "pr-42")
 
@@ -55,7 +55,7 @@ def test_a_hostile_envelope_is_one_line_and_exit_2(
 ) -> None:
     _evidence_commit(gate_repo, data)
     code, out, err = run_gate(capsys, gate_repo.tested, "--base", gate_repo.base)
-    where = f"{EVIDENCE_REF}:evidence/cuda.dsse.json"
+    where = f"{EVIDENCE_REF}:evidence/cuda-amd64.dsse.json"
     assert (code, out) == (2, [])
     assert err == [f"twinbuild: {where}: {message}"]
 
@@ -79,7 +79,7 @@ def test_a_hostile_payload_signed_with_the_key_is_one_line(
     code, _, err = run_gate(capsys, gate_repo.tested, "--base", gate_repo.base)
     assert (code, len(err)) == (2, 1)
     assert err[0].startswith(
-        f"twinbuild: {EVIDENCE_REF}:evidence/cuda.dsse.json: payload: {message}"
+        f"twinbuild: {EVIDENCE_REF}:evidence/cuda-amd64.dsse.json: payload: {message}"
     )
 
 
@@ -87,7 +87,7 @@ def test_a_symlinked_evidence_file_is_refused(
     gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     git(gate_repo.root, "checkout", "-q", "validate/pr-42")
-    target = gate_repo.root / "evidence/cuda.dsse.json"
+    target = gate_repo.root / "evidence/cuda-amd64.dsse.json"
     target.unlink()
     target.symlink_to("/etc/passwd")
     commit_all(gate_repo.root, "symlinked evidence")
@@ -96,7 +96,7 @@ def test_a_symlinked_evidence_file_is_refused(
     assert (code, err) == (
         2,
         [
-            f"twinbuild: {EVIDENCE_REF}:evidence/cuda.dsse.json: a symlink (mode 120000); "
+            f"twinbuild: {EVIDENCE_REF}:evidence/cuda-amd64.dsse.json: a symlink (mode 120000); "
             "evidence is a regular file, re-run the validation"
         ],
     )
@@ -117,12 +117,12 @@ def _head_manifest(gate_repo: GateRepo, data: bytes) -> str:
         (
             b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n",
             f"pins/manifest.toml: tables or arrays nested more than {MAX_DEPTH} deep; a manifest "
-            "nests a few levels (pins.NAME.cuda.KEY), fix the file",
+            "nests a few levels (pins.NAME.VARIANT.KEY), fix the file",
         ),
         (
             b"x = " + b"[" * 100 + b"]" * 100 + b"\n",
             f"pins/manifest.toml: tables or arrays nested more than {MAX_DEPTH} deep; a manifest "
-            "nests a few levels (pins.NAME.cuda.KEY), fix the file",
+            "nests a few levels (pins.NAME.VARIANT.KEY), fix the file",
         ),
         (
             b"x = " + b"1" * 5000 + b"\n",

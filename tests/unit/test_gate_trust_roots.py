@@ -99,8 +99,8 @@ def test_a_gate_or_workflow_edit_needs_an_owners_approval_and_evidence(
     assert code == 9
     assert err[0] == _refusal(path, head, "no code owner approved it")
     assert [line.split(";")[0] for line in err[1:]] == [
-        "twinbuild: cuda: missing: no signed cuda evidence",
-        "twinbuild: rocm: missing: no signed rocm evidence",
+        "twinbuild: cuda-amd64: missing: no signed evidence of cuda (linux/amd64)",
+        "twinbuild: rocm-amd64: missing: no signed evidence of rocm (linux/amd64)",
     ]
     # With the approval and GPU evidence for the head, it passes.
     sign_evidence(attack_repo.root, head, attack_repo.signer)
@@ -108,7 +108,7 @@ def test_a_gate_or_workflow_edit_needs_an_owners_approval_and_evidence(
     code, out, err = run_gate(capsys, head, "--base", attack_repo.base, approved(attack_repo, head))
     assert (code, err) == (0, [])
     assert out[0].startswith(f"trust roots: 1 changed ({path}); each approved")
-    assert [line.split(":")[0] for line in out[1:]] == ["cuda", "rocm"]
+    assert [line.split(":")[0] for line in out[1:]] == ["cuda-amd64", "rocm-amd64"]
 
 
 def test_a_head_that_makes_itself_owner_is_judged_by_the_bases_codeowners(

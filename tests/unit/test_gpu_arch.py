@@ -82,7 +82,7 @@ def test_kernels_never_pass_vacuously() -> None:
         "causal_conv1d_cuda: not installed (no module of that name)"
     ]
     assert gpu_arch.kernels(vendor="nvidia", listings=[], found=["9.0"]) == [
-        "no kernel module to read: name them in platforms.<p>.kernel_modules"
+        "no kernel module to read: name them in variants.<v>.kernel_modules"
     ]
     perf = _listing("cuobjdump-list-elf-all_reduce_perf.txt", "all_reduce_perf")
     assert gpu_arch.kernels(vendor="nvidia", listings=[perf], found=[]) == [
@@ -184,7 +184,7 @@ def test_the_kernel_check_on_kernels_compiled_here(tmp_path: Path) -> None:
                               env={**os.environ, "PATH": f"{Path(tool).parent}:{os.environ['PATH']}"})  # fmt: skip
         return gpu_probe.Ran(rc=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
 
-    probe = gpu_probe.Probe(vendor="nvidia", platform="cuda", python=sys.executable,
+    probe = gpu_probe.Probe(vendor="nvidia", variant="cuda", python=sys.executable,
                             toolkit="13.0")  # fmt: skip
     reading = {"archs": ["9.0"]}
     good = gpu_probe.kernel_arch(local, probe, reading, files=[built["90"]], modules=[])

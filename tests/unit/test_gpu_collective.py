@@ -72,7 +72,7 @@ def test_one_gpu_is_skipped_never_passed() -> None:
     assert gpu_collective.skip_reason(1) == gpu_collective.ONE_GPU
     assert gpu_collective.skip_reason(2) is None
     assert (
-        gpu_collective.floor_skip(H200X8, gpu="NVIDIA H200", gpus=1, platform="cuda")
+        gpu_collective.floor_skip(H200X8, gpu="NVIDIA H200", gpus=1, variant="cuda")
         == gpu_collective.ONE_GPU
     )
 
@@ -111,11 +111,11 @@ def test_bandwidth_is_judged_at_the_largest_size_against_the_floor() -> None:
 
 
 def test_no_declared_floor_skips_with_the_key_to_add() -> None:
-    assert gpu_collective.floor_skip(None, gpu="NVIDIA H200 NVL", gpus=4, platform="cuda") == (
+    assert gpu_collective.floor_skip(None, gpu="NVIDIA H200 NVL", gpus=4, variant="cuda") == (
         "no all-reduce floor for 4x 'NVIDIA H200 NVL' in the manifest: add one to "
-        "[[platforms.cuda.all_reduce_floors]] (gpu, gpus, busbw_gbs, source)"
+        "[[variants.cuda.all_reduce_floors]] (gpu, gpus, busbw_gbs, source)"
     )
-    assert gpu_collective.floor_skip(H200X8, gpu="NVIDIA H200", gpus=8, platform="cuda") is None
+    assert gpu_collective.floor_skip(H200X8, gpu="NVIDIA H200", gpus=8, variant="cuda") is None
 
 
 def test_collective_timeout_is_a_hang_and_nothing_else() -> None:

@@ -25,7 +25,7 @@ def _python(tmp_path: Path, body: str) -> str:
 
 
 def _probe(python: str, **more: object) -> Probe:
-    return Probe(vendor="nvidia", platform="cuda", python=python, toolkit="13.0", **more)  # type: ignore[arg-type]
+    return Probe(vendor="nvidia", variant="cuda", python=python, toolkit="13.0", **more)  # type: ignore[arg-type]
 
 
 def test_a_hang_is_killed_and_fails_marked_hung(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import edit, mini_project
+from tests.helpers import edit, image, mini_project
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.inputs_reference import NOT_INPUTS as REFERENCE_NOT_INPUTS
 from tests.unit.inputs_reference import copied_by_regex, every_input, reference
@@ -218,7 +218,9 @@ def test_a_checkout_pin_moves_the_hash_through_its_build_args(repo: Path) -> Non
     """megatron-lm is a checkout pin: a build arg, not a pip line."""
     before = _hash(repo, "cuda")
     manifest = load(repo / MANIFEST)
-    pin = next(p for p in manifest.resolve("cuda") if p.install == "checkout" and p.values.commit)
+    pin = next(
+        p for p in manifest.resolve(image("cuda")) if p.install == "checkout" and p.values.commit
+    )
     commit = pin.values.commit
     assert commit is not None
     text = (repo / MANIFEST).read_text()

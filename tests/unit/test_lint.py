@@ -27,10 +27,11 @@ def test_shipped_manifest_and_recipes_are_clean() -> None:
 def test_strict_lists_exactly_the_declared_floating_refs() -> None:
     manifest = load(REPO / MANIFEST)
     report = lint(manifest, REPO, strict=True)
-    declared = {name for name, pin in manifest.pins.items() if pin.floating is not None}
+    declared = {f"pins.{name}" for name, pin in manifest.pins.items() if pin.floating is not None}
+    declared |= {f"variants.{n}.base" for n, v in manifest.variants.items() if v.base.floating}
     assert report.findings
     assert {f.code for f in report.findings} == {"TB010"}
-    assert {f.message.split(":")[0].removeprefix("pins.") for f in report.findings} == declared
+    assert {f.message.split(":")[0] for f in report.findings} == declared
 
 
 def test_mini_project_is_clean(tmp_path: Path) -> None:
@@ -42,10 +43,11 @@ def test_megatron_bridge_back_on_a_branch_on_rocm_only(tmp_path: Path) -> None:
     path = root / MANIFEST
     path.write_text(path.read_text() + '\n[pins.megatron-bridge.rocm]\nref = "bridge"\n')
     assert _findings(root) == [
-        "pins/manifest.toml:66: TB001 pins.megatron-bridge: differs: commit "
+        "pins/manifest.toml:72: TB001 pins.megatron-bridge: differs: commit "
         "cuda='7f0fb3456f8ffe47599b5fd167b454605d85f932' rocm=None, ref cuda=None rocm='bridge'; "
-        'move both platforms together (twinbuild pins bump), or declare divergence = "reason"',
-        "pins/manifest.toml:67: TB005 pins.megatron-bridge: git ref 'bridge' on rocm; pin it, "
+        "move them together (twinbuild pins bump), or declare "
+        'divergence = { VARIANT = "reason" } naming those that differ',
+        "pins/manifest.toml:73: TB005 pins.megatron-bridge: git ref 'bridge' on rocm; pin it, "
         'or declare floating = "why"',
     ]
 
@@ -58,10 +60,11 @@ def test_torch_memory_saver_bumped_on_one_platform_only(tmp_path: Path) -> None:
         + '\n[pins.torch_memory_saver.cuda]\ncommit = "74d68c5e4bedf2b6774f2c92ed0f81b7c8d91ed0"\n'
     )
     assert _findings(root) == [
-        "pins/manifest.toml:66: TB001 pins.torch_memory_saver: differs: commit "
+        "pins/manifest.toml:72: TB001 pins.torch_memory_saver: differs: commit "
         "cuda='74d68c5e4bedf2b6774f2c92ed0f81b7c8d91ed0' "
-        "rocm='f05a8754daf68238d54e4cf31cb3ba866684bbaf'; move both platforms together "
-        '(twinbuild pins bump), or declare divergence = "reason"'
+        "rocm='f05a8754daf68238d54e4cf31cb3ba866684bbaf'; move them together "
+        '(twinbuild pins bump), or declare divergence = { VARIANT = "reason" } naming those '
+        "that differ"
     ]
 
 
@@ -71,7 +74,7 @@ def test_short_sha(tmp_path: Path) -> None:
         root / MANIFEST, 'commit = "f05a8754daf68238d54e4cf31cb3ba866684bbaf"', 'commit = "f05a875"'
     )
     assert _findings(root) == [
-        "pins/manifest.toml:26: TB004 pins.torch_memory_saver.commit: 'f05a875' is not a full "
+        "pins/manifest.toml:32: TB004 pins.torch_memory_saver.commit: 'f05a875' is not a full "
         "40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge "
         "commit, e.g. twinbuild pins bump torch_memory_saver --commit <40 hex>"
     ]
@@ -125,7 +128,7 @@ def test_arg_inherited_from_the_parent_stage_needs_no_build_arg(tmp_path: Path) 
     )
     assert _findings(root) == [
         "images/rocm/Dockerfile:13: TB103 ARG NOT_GIVEN has no default and the manifest gives no "
-        "such build arg for rocm; add the pin to pins/ or remove the ARG",
+        "such build arg for rocm-amd64; add the pin to pins/ or remove the ARG",
     ]
 
 
@@ -138,10 +141,10 @@ def test_pin_that_no_recipe_uses(tmp_path: Path) -> None:
         + 'sha256 = "' + "a" * 64 + '"\npath = "/usr/local/bin/kubectl"\nwhy = "cluster tools"\n'
     )  # fmt: skip
     assert _findings(root) == [
-        "pins/manifest.toml:66: TB104 pins.kubectl: images/cuda/Dockerfile does not install it "
-        "for cuda (production); declare and use ARG KUBECTL_*, or remove the pin",
-        "pins/manifest.toml:66: TB104 pins.kubectl: images/rocm/Dockerfile does not install it "
-        "for rocm (production); declare and use ARG KUBECTL_*, or remove the pin",
+        "pins/manifest.toml:72: TB104 pins.kubectl: images/cuda/Dockerfile does not install it "
+        "for cuda-amd64 (production); declare and use ARG KUBECTL_*, or remove the pin",
+        "pins/manifest.toml:72: TB104 pins.kubectl: images/rocm/Dockerfile does not install it "
+        "for rocm-amd64 (production); declare and use ARG KUBECTL_*, or remove the pin",
     ]
 
 
@@ -150,7 +153,7 @@ def test_from_not_fed_by_the_manifest(tmp_path: Path) -> None:
     edit(root / "images/cuda/Dockerfile", "FROM ${BASE_IMAGE}\n", "FROM lmsysorg/sglang:v0.5.6\n")
     assert _findings(root) == [
         "images/cuda/Dockerfile:2: TB102 FROM lmsysorg/sglang:v0.5.6 is written in the recipe; "
-        "use FROM ${BASE_IMAGE}, which the manifest's platforms.<p>.base feeds"
+        "use FROM ${BASE_IMAGE}, which the manifest's variants.<v>.base feeds"
     ]
 
 
@@ -163,10 +166,10 @@ def test_placeholder_reason_and_missing_asymmetry(tmp_path: Path) -> None:
     )
     edit(root / MANIFEST, 'why = "Qwen3-Next linear attention kernels"', 'why = "TODO"')
     assert _findings(root) == [
-        "pins/manifest.toml:40: TB007 pins.flash-linear-attention.why: give the pin's provenance, "
+        "pins/manifest.toml:46: TB007 pins.flash-linear-attention.why: give the pin's provenance, "
         "not 'TODO'",
-        'pins/manifest.toml:45: TB003 pins.numba: only on rocm; add asymmetry = "why the other '
-        'platform does without it"',
+        'pins/manifest.toml:51: TB003 pins.numba: only on rocm; add asymmetry = "why the other '
+        'variants do without it"',
     ]
 
 
@@ -182,7 +185,7 @@ def test_cli_exit_codes_and_github_annotations(
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
     assert main(args) == 1
     out = capsys.readouterr().out
-    assert f"::error file={root / MANIFEST},line=26,title=TB004::" in out
+    assert f"::error file={root / MANIFEST},line=32,title=TB004::" in out
     (root / MANIFEST).write_text("schema = 1\nbad =\n")
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -201,5 +204,5 @@ def test_strict_names_every_platform_a_pin_floats_on(tmp_path: Path) -> None:
     report = lint(load(path), root, strict=True)
     (finding,) = [f for f in report.findings if "pyyaml" in f.message]
     assert finding.message == (
-        "pins.pyyaml: floating (range '>=6' on cuda and rocm): any 6.x works"
+        "pins.pyyaml: floating (range '>=6' on every variant): any 6.x works"
     )

@@ -16,20 +16,26 @@ from twinbuild.lint.checks import lint_manifest
 from twinbuild.manifest.loader import loads
 
 MANIFEST = """\
-schema = 1
+schema = 2
 
-[platforms.cuda]
+[variants.cuda]
+archs = ["linux/amd64"]
+recipe = "cuda"
+runners = { build = ["self-hosted", "builder", "cuda"], gpu = ["self-hosted", "gpu", "cuda"] }
 python = "3.12"
 toolkit = "12.9"
 vendor = "nvidia"
 gpu_archs = ["9.0"]
 
-[platforms.cuda.base]
+[variants.cuda.base]
 repository = "lmsysorg/sglang"
 tag = "v0.5.6-cu129"
 digest = "sha256:1111"
 
-[platforms.rocm]
+[variants.rocm]
+archs = ["linux/amd64"]
+recipe = "rocm"
+runners = { build = ["self-hosted", "builder", "rocm"], gpu = ["self-hosted", "gpu", "rocm"] }
 base = { repository = "rocm/sgl-dev", tag = "v0.5.6", digest = "sha256:2222222222222222222222222222222222222222222222222222222222222222" }
 python = "3.12"
 toolkit = "7.0"
@@ -52,13 +58,13 @@ version = "1.1"
 [pins.same]
 kind = "pypi"
 version = "1.0"
-divergence = "rocm needs it"
+divergence = { rocm = "rocm needs it" }
 why = "w w"
 
 [pins.lonely]
 kind = "pypi"
 version = "1.0"
-platforms = ["rocm"]
+variants = ["rocm"]
 why = "w w"
 
 [pins.short]
@@ -113,7 +119,7 @@ why = "w w"
 kind = "pypi"
 version = "1.0"
 floating = "tbd"
-divergence = "?"
+divergence = { rocm = "?" }
 why = "w w"
 
 [pins.hollow.rocm]
@@ -143,7 +149,7 @@ why = "w w"
 kind = "git"
 repo = "https://github.com/a/e"
 commit = "0123456789abcdef0123456789abcdef01234567"
-divergence = "cuda tracks a branch"
+divergence = { cuda = "cuda tracks a branch" }
 floating = "cuda tracks main"
 why = "w w"
 
@@ -153,7 +159,7 @@ ref = "main"
 [pins.echo]
 kind = "pypi"
 version = "1.0"
-platforms = ["rocm"]
+variants = ["rocm"]
 asymmetry = "Echo"
 why = "w w"
 
@@ -172,7 +178,7 @@ ref = "b"
 kind = "git"
 repo = "https://github.com/a/h"
 commit = "0123456789abcdef0123456789abcdef01234567"
-divergence = "rocm on a fork commit"
+divergence = { rocm = "rocm on a fork commit" }
 why = "w w"
 
 [pins.shortrocm.rocm]
@@ -198,36 +204,36 @@ why = "w w"
 """
 
 FINDINGS = [
-    "pins/manifest.toml:12: TB008 platforms.cuda.base.digest: 'sha256:1111' is not 'sha256:<64 hex>'; pin lmsysorg/sglang:v0.5.6-cu129 by digest",
-    "pins/manifest.toml:31: TB001 pins.diverged: differs: version cuda='1.0' rocm='1.1'; move both platforms together (twinbuild pins bump), or declare divergence = \"reason\"",
-    "pins/manifest.toml:37: TB002 pins.same: identical on cuda and rocm; drop 'divergence'",
-    'pins/manifest.toml:43: TB003 pins.lonely: only on rocm; add asymmetry = "why the other platform does without it"',
-    "pins/manifest.toml:49: TB004 pins.short.commit: 'abc1234' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump short --commit <40 hex>",
-    "pins/manifest.toml:55: TB005 pins.branchy: git ref 'main' on cuda and rocm; pin it, or declare floating = \"why\"",
-    "pins/manifest.toml:60: TB005 pins.ranged: range '>=1,<2' on cuda and rocm; pin it, or declare floating = \"why\"",
-    'pins/manifest.toml:63: TB005 pins.aptish: apt package unpinned on cuda and rocm; pin it, or declare floating = "why"',
-    "pins/manifest.toml:69: TB006 pins.badver.version: '1.x' is not a PEP 440 version",
-    "pins/manifest.toml:74: TB006 pins.badrange.range: '=>1' is not a PEP 440 specifier",
-    "pins/manifest.toml:81: TB007 pins.todo.why: give the pin's provenance, not 'TODO'",
-    "pins/manifest.toml:86: TB007 pins.self-named.why: give the pin's provenance, not 'Self_Named'",
-    "pins/manifest.toml:91: TB004 pins.tagged.commit: 'v1.2' is not a full 40-hex commit (a branch or tag moves); pin the merge commit, e.g. twinbuild pins bump tagged --commit <40 hex>",
-    "pins/manifest.toml:98: TB007 pins.hollow.divergence: '?' is a placeholder; write the real reason",
-    "pins/manifest.toml:97: TB007 pins.hollow.floating: 'tbd' is a placeholder; write the real reason",
-    "pins/manifest.toml:97: TB011 pins.hollow: declared floating but pinned on every platform; drop 'floating'",
-    "pins/manifest.toml:107: TB009 pins.wheel.sha256: 'ABC' is not 64 lower-case hex",
-    "pins/manifest.toml:121: TB011 pins.pinned-anyway: declared floating but pinned on every platform; drop 'floating'",
-    "pins/manifest.toml:139: TB007 pins.echo.asymmetry: 'Echo' is a placeholder; write the real reason",
-    "pins/manifest.toml:147: TB001 pins.bothref: differs: ref cuda='a' rocm='b'; move both platforms together (twinbuild pins bump), or declare divergence = \"reason\"",
-    "pins/manifest.toml:148: TB005 pins.bothref: git ref 'a' on cuda; git ref 'b' on rocm; pin it, or declare floating = \"why\"",
-    "pins/manifest.toml:161: TB004 pins.shortrocm.rocm.commit: 'fedcba9' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump shortrocm --commit <40 hex>",
-    "pins/manifest.toml:166: TB004 pins.upper.commit: 'ABCDEF0123456789ABCDEF0123456789ABCDEF01' has upper-case hex; git names commits in lower case: write 'abcdef0123456789abcdef0123456789abcdef01'",
-    "pins/manifest.toml:173: TB006 pins.wheel2.version: '1.x' is not a PEP 440 version",
-    'pins/manifest.toml:178: TB005 pins.anyver: unpinned on cuda and rocm; pin it, or declare floating = "why"',
+    "pins/manifest.toml:15: TB008 variants.cuda.base.digest: 'sha256:1111' is not 'sha256:<64 hex>'; pin lmsysorg/sglang:v0.5.6-cu129 by digest",
+    "pins/manifest.toml:37: TB001 pins.diverged: differs: version cuda='1.0' rocm='1.1'; move them together (twinbuild pins bump), or declare divergence = { VARIANT = \"reason\" } naming those that differ",
+    "pins/manifest.toml:43: TB002 pins.same.divergence.rocm: rocm has the same values as every variant; drop it from 'divergence'",
+    'pins/manifest.toml:49: TB003 pins.lonely: only on rocm; add asymmetry = "why the other variants do without it"',
+    "pins/manifest.toml:55: TB004 pins.short.commit: 'abc1234' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump short --commit <40 hex>",
+    "pins/manifest.toml:61: TB005 pins.branchy: git ref 'main' on every variant; pin it, or declare floating = \"why\"",
+    "pins/manifest.toml:66: TB005 pins.ranged: range '>=1,<2' on every variant; pin it, or declare floating = \"why\"",
+    'pins/manifest.toml:69: TB005 pins.aptish: apt package unpinned on every variant; pin it, or declare floating = "why"',
+    "pins/manifest.toml:75: TB006 pins.badver.version: '1.x' is not a PEP 440 version",
+    "pins/manifest.toml:80: TB006 pins.badrange.range: '=>1' is not a PEP 440 specifier",
+    "pins/manifest.toml:87: TB007 pins.todo.why: give the pin's provenance, not 'TODO'",
+    "pins/manifest.toml:92: TB007 pins.self-named.why: give the pin's provenance, not 'Self_Named'",
+    "pins/manifest.toml:97: TB004 pins.tagged.commit: 'v1.2' is not a full 40-hex commit (a branch or tag moves); pin the merge commit, e.g. twinbuild pins bump tagged --commit <40 hex>",
+    "pins/manifest.toml:103: TB007 pins.hollow.floating: 'tbd' is a placeholder; write the real reason",
+    "pins/manifest.toml:104: TB007 pins.hollow.divergence.rocm: '?' is a placeholder; write the real reason",
+    "pins/manifest.toml:103: TB011 pins.hollow: declared floating but pinned on every variant; drop 'floating'",
+    "pins/manifest.toml:113: TB009 pins.wheel.sha256: 'ABC' is not 64 lower-case hex",
+    "pins/manifest.toml:127: TB011 pins.pinned-anyway: declared floating but pinned on every variant; drop 'floating'",
+    "pins/manifest.toml:145: TB007 pins.echo.asymmetry: 'Echo' is a placeholder; write the real reason",
+    "pins/manifest.toml:153: TB001 pins.bothref: differs: ref cuda='a' rocm='b'; move them together (twinbuild pins bump), or declare divergence = { VARIANT = \"reason\" } naming those that differ",
+    "pins/manifest.toml:154: TB005 pins.bothref: git ref 'a' on cuda; git ref 'b' on rocm; pin it, or declare floating = \"why\"",
+    "pins/manifest.toml:167: TB004 pins.shortrocm.rocm.commit: 'fedcba9' is not a full 40-hex commit (a short SHA is ambiguous and may not exist upstream); pin the merge commit, e.g. twinbuild pins bump shortrocm --commit <40 hex>",
+    "pins/manifest.toml:172: TB004 pins.upper.commit: 'ABCDEF0123456789ABCDEF0123456789ABCDEF01' has upper-case hex; git names commits in lower case: write 'abcdef0123456789abcdef0123456789abcdef01'",
+    "pins/manifest.toml:179: TB006 pins.wheel2.version: '1.x' is not a PEP 440 version",
+    'pins/manifest.toml:184: TB005 pins.anyver: unpinned on every variant; pin it, or declare floating = "why"',
 ]
 FLOATING = [
-    "pins/manifest.toml:75: TB010 pins.badrange: floating (range '=>1' on cuda and rocm): any",
-    "pins/manifest.toml:115: TB010 pins.declared: floating (git ref 'dev' on cuda and rocm): tracks dev on purpose",
-    "pins/manifest.toml:129: TB010 pins.halfbranch: floating (git ref 'main' on cuda): cuda tracks main",
+    "pins/manifest.toml:81: TB010 pins.badrange: floating (range '=>1' on every variant): any",
+    "pins/manifest.toml:121: TB010 pins.declared: floating (git ref 'dev' on every variant): tracks dev on purpose",
+    "pins/manifest.toml:135: TB010 pins.halfbranch: floating (git ref 'main' on cuda): cuda tracks main",
 ]
 
 

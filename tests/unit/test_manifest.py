@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import MINI, edit, mini_project
+from tests.helpers import MINI, edit, image, mini_project
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import ManifestError, load
 
@@ -19,15 +19,15 @@ def _error(path: Path) -> str:
 
 def test_mini_manifest_loads_and_resolves() -> None:
     manifest = load(MINI / MANIFEST)
-    cuda = {p.name: p for p in manifest.resolve("cuda")}
-    rocm = {p.name: p for p in manifest.resolve("rocm")}
+    cuda = {p.name: p for p in manifest.resolve(image("cuda"))}
+    rocm = {p.name: p for p in manifest.resolve(image("rocm"))}
     assert "numba" not in cuda
     assert rocm["numba"].values.version == "0.65.1"
     assert cuda["torch_memory_saver"].values.commit == "f05a8754daf68238d54e4cf31cb3ba866684bbaf"
     assert cuda["flash-linear-attention"].values.dist == "flash-linear-attention"
     assert cuda["megatron-lm"].values.dist is None
-    assert cuda["torch_memory_saver"].line == 23
-    assert manifest.platforms["rocm"].base.ref.startswith(
+    assert cuda["torch_memory_saver"].line == 29
+    assert manifest.variants["rocm"].base.ref.startswith(
         "rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:"
     )
 
@@ -41,12 +41,12 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_empty_file(tmp_path: Path) -> None:
     path = tmp_path / "m.toml"
     path.write_text("  \n")
-    assert _error(path) == f"{path}: manifest is empty; it must declare [platforms] and [pins]"
+    assert _error(path) == f"{path}: manifest is empty; it must declare [variants] and [pins]"
 
 
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "m.toml"
-    path.write_bytes(b"schema = 1\n# caf\xe9\n")
+    path.write_bytes(b"schema = 2\n# caf\xe9\n")
     assert _error(path) == f"{path}:2: not UTF-8 (byte 0xe9); save the manifest as UTF-8"
 
 
@@ -54,7 +54,7 @@ def test_malformed_toml_names_line_and_column(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     edit(root / MANIFEST, 'version = "0.4.2"', 'version = "0.4.2')
     assert _error(root / MANIFEST) == (
-        f"{root / MANIFEST}:39:17: invalid TOML: Illegal character '\\n'"
+        f"{root / MANIFEST}:45:17: invalid TOML: Illegal character '\\n'"
     )
 
 
@@ -63,7 +63,7 @@ def test_unknown_key_suggests_close_match(tmp_path: Path) -> None:
     edit(root / MANIFEST, 'version = "0.4.2"', 'verison = "0.4.2"')
     messages = _messages(root / MANIFEST)
     assert (
-        f"{root / MANIFEST}:39: pins.flash-linear-attention.verison: unknown key; did you mean 'version'?"
+        f"{root / MANIFEST}:45: pins.flash-linear-attention.verison: unknown key; did you mean 'version'?"
         in messages
     )
 
@@ -72,7 +72,7 @@ def test_wrong_type(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     edit(root / MANIFEST, 'version = "0.4.2"', "version = 0.42")
     assert _messages(root / MANIFEST) == [
-        f"{root / MANIFEST}:39: pins.flash-linear-attention.version: expected a string, got float "
+        f"{root / MANIFEST}:45: pins.flash-linear-attention.version: expected a string, got float "
         '(quote it: version = "1.2.3")',
     ]
 
@@ -85,7 +85,7 @@ def test_duplicate_pin_after_normalisation(tmp_path: Path) -> None:
         + '\n[pins.torch-memory-saver]\nkind = "pypi"\nversion = "0.0.9"\nwhy = "dup"\n'
     )
     assert _messages(path) == [
-        f"{path}:66: pins.torch-memory-saver: duplicate pin: 'torch-memory-saver' and "
+        f"{path}:72: pins.torch-memory-saver: duplicate pin: 'torch-memory-saver' and "
         "'torch_memory_saver' name the same dependency; keep one"
     ]
 
@@ -94,18 +94,19 @@ def test_duplicate_table_is_a_toml_error(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     path = root / MANIFEST
     path.write_text(path.read_text() + '\n[pins.numba]\nkind = "pypi"\n')
-    assert _error(path) == f"{path}:66:12: invalid TOML: Cannot declare ('pins', 'numba') twice"
+    assert _error(path) == f"{path}:72:12: invalid TOML: Cannot declare ('pins', 'numba') twice"
 
 
-def test_unknown_platform(tmp_path: Path) -> None:
+def test_unknown_variant(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     edit(
         root / MANIFEST,
-        'platforms = ["rocm"]\nasymmetry = "the ROCm',
-        'platforms = ["rcom"]\nasymmetry = "the ROCm',
+        'variants = ["rocm"]\nasymmetry = "the ROCm',
+        'variants = ["rcom"]\nasymmetry = "the ROCm',
     )
     assert _messages(root / MANIFEST) == [
-        f"{root / MANIFEST}:45: pins.numba.platforms: unknown platform 'rcom'; did you mean 'rocm'?",
+        f"{root / MANIFEST}:51: pins.numba.variants: unknown variant or group 'rcom'; did you "
+        "mean 'rocm'?",
     ]
 
 
@@ -114,18 +115,18 @@ def test_every_error_is_reported_at_once(tmp_path: Path) -> None:
     edit(root / MANIFEST, 'kind = "pypi"\nversion = "0.4.2"', 'kind = "pip"\nversion = "0.4.2"')
     edit(root / MANIFEST, 'toolkit = "7.0"', "toolkit = 7")
     assert _messages(root / MANIFEST) == [
-        f"{root / MANIFEST}:14: platforms.rocm.toolkit: expected a string, got int",
-        f"{root / MANIFEST}:38: pins.flash-linear-attention.kind: unknown kind 'pip'; expected one of pypi, git, url, apt",
+        f"{root / MANIFEST}:20: variants.rocm.toolkit: expected a string, got int",
+        f"{root / MANIFEST}:44: pins.flash-linear-attention.kind: unknown kind 'pip'; expected one of pypi, git, url, apt",
     ]
 
 
-def test_platform_digest_ignores_the_other_platform(tmp_path: Path) -> None:
+def test_image_digest_ignores_the_other_variant(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     before = load(root / MANIFEST)
     edit(root / MANIFEST, 'version = "0.65.1"', 'version = "0.66.0"')
     after = load(root / MANIFEST)
-    assert before.platform_digest("cuda") == after.platform_digest("cuda")
-    assert before.platform_digest("rocm") != after.platform_digest("rocm")
+    assert before.image_digest(image("cuda")) == after.image_digest(image("cuda"))
+    assert before.image_digest(image("rocm")) != after.image_digest(image("rocm"))
     assert before.digest() != after.digest()
 
 
@@ -148,9 +149,9 @@ def test_missing_top_tables_are_named_and_a_wrong_type_is_not_called_missing(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "m.toml"
-    path.write_text("schema = 1\npins = 3\n")
+    path.write_text("schema = 2\npins = 3\n")
     assert _messages(path) == [
-        f"{path}: platforms: missing; declare [platforms.cuda] and [platforms.rocm]",
+        f"{path}: variants: missing; declare each image as [variants.NAME] (docs/manifest.md)",
         f"{path}: local: missing; declare [local] (suite, mirror, packages)",
         f"{path}:2: pins: expected a table, got int",
     ]

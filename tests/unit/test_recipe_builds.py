@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from dockerfile_parse import DockerfileParser
 
+from tests.helpers import repo_image
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
@@ -56,14 +57,18 @@ def test_compile_steps_take_their_job_count_from_the_builder(platform: str) -> N
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
 def test_every_compiled_extension_is_forced_to_build_from_source(platform: str) -> None:
-    kernels = _run_with(platform, "/tmp/tb/kernels.txt")
-    for pin in MANIFEST.resolve(platform):  # type: ignore[arg-type]
-        if pin.layer == "kernels":
-            assert pin.name in FORCE_BUILD, f"{pin.name}: which switch stops its wheel download?"
-            assert f"{FORCE_BUILD[pin.name]}=TRUE" in kernels, pin.name
+    """Each switch is a build arg the recipe declares (so every RUN step has it in its
+    environment) and the manifest sets to TRUE: `render --profile production` lists it."""
+    recipe = (ROOT / f"images/{platform}/Dockerfile").read_text(encoding="utf-8")
+    args = render(MANIFEST, repo_image(platform), "production").args
+    wanted = [p.name for p in MANIFEST.resolve(repo_image(platform)) if p.layer == "kernels"]
     if platform == "cuda":
-        te = _run_with("cuda", "/tmp/tb/te.txt")
-        assert f"{FORCE_BUILD['transformer-engine-torch']}=TRUE" in te
+        wanted.append("transformer-engine-torch")
+    for name in wanted:
+        assert name in FORCE_BUILD, f"{name}: which switch stops its wheel download?"
+        switch = FORCE_BUILD[name]
+        assert f"\nARG {switch}\n" in recipe, switch
+        assert args[switch] == "TRUE", switch
 
 
 def test_jobs_is_bounded_by_memory_and_cores() -> None:
@@ -81,10 +86,11 @@ def test_jobs_is_bounded_by_memory_and_cores() -> None:
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
 def test_megatron_is_installed_with_its_dependencies_and_submodules(platform: str) -> None:
     step = _run_with(platform, "/root/Megatron-LM &&")
-    assert 'checkout.sh --recursive "${MEGATRON_LM_REPO}"' in step
-    install = step.rsplit("pip install", 1)[1]
-    assert "-e /root/Megatron-LM" in install
-    assert "--no-deps" not in install
+    assert 'checkout.sh --submodules="${MEGATRON_SUBMODULES}" "${MEGATRON_LM_REPO}"' in step
+    with_deps = step.split('"${MEGATRON_INSTALL_DEPS}" = 1', 1)[1].split("else", 1)[0]
+    assert "pip install --no-cache-dir -e /root/Megatron-LM" in with_deps
+    args = render(MANIFEST, repo_image(platform), "production").args
+    assert (args["MEGATRON_SUBMODULES"], args["MEGATRON_INSTALL_DEPS"]) == ("1", "1")
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
@@ -95,7 +101,7 @@ def test_the_router_binding_is_built_with_vendored_openssl_by_the_pinned_maturin
     assert 'MATURIN_PEP517_ARGS="--features vendored-openssl"' in step
     assert "--no-build-isolation /opt/sgl-router/bindings/python" in step
     assert "pip install --no-cache-dir -r /tmp/tb/router-build.txt" in step
-    files = render(MANIFEST, platform, "production").files  # type: ignore[arg-type]
+    files = render(MANIFEST, repo_image(platform), "production").files
     assert files[".twinbuild/pip/router-build.txt"].startswith("maturin==")
 
 
@@ -107,15 +113,15 @@ def test_rocm_gets_cargo_from_the_pinned_rustup() -> None:
     )
     assert '--default-toolchain "${RUST_VERSION}"' in step
     assert 'grep -q "^cargo ${RUST_VERSION} "' in step
-    args = render(MANIFEST, "rocm", "production").args
+    args = render(MANIFEST, repo_image("rocm"), "production").args
     assert args["RUST_URL"].endswith("/rustup/archive/1.28.2/x86_64-unknown-linux-gnu/rustup-init")
-    assert "RUST_URL" not in render(MANIFEST, "cuda", "production").args
+    assert "RUST_URL" not in render(MANIFEST, repo_image("cuda"), "production").args
 
 
 def test_rccl_tests_are_checked_out_without_submodules() -> None:
     step = _run_with("rocm", "projects/rccl-tests")
-    assert 'checkout.sh "${COLLECTIVE_TESTS_REPO}"' in step
-    assert "--recursive" not in step
+    assert 'checkout.sh --submodules="${COLLECTIVE_SUBMODULES}" "${COLLECTIVE_TESTS_REPO}"' in step
+    assert render(MANIFEST, repo_image("rocm"), "production").args["COLLECTIVE_SUBMODULES"] == "0"
 
 
 def _git(*args: str, cwd: Path) -> str:
@@ -151,10 +157,14 @@ def test_checkout_initialises_submodules_only_when_asked(tmp_path: Path) -> None
         subprocess.run(["bash", str(CHECKOUT), *flags, f"file://{top}", commit, "", str(dest)],
                        env=env, check=True, capture_output=True)  # fmt: skip
 
-    plain = tmp_path / "plain"
-    checkout(dest=plain)
-    assert (plain / ".gitmodules").is_file()
-    assert not (plain / "third_party/sub/inside.txt").exists()  # as upstream's rccl-tests fetch
+    for flags, name in (((), "plain"), (("--submodules=0",), "none")):
+        plain = tmp_path / name
+        checkout(*flags, dest=plain)
+        assert (plain / ".gitmodules").is_file()
+        assert not (plain / "third_party/sub/inside.txt").exists()  # as upstream's rccl-tests
+    with pytest.raises(subprocess.CalledProcessError) as bad:
+        checkout("--submodules=yes", dest=tmp_path / "bad")
+    assert bad.value.returncode == 2
     deep = tmp_path / "deep"
-    checkout("--recursive", dest=deep)
+    checkout("--submodules=1", dest=deep)
     assert (deep / "third_party/sub/inside.txt").read_text() == "from the submodule\n"

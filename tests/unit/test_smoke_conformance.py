@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import repin
+from tests.helpers import image, repin
 from twinbuild.manifest.loader import loads
 from twinbuild.manifest.model import ResolvedPin
 from twinbuild.smoke import collect
@@ -18,9 +18,9 @@ TMS = "f05a8754daf68238d54e4cf31cb3ba866684bbaf"
 MEGATRON = "0123456789abcdef0123456789abcdef01234567"
 
 
-def _pins(platform: str = "rocm") -> dict[str, ResolvedPin]:
+def _pins(variant: str = "rocm") -> dict[str, ResolvedPin]:
     manifest = loads(MINI.read_text(), Path("pins/manifest.toml"))
-    return {p.name: p for p in manifest.resolve(platform)}  # type: ignore[arg-type]
+    return {p.name: p for p in manifest.resolve(image(variant))}
 
 
 def _collected(**dists: Any) -> Collected:
@@ -53,14 +53,14 @@ def test_every_pin_of_a_conforming_image_passes() -> None:
     results = {n: check_pin(p, GOOD, where="pins/manifest.toml") for n, p in _pins().items()}
     failed = {n: r.message for n, r in results.items() if r.outcome != "passed"}
     assert failed == {
-        "megatron-bridge": "pins/manifest.toml:30: pin megatron-bridge: expected megatron-bridge "
+        "megatron-bridge": "pins/manifest.toml:36: pin megatron-bridge: expected megatron-bridge "
         "at commit 7f0fb3456f8ffe47599b5fd167b454605d85f932, found no distribution "
         "megatron-bridge installed"
     }
     assert results["torch_memory_saver"].holds == TMS
     assert results["megatron-lm"].holds == MEGATRON
     assert results["numpy"].message == (
-        "pins/manifest.toml:49: pin numpy: numpy<2 (floating) (floating: holds 1.26.4)"
+        "pins/manifest.toml:55: pin numpy: numpy<2 (floating) (floating: holds 1.26.4)"
     )
 
 
@@ -69,7 +69,7 @@ def test_version_mismatch_names_pin_expected_and_found() -> None:
     result = check_pin(_pins()["flash-linear-attention"], found, where="pins/manifest.toml")
     assert (result.outcome, result.holds) == ("failed", "0.4.3")
     assert result.message == (
-        "pins/manifest.toml:37: pin flash-linear-attention: expected flash-linear-attention==0.4.2,"
+        "pins/manifest.toml:43: pin flash-linear-attention: expected flash-linear-attention==0.4.2,"
         " found flash-linear-attention 0.4.3"
     )
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import repo_image
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.render import render
 
@@ -32,10 +33,10 @@ def _upstream_commit() -> str:
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
 def test_every_upstream_patch_is_a_pinned_input_at_the_cited_commit(platform: str) -> None:
     commit = _upstream_commit()
-    args = render(MANIFEST, platform, "production").args  # type: ignore[arg-type]
+    args = render(MANIFEST, repo_image(platform), "production").args
     recipe = (ROOT / f"images/{platform}/Dockerfile").read_text(encoding="utf-8")
     for name in PATCHES[platform]:
-        pin = next(p for p in MANIFEST.resolve(platform) if p.name == name)  # type: ignore[arg-type]
+        pin = next(p for p in MANIFEST.resolve(repo_image(platform)) if p.name == name)
         assert pin.values.url is not None
         assert pin.values.url.startswith(
             f"https://raw.githubusercontent.com/radixark/miles/{commit}/docker/"
@@ -59,15 +60,17 @@ def test_docs_table_lists_every_patch() -> None:
         assert f"`pins.{name}`" in doc
 
 
-def test_recipe_archs_agree_with_the_manifest() -> None:
-    rocm = (ROOT / "images/rocm/Dockerfile").read_text(encoding="utf-8")
-    m = re.search(r'^ARG GPU_ARCH="([^"]+)"', rocm, re.MULTILINE)
-    assert m is not None
-    assert m.group(1).split(";") == list(MANIFEST.platforms["rocm"].gpu_archs)
-    cuda = (ROOT / "images/cuda/Dockerfile").read_text(encoding="utf-8")
-    m = re.search(r'^ENV TORCH_CUDA_ARCH_LIST="([^"]+)"', cuda, re.MULTILINE)
-    assert m is not None
-    assert m.group(1).split(";") == list(MANIFEST.platforms["cuda"].gpu_archs)
+def test_recipe_archs_come_from_the_manifest() -> None:
+    """No recipe names a GPU target: each takes GPU_ARCHS, which render sets to the variant's
+    gpu_archs (the rocm recipe builds gfx950 for one variant and gfx942 for another)."""
+    for recipe in ("cuda", "rocm"):
+        text = (ROOT / f"images/{recipe}/Dockerfile").read_text(encoding="utf-8")
+        assert "\nARG GPU_ARCHS\n" in text
+        code = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+        assert not re.search(r"(gfx9[0-9]{2}|sm_[0-9]{2})", code)
+    for variant in MANIFEST.variants.values():
+        args = render(MANIFEST, variant.images()[0], "production").args
+        assert args["GPU_ARCHS"].split(";") == list(variant.gpu_archs), variant.name
 
 
 def test_flashinfer_marker_follows_the_pin() -> None:
@@ -75,8 +78,12 @@ def test_flashinfer_marker_follows_the_pin() -> None:
     assert "ENV FLASHINFER_VERSION=${FLASHINFER_PYTHON_VERSION}" in cuda
     pin = MANIFEST.find("flashinfer-python")
     assert pin is not None
-    args = render(MANIFEST, "cuda", "production").args
-    assert args["FLASHINFER_PYTHON_VERSION"] == pin.values_on("cuda").version == "0.6.15.post1"
+    args = render(MANIFEST, repo_image("cuda"), "production").args
+    assert (
+        args["FLASHINFER_PYTHON_VERSION"]
+        == pin.values_on(MANIFEST.selectors(repo_image("cuda"))).version
+        == "0.6.15.post1"
+    )
 
 
 # -- apply-patch.sh, with the real patch(1) -------------------------------------------------------

@@ -297,13 +297,13 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
     tip = git(origin, "rev-parse", f"refs/heads/{BRANCH}")
     assert git(origin, "rev-parse", f"{tip}^") == head  # one evidence commit on the PR head
     assert git(origin, "ls-tree", "--name-only", tip, "evidence/").splitlines() == [
-        "evidence/cuda.dsse.json",
+        "evidence/cuda-amd64.dsse.json",
         "evidence/keys",
-        "evidence/rocm.dsse.json",
+        "evidence/rocm-amd64.dsse.json",
     ]
     assert git(origin, "diff", "--name-only", head, tip).splitlines() == [
-        "evidence/cuda.dsse.json",
-        "evidence/rocm.dsse.json",
+        "evidence/cuda-amd64.dsse.json",
+        "evidence/rocm-amd64.dsse.json",
     ]
     recorded = verify(
         sign_ws / "signed/cuda.dsse.json", trusted=load_trusted(work / "evidence/keys")

@@ -1,10 +1,14 @@
-"""``twinbuild bake``: a ``docker buildx bake`` file for both production images.
+"""``twinbuild bake``: a ``docker buildx bake`` file for every production image.
 
-Each target gets the build args that ``twinbuild render`` prints, the twinbuild labels and a
-registry build cache. The generated pip files differ per platform (a ROCm-only pin is only in ROCm's
-``.twinbuild/pip/<layer>.txt``), so one shared context cannot hold both: each platform gets its own
-context under ``.twinbuild/bake/<platform>/`` holding a copy of ``images/`` and its generated files.
-Those are the image's only inputs besides the manifest, which is what ``twinbuild plan`` watches.
+One target per image (a variant on one architecture: ``cu13-arm64``), since an image's build
+args may differ by architecture (kubectl's url and sha256); a group per variant names its images,
+and ``default`` all of them. Each target gets the build args that ``twinbuild render`` prints, the
+twinbuild labels and a registry build cache. The generated pip files differ per image (a
+ROCm-only pin is only in ROCm's ``.twinbuild/pip/<layer>.txt``), so one shared context cannot hold
+them all: each image gets its own context under ``.twinbuild/bake/<image>/`` holding a copy of
+``images/`` and its generated files. Those are the image's only inputs besides the manifest, which
+is what ``twinbuild plan`` watches. A variant's images become one multi-arch image by `twinbuild
+push` (or ``docker buildx imagetools create``), not by bake.
 """
 
 from __future__ import annotations
@@ -20,16 +24,14 @@ from typing import Any
 
 from twinbuild.errors import ConfigError, DiskFull, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile
-from twinbuild.manifest.render import GENERATED, RECIPES, render
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, Profile
+from twinbuild.manifest.render import GENERATED, render
 from twinbuild.util.atomic import write_atomic
 
 DEFAULT_REPOSITORY = "ghcr.io/OWNER/twinbuild"
 DEFAULT_OUT = Path("docker-bake.json")
 STAGE = Path(GENERATED) / "bake"
 PROFILE: Profile = "production"
-#: Linux platforms per image; both bases are amd64 images.
-TARGET_PLATFORMS: dict[Platform, list[str]] = {"cuda": ["linux/amd64"], "rocm": ["linux/amd64"]}
 _REPOSITORY = re.compile(
     r"^(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?[a-z0-9]+(?:[._-][a-z0-9]+)*(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*$"
 )
@@ -40,7 +42,7 @@ _DIGEST_CHARS = 12
 class BakeResult:
     out: Path
     definition: dict[str, Any]
-    contexts: dict[Platform, Path]
+    contexts: dict[str, Path]  # image name -> context
 
     def report(self) -> str:
         lines = [f"wrote {self.out}"]
@@ -70,54 +72,56 @@ def definition(
     manifest: Manifest,
     *,
     repository: str = DEFAULT_REPOSITORY,
-    contexts: dict[Platform, str] | None = None,
+    contexts: dict[str, str] | None = None,
     source: str | None = None,
 ) -> dict[str, Any]:
-    """The bake file as a JSON-ready dict (``contexts`` maps platform -> context directory)."""
+    """The bake file as a JSON-ready dict (``contexts`` maps image name -> context directory)."""
     repository = check_repository(repository)
-    contexts = contexts or {p: (STAGE / p).as_posix() for p in PLATFORMS}
+    images = manifest.images()
+    contexts = contexts or {i.name: (STAGE / i.name).as_posix() for i in images}
     targets: dict[str, Any] = {}
+    groups: dict[str, Any] = {"default": {"targets": [i.name for i in images]}}
     source = source or manifest.source or source_url(repository)
-    for platform in PLATFORMS:
-        rendered = render(manifest, platform, PROFILE)
-        spec = manifest.platforms[platform]
-        short = manifest.platform_digest(platform, PROFILE).removeprefix("sha256:")[:_DIGEST_CHARS]
-        cache = f"type=registry,ref={repository}:buildcache-{platform}"
-        targets[platform] = {
-            "context": contexts[platform],
-            "dockerfile": RECIPES[PROFILE][platform].as_posix(),
+    for image in images:
+        rendered = render(manifest, image, PROFILE)
+        variant = manifest.variant(image.variant)
+        short = manifest.image_digest(image, PROFILE).removeprefix("sha256:")[:_DIGEST_CHARS]
+        cache = f"type=registry,ref={repository}:buildcache-{image.name}"
+        targets[image.name] = {
+            "context": contexts[image.name],
+            "dockerfile": rendered.recipe.as_posix(),
             "args": dict(sorted(rendered.args.items())),
             "labels": {
-                "org.twinbuild.platform": platform,
+                "org.twinbuild.variant": image.variant,
+                "org.twinbuild.arch": image.arch,
                 "org.twinbuild.profile": PROFILE,
                 "org.twinbuild.manifest-hash": manifest.digest(),
-                "org.twinbuild.base-digest": spec.base.digest,
+                "org.twinbuild.base-digest": variant.base.digest,
                 "org.opencontainers.image.source": source,
-                "org.opencontainers.image.title": f"twinbuild-{platform}",
+                "org.opencontainers.image.title": f"twinbuild-{image.name}",
             },
-            "platforms": list(TARGET_PLATFORMS[platform]),
-            "tags": [f"{repository}:{platform}", f"{repository}:{platform}-{short}"],
+            "platforms": [image.arch],
+            "tags": [f"{repository}:{image.name}", f"{repository}:{image.name}-{short}"],
             "cache-from": [cache],
             "cache-to": [f"{cache},mode=max"],
         }
-    return {"group": {"default": {"targets": list(PLATFORMS)}}, "target": targets}
+        groups.setdefault(image.variant, {"targets": []})["targets"].append(image.name)
+    return {"group": groups, "target": targets}
 
 
-def stage(manifest: Manifest, root: Path, platform: Platform) -> Path:
-    """Make ``.twinbuild/bake/<platform>/``: a copy of images/ plus the generated pip files."""
-    return _stage_all(manifest, root, (platform,))[platform]
+def stage(manifest: Manifest, root: Path, image: ImageKey) -> Path:
+    """Make ``.twinbuild/bake/<image>/``: a copy of images/ plus the generated pip files."""
+    return _stage_all(manifest, root, (image,))[image.name]
 
 
-def _stage_all(
-    manifest: Manifest, root: Path, platforms: tuple[Platform, ...]
-) -> dict[Platform, Path]:
+def _stage_all(manifest: Manifest, root: Path, images: tuple[ImageKey, ...]) -> dict[str, Path]:
     """Stage every context in a fresh folder beside it, then swap them all in.
 
     A read-only tree or a full disk fails before any context is replaced: the half-made folders
     are removed and the previous contexts (if any) stay as they were.
     """
     parent = root / STAGE
-    made: dict[Platform, Path] = {}
+    made: dict[str, Path] = {}
     failures: list[OSError] = []
 
     def copy(src: str, dst: str) -> object:
@@ -130,15 +134,13 @@ def _stage_all(
 
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        for platform in platforms:
-            made[platform] = Path(tempfile.mkdtemp(prefix=f".{platform}.", dir=parent))
-            made[platform].chmod(0o755)  # mkdtemp's 0700 would leak into the context's mode
-            shutil.copytree(
-                root / "images", made[platform] / "images", symlinks=True, copy_function=copy
-            )
-            for name, body in render(manifest, platform, PROFILE).files.items():
+        for image in images:
+            folder = made[image.name] = Path(tempfile.mkdtemp(prefix=f".{image.name}.", dir=parent))
+            folder.chmod(0o755)  # mkdtemp's 0700 would leak into the context's mode
+            shutil.copytree(root / "images", folder / "images", symlinks=True, copy_function=copy)
+            for name, body in render(manifest, image, PROFILE).files.items():
                 # within=: a generated name never writes outside its context
-                write_atomic(made[platform] / name, body, within=made[platform])
+                write_atomic(folder / name, body, within=folder)
     except (OSError, TwinbuildError) as exc:
         for folder in made.values():
             shutil.rmtree(folder, ignore_errors=True)
@@ -147,13 +149,13 @@ def _stage_all(
         if isinstance(exc, shutil.Error) and failures:
             exc = failures[0]
         raise _stage_error(parent, exc) from None
-    contexts: dict[Platform, Path] = {}
-    for platform, folder in made.items():
-        context = parent / platform
+    contexts: dict[str, Path] = {}
+    for name, folder in made.items():
+        context = parent / name
         if context.exists():
             shutil.rmtree(context)
         folder.rename(context)
-        contexts[platform] = context
+        contexts[name] = context
     return contexts
 
 
@@ -197,12 +199,12 @@ def bake(
     repository: str = DEFAULT_REPOSITORY,
     source: str | None = None,
 ) -> BakeResult:
-    """Stage both contexts and write the bake file (a relative ``out`` is under ``root``)."""
+    """Stage every context and write the bake file (a relative ``out`` is under ``root``)."""
     data = definition(manifest, repository=repository, source=source)
-    for platform in PLATFORMS:
-        if not (root / RECIPES[PROFILE][platform]).is_file():
-            raise ConfigError(f"{RECIPES[PROFILE][platform]}: recipe not found under {root}")
-    contexts = _stage_all(manifest, root, PLATFORMS)
+    for target in data["target"].values():
+        if not (root / target["dockerfile"]).is_file():
+            raise ConfigError(f"{target['dockerfile']}: recipe not found under {root}")
+    contexts = _stage_all(manifest, root, tuple(manifest.images()))
     target = out if out.is_absolute() else root / out
     write_atomic(target, json.dumps(data, indent=2) + "\n")
     return BakeResult(out=target, definition=data, contexts=contexts)

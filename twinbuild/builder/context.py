@@ -31,7 +31,7 @@ def workspace(folder: Path) -> Iterator[Path]:
 
 def assemble(options: BuildOptions, rendered: Rendered, context: Path, say: Say) -> None:
     """Fill ``context`` with everything the build of ``rendered`` reads."""
-    for entry in input_files(options.root, rendered.platform, rendered.profile):
+    for entry in input_files(options.root, rendered.recipe, rendered.profile):
         dest = context / entry.path
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(options.root / entry.path, dest)

@@ -1,6 +1,9 @@
-"""Build one platform's image from the manifest, through the Engine API, or say it is up to date.
+"""Build one image (a variant on one architecture) from the manifest, through the Engine API, or
+say it is up to date.
 
 The order of work is what makes a build safe to interrupt:
+0. refuse what cannot build here: an architecture this host runs only under QEMU when QEMU's
+   interpreter is not registered, a production image whose base or download is not pinned yet;
 1. render the manifest and hash every input; an image with that inputs hash is up to date;
 2. take the per-image lock (a second build of the same image waits), then look again;
 3. assemble the build context in a fresh folder (recipe, copied files, generated pins, wheels);
@@ -29,18 +32,18 @@ from twinbuild.builder.wheelhouse import prefetch_wheels
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import PLATFORMS, Manifest, Platform, Profile
+from twinbuild.manifest.model import Arch, ImageKey, Manifest, Profile
 from twinbuild.manifest.render import Rendered, render
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
 
 LABEL = "org.twinbuild"
-REPOSITORY = "twinbuild/{platform}"
+REPOSITORY = "twinbuild/{variant}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BuildResult:
-    platform: Platform
+    image: ImageKey
     profile: Profile
     image_id: str
     tag: str
@@ -64,25 +67,40 @@ class BuildResult:
         elif self.skipped:
             lines.append(
                 f"  {len(self.skipped)} pins not in the {self.profile} profile (`twinbuild "
-                f"render {self.platform} --profile {self.profile}` lists them and why; -v here)"
+                f"render {self.image.variant} --arch {self.image.arch} --profile {self.profile}` "
+                "lists them and why; -v here)"
             )
         return "\n".join(lines)
 
     def record(self) -> BuildRecord:
         """What the build record keeps of this result."""
         return BuildRecord(
-            platform=self.platform, profile=self.profile, image_id=self.image_id, tag=self.tag,
+            variant=self.image.variant, arch=self.image.arch, profile=self.profile,
+            image_id=self.image_id, tag=self.tag,
             inputs_hash=self.inputs_hash, manifest_digest=self.manifest_digest, base=self.base,
             skipped=self.skipped, python=self.python, log=self.log,
         )  # fmt: skip
 
 
-def image_tag(platform: Platform, profile: Profile) -> str:
-    return f"{REPOSITORY.format(platform=platform)}:{profile}"
+def image_tag(image: ImageKey, profile: Profile) -> str:
+    """``twinbuild/cu13:local-arm64``: the tag of one image of a variant."""
+    return f"{REPOSITORY.format(variant=image.variant)}:{profile}-{image.short}"
+
+
+def buildable(manifest: Manifest, image: ImageKey, profile: Profile) -> None:
+    """Refuse (exit 2) what cannot build here, before anything is built or tagged: an
+    architecture whose QEMU interpreter is missing, a production image not pinned yet."""
+    from twinbuild.engine import binfmt
+
+    binfmt.require(image.arch)
+    if profile == "production":
+        blockers = render(manifest, image, "production").blockers
+        if blockers:
+            raise ConfigError(f"{image}: cannot build the production image yet: {blockers[0]}")
 
 
 def plan_inputs(
-    manifest: Manifest, engine: EngineAPI, platform: Platform, options: BuildOptions, say: Say
+    manifest: Manifest, engine: EngineAPI, image: ImageKey, options: BuildOptions, say: Say
 ) -> tuple[Rendered, str, BaseRef]:
     """Render and hash; for the local profile make sure the embedded base exists first."""
     if options.profile == "local":
@@ -91,27 +109,28 @@ def plan_inputs(
         local = manifest.local
         base = ensure_base(
             engine, suite=local.suite, mirror=local.mirror, packages=local.packages,
-            cache=options.cache, say=say, fetch=_base_fetcher(engine, options.registry, say),
+            arch=image.arch, cache=options.cache, say=say,
+            fetch=_base_fetcher(engine, options.registry, say),
         )  # fmt: skip
         if base.built:
             say(base.describe())
-        rendered = render(manifest, platform, "local", local_base=base.tag, mirrors=options.mirrors)
+        rendered = render(manifest, image, "local", local_base=base.tag, mirrors=options.mirrors)
         base_info = BaseRef(ref=base.tag, id=base.image_id)
     else:
-        rendered = render(manifest, platform, "production")
-        spec = manifest.platforms[platform].base
+        rendered = render(manifest, image, "production")
+        spec = manifest.variant(image.variant).base
         base_info = BaseRef(ref=spec.ref, id=spec.digest)
     builder = builder_settings(rendered, options.builder)
     digest = inputs_hash(options.root, rendered, base_id=base_info.id, builder=builder)
     return rendered, digest, base_info
 
 
-def _cache_from(options: BuildOptions, platform: Platform) -> tuple[str, ...]:
+def _cache_from(options: BuildOptions, image: ImageKey) -> tuple[str, ...]:
     if options.registry is None:
         return ()
     from twinbuild.engine.registry import cache_ref
 
-    return (cache_ref(options.registry, platform, options.profile),)
+    return (cache_ref(options.registry, image, options.profile),)
 
 
 def _base_fetcher(
@@ -138,7 +157,7 @@ def _base_fetcher(
 
 
 def find_up_to_date(
-    engine: EngineAPI, platform: Platform, profile: Profile, digest: str
+    engine: EngineAPI, image: ImageKey, profile: Profile, digest: str
 ) -> tuple[str, bool] | None:
     """An image built from exactly these inputs: (its id, whether the tag already names it).
 
@@ -146,28 +165,29 @@ def find_up_to_date(
     """
     wanted = {
         f"{LABEL}.inputs-hash": digest,
-        f"{LABEL}.platform": platform,
+        f"{LABEL}.variant": image.variant,
+        f"{LABEL}.arch": image.arch,
         f"{LABEL}.profile": profile,
     }
-    tagged = engine.inspect_image(image_tag(platform, profile))
+    tagged = engine.inspect_image(image_tag(image, profile))
     if tagged is not None:
         labels = (tagged.get("Config") or {}).get("Labels") or {}
         if all(labels.get(k) == v for k, v in wanted.items()):
             return str(tagged["Id"]), True
-    for image in engine.images_by_label(f"{LABEL}.inputs-hash", digest):
-        if all(image.labels.get(k) == v for k, v in wanted.items()):
-            return image.id, False
+    for summary in engine.images_by_label(f"{LABEL}.inputs-hash", digest):
+        if all(summary.labels.get(k) == v for k, v in wanted.items()):
+            return summary.id, False
     return None
 
 
 def _up_to_date(
-    engine: EngineAPI, platform: Platform, options: BuildOptions, digest: str
+    engine: EngineAPI, image: ImageKey, options: BuildOptions, digest: str
 ) -> tuple[str, bool] | None:
     """`find_up_to_date`, and unless ``options.adopt``, only what this checkout's record names."""
-    found = find_up_to_date(engine, platform, options.profile, digest)
+    found = find_up_to_date(engine, image, options.profile, digest)
     if found is None or options.adopt:
         return found
-    recorded = BuildRecord.load(record.record_path(options.root, options.profile, platform))
+    recorded = BuildRecord.load(record.record_path(options.root, options.profile, image))
     if recorded is not None and recorded.image_id == found[0] and recorded.inputs_hash == digest:
         return found
     return None
@@ -183,21 +203,25 @@ def _reuse(engine: EngineAPI, found: tuple[str, bool], tag: str) -> str:
 def build_image(
     manifest: Manifest,
     engine: EngineAPI,
-    platform: Platform,
+    image: ImageKey,
     options: BuildOptions,
     say: Say = print,
+    *,
+    prefetch: tuple[ImageKey, ...] = (),
 ) -> BuildResult:
-    """Build (or find up to date) the image of ``platform``; see the module docstring."""
+    """Build (or find up to date) ``image``; see the module docstring. ``prefetch``: the images
+    of this run, whose missing wheels the first local build fetches in one round."""
     start = time.monotonic()
-    rendered, digest, base_info = plan_inputs(manifest, engine, platform, options, say)
-    tag = image_tag(platform, options.profile)
+    buildable(manifest, image, options.profile)
+    rendered, digest, base_info = plan_inputs(manifest, engine, image, options, say)
+    tag = image_tag(image, options.profile)
     skipped = tuple(SkippedPin(pin=p.name, reason=r) for p, r in rendered.skipped)
     python = "/opt/venv/bin/python" if options.profile == "local" else "python3"
-    folder = record.folder(options.root, options.profile, platform)
+    folder = record.folder(options.root, options.profile, image)
 
     def result(image_id: str, *, fresh: bool, log: Path | None) -> BuildResult:
         built = BuildResult(
-            platform=platform, profile=options.profile, image_id=image_id, tag=tag,
+            image=image, profile=options.profile, image_id=image_id, tag=tag,
             inputs_hash=digest, manifest_digest=manifest.digest(), up_to_date=not fresh,
             seconds=time.monotonic() - start, base=base_info, skipped=skipped, python=python,
             log=str(log) if log else None,
@@ -205,24 +229,27 @@ def build_image(
         _save_record(folder / record.NAME, built.record())
         return built
 
-    if not options.force and (found := _up_to_date(engine, platform, options, digest)):
+    if not options.force and (found := _up_to_date(engine, image, options, digest)):
         return result(_reuse(engine, found, tag), fresh=False, log=None)
     folder.mkdir(parents=True, exist_ok=True)
     with guard.lock(folder / "build.lock", tag, options.lock_timeout, say):
-        if not options.force and (found := _up_to_date(engine, platform, options, digest)):
+        if not options.force and (found := _up_to_date(engine, image, options, digest)):
             return result(_reuse(engine, found, tag), fresh=False, log=None)
-        labels = _labels(manifest, platform, options, digest, base_info)
+        labels = _labels(manifest, image, options, digest, base_info)
         log_path = folder / "build.log"
         with context.workspace(folder) as work, guard.signals():
             if options.profile == "local":
-                # Every platform's missing wheels in one parallel round: the other platform's
-                # build (usually next) then finds them all cached instead of starting pip again.
-                renders = [render(manifest, p, "local", mirrors=options.mirrors) for p in PLATFORMS]
+                # Every image's missing wheels in one parallel round: the next images' builds
+                # then find them all cached instead of starting pip again.
+                renders = [
+                    render(manifest, i, "local", mirrors=options.mirrors)
+                    for i in (prefetch or (image,))
+                ]
                 prefetch_wheels(renders, options.cache or cache_root(), say)
             context.assemble(options, rendered, work, say)
             built = run_build(
                 engine, rendered, work, labels, log_path, say, options.builder,
-                cache_from=_cache_from(options, platform),
+                cache_from=_cache_from(options, image),
             )  # fmt: skip
         inspected = engine.inspect_image(built)
         if inspected is None:
@@ -244,33 +271,51 @@ def _save_record(path: Path, made: BuildRecord) -> None:
     made.save(path)
 
 
+def wanted_images(
+    manifest: Manifest, variant: str | None, arch: Arch | None, profile: Profile
+) -> list[ImageKey]:
+    """The images a build (or push) is asked for: one variant's (on ``arch``, or all of its
+    architectures), else the local profile's variants or, in production, every variant."""
+    if variant is not None:
+        if arch is not None:
+            return [manifest.image(variant, arch)]
+        return manifest.images((manifest.variant(variant).name,))
+    names = manifest.local_variants() if profile == "local" else tuple(manifest.variants)
+    return [i for i in manifest.images(names) if arch is None or i.arch == arch]
+
+
 def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
-    """Build (or find up to date) every platform ``request`` names, ``request.jobs`` at a time."""
+    """Build (or find up to date) every image ``request`` names, ``request.jobs`` at a time."""
     from twinbuild.engine.client import connect
     from twinbuild.engine.registry import cache_registry
 
     manifest = load(request.manifest)  # a bad manifest fails before the engine is asked
-    wanted = [request.platform] if request.platform else list(PLATFORMS)
+    profile = request.options.profile
+    wanted = wanted_images(manifest, request.variant, request.arch, profile)
+    if not wanted:
+        raise ConfigError(f"{manifest.path}: no variant builds {request.arch}; pass another --arch")
+    for image in wanted:  # what cannot build refuses before any build starts
+        buildable(manifest, image, profile)
     registry = None if request.no_registry_cache else cache_registry(request.registry)
     in_ci = os.environ.get("GITHUB_ACTIONS") == "true"  # a shared engine: adopt nothing there
     adopt = request.options.adopt and not in_ci
     options = dataclasses.replace(request.options, registry=registry, adopt=adopt)
     with connect() as engine:
 
-        def one(platform: Platform) -> BuildResult:
-            return build_image(manifest, engine, platform, options, say)
+        def one(image: ImageKey) -> BuildResult:
+            return build_image(manifest, engine, image, options, say, prefetch=tuple(wanted))
 
         if request.jobs > 1 and len(wanted) > 1:
             from concurrent.futures import ThreadPoolExecutor  # not on the usual path: logging
 
             with ThreadPoolExecutor(max_workers=request.jobs) as pool:
                 return list(pool.map(one, wanted))
-        return [one(p) for p in wanted]
+        return [one(i) for i in wanted]
 
 
 def _labels(
     manifest: Manifest,
-    platform: Platform,
+    image: ImageKey,
     options: BuildOptions,
     digest: str,
     base_info: BaseRef,
@@ -279,13 +324,14 @@ def _labels(
     labels = {
         f"{LABEL}.inputs-hash": digest,
         f"{LABEL}.manifest-hash": manifest.digest(),
-        f"{LABEL}.platform-manifest-hash": manifest.platform_digest(platform, options.profile),
-        f"{LABEL}.platform": platform,
+        f"{LABEL}.image-manifest-hash": manifest.image_digest(image, options.profile),
+        f"{LABEL}.variant": image.variant,
+        f"{LABEL}.arch": image.arch,
         f"{LABEL}.profile": options.profile,
         f"{LABEL}.base-digest": base_info.id,
         f"{LABEL}.base-ref": base_info.ref,
         f"{LABEL}.version": __version__,
-        f"{oci}.title": f"twinbuild {platform} ({options.profile})",
+        f"{oci}.title": f"twinbuild {image.variant} {image.arch} ({options.profile})",
         f"{oci}.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         f"{oci}.base.name": base_info.ref,
         f"{oci}.base.digest": base_info.id,

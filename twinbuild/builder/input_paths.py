@@ -6,9 +6,10 @@ So every file a commit holds is an input of every image, except:
 
 - :data:`NOT_INPUTS`: paths no build installs or runs (documentation, the tests, the evidence, the
   README); a recipe that copies one of them makes that file an input again;
-- another platform's recipe folder ``images/<other>/``: that platform's own inputs (the gate wants
-  both platforms' evidence from one commit, so each file still counts in some platform's hash);
-- the pin manifest, which each platform's hash covers through its own rendered slice.
+- another recipe family's folder ``images/<other>/``: the inputs of the variants built from it
+  (the manifest refuses a family no gated variant builds, and the gate wants every gated
+  image's evidence from one commit, so each file still counts in some gated image's hash);
+- the pin manifest, which each image's hash covers through its own rendered slice.
 
 This list is the judging side's code: the gate runs the base's twinbuild, so a PR that edits it
 changes only what its own copy would say (and is itself an input change). ``twinbuild build``'s
@@ -17,10 +18,9 @@ up-to-date check and the gate both reach here through :func:`twinbuild.builder.i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import PLATFORMS, Platform
 
 #: Paths that are not image inputs, and why no build installs or runs them. A folder ends in "/".
 NOT_INPUTS: Mapping[str, str] = {
@@ -43,27 +43,28 @@ def under(path: str, prefix: str) -> bool:
     return path.startswith(prefix) if prefix.endswith("/") else path == prefix
 
 
-def platform_folder(platform: Platform) -> str:
-    """The folder of ``platform``'s production recipe: its own inputs, no other platform's."""
-    return f"images/{platform}/"
+def recipe_folder(family: str) -> str:
+    """The folder of a recipe family's production recipe: its variants' own inputs."""
+    return f"images/{family}/"
 
 
-def is_input(path: str, platform: Platform | None = None) -> bool:
-    """Whether ``path`` is an image input (of ``platform``, when given).
+def is_input(path: str, family: str | None = None, families: Collection[str] = ()) -> bool:
+    """Whether ``path`` is an image input (of a variant of recipe ``family``, when given; the
+    folders of the other ``families`` are not its inputs).
 
     The manifest is an input too, but through its rendered slice: :mod:`twinbuild.builder.inputs`
     leaves its file out of the file list.
     """
     if any(under(path, prefix) for prefix in NOT_INPUTS):
         return False
-    if platform is None:
+    if family is None:
         return True
-    return not any(under(path, platform_folder(p)) for p in PLATFORMS if p != platform)
+    return not any(under(path, recipe_folder(f)) for f in families if f != family)
 
 
-def platforms_fed_by(path: str) -> tuple[Platform, ...]:
-    """The platforms whose image inputs include ``path`` (``twinbuild plan`` asks this)."""
-    return tuple(p for p in PLATFORMS if is_input(path, p))
+def families_fed_by(path: str, families: Collection[str]) -> tuple[str, ...]:
+    """The recipe families whose variants' image inputs include ``path`` (``twinbuild plan``)."""
+    return tuple(f for f in families if is_input(path, f, families))
 
 
 def check_name(where: str, path: str) -> None:

@@ -1,17 +1,17 @@
 """The inputs hash: one content hash of everything that decides the bytes of one image.
 
-Deny by default: it covers, for one platform and profile,
+Deny by default: it covers, for one image (a variant on one architecture) and profile,
 
 - every file of the tree (what a commit holds) but the few that no build installs or runs
-  (:mod:`twinbuild.builder.input_paths`: docs/, tests/, evidence/, README.md, another platform's
-  ``images/<other>/``), each with the one mode bit git keeps (executable): the recipes, the scripts
+  (:mod:`twinbuild.builder.input_paths`: docs/, tests/, evidence/, README.md, another recipe
+  family's ``images/<other>/``), each with the one mode bit git keeps (executable): the recipes, the scripts
   they copy, the build tool's whole package, ``pyproject.toml``, any ``setup.py`` or ``.pth``
   file, the workflows that run the build, the ``.gitattributes`` that decide a checkout's bytes;
 - every file the recipe copies, even from that list, and the ``.gitattributes`` above it;
-- what ``render`` hands the build (its platform's slice of the manifest: build args and the
+- what ``render`` hands the build (its image's slice of the manifest: build args and the
   generated ``.twinbuild/`` files) instead of the manifest file, so a CUDA-only pin change leaves
-  the ROCm hash alone;
-- the base image, the recipe, the profile and the builder settings.
+  the ROCm hashes alone;
+- the base image, the recipe, the architecture, the profile and the builder settings.
 
 A symlink, a submodule or anything else that is not a regular file among them is refused: what it
 points at is not in the commit. ``twinbuild build`` computes the hash over the working tree (its
@@ -34,27 +34,28 @@ from twinbuild.builder.input_paths import RULE, check_name, is_input
 from twinbuild.builder.options import BuilderChoice
 from twinbuild.builder.tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import DEFAULT_PATH, Platform, Profile
-from twinbuild.manifest.render import GENERATED, RECIPES, Rendered
+from twinbuild.manifest.model import DEFAULT_PATH, Profile
+from twinbuild.manifest.render import GENERATED, Rendered
 
-#: Bump when the meaning of the hash changes, so that old images and old evidence stop matching.
-FORMAT = 3
+#: Bump when the meaning of the hash changes, so that old images and old evidence stop matching
+#: (4: an image is a variant on one architecture).
+FORMAT = 4
 _GLOB = frozenset("*?[")
 
 
-def input_files(tree: Tree | Path, platform: Platform, profile: Profile) -> list[Entry]:
+def input_files(tree: Tree | Path, recipe: Path, profile: Profile) -> list[Entry]:
     """The recipe and every repository file it copies, sorted by path.
 
     A symlink, a gitlink (submodule) or anything else that is not a regular file among them is
     refused: what it points at is not in the commit the gate judges.
     """
     tree = WorkTree(tree) if isinstance(tree, Path) else tree
-    rel = RECIPES[profile][platform].as_posix()
-    recipe = _files(tree, tree.entries(rel), what=f"the {platform} recipe")
-    if not recipe:
+    rel = recipe.as_posix()
+    entries = _files(tree, tree.entries(rel), what=f"the recipe {rel}")
+    if not entries:
         raise ConfigError(f"{tree.name}: no {rel}; the {profile} profile builds from it")
     text = tree.read([rel])[rel]
-    found: dict[str, Entry] = {e.path: e for e in recipe}
+    found: dict[str, Entry] = {e.path: e for e in entries}
     # Remembered parses for the working tree only: the gate, judging a commit, parses afresh.
     remember = isinstance(tree, WorkTree)
     for line, source in recipe_copies(Path(rel), text, remember=remember):
@@ -116,22 +117,27 @@ def _scanner_identity() -> bytes:
 
 def image_inputs(
     tree: Tree | Path,
-    platform: Platform,
-    profile: Profile,
+    rendered: Rendered,
     *,
     manifest: str | None = DEFAULT_PATH.as_posix(),
 ) -> list[Entry]:
-    """Every file the ``platform`` image's hash covers in ``tree`` (see the module doc), by path.
+    """Every file the hash of ``rendered``'s image covers in ``tree`` (see the module doc), by
+    path.
 
     ``manifest`` is the pin manifest's path in the tree (its slice is hashed instead), or None
     when it lies outside the tree.
     """
     tree = WorkTree(tree) if isinstance(tree, Path) else tree
-    found = {e.path: e for e in input_files(tree, platform, profile)}  # names the COPY line
-    copied = list(found.values())
+    found = {e.path: e for e in input_files(tree, rendered.recipe, rendered.profile)}
+    copied = list(found.values())  # each names the COPY line that copies it
+    own, families = rendered.family, rendered.families
     for entry in tree.listing():
         check_name(tree.name, entry.path)
-        if entry.path not in found and entry.path != manifest and is_input(entry.path, platform):
+        if (
+            entry.path not in found
+            and entry.path != manifest
+            and is_input(entry.path, own, families)
+        ):
             found[entry.path] = _files(tree, [entry], what=RULE)[0]
     for entry in _attributes(tree, copied):
         found.setdefault(entry.path, entry)
@@ -152,7 +158,7 @@ def inputs_hash(
     ``manifest`` the manifest's path in it (None: outside it).
     """
     tree = WorkTree(root) if isinstance(root, Path) else root
-    files = image_inputs(tree, rendered.platform, rendered.profile, manifest=manifest)
+    files = image_inputs(tree, rendered, manifest=manifest)
     data = tree.read([e.path for e in files])
     digest = hashlib.sha256()
 
@@ -169,6 +175,7 @@ def inputs_hash(
     for name, body in sorted(rendered.files.items()):
         feed("generated", name, body.encode())
     feed("base", "", base_id.encode())
+    feed("arch", rendered.arch, b"")
     feed("profile", rendered.profile, (rendered.target or "").encode())
     feed("builder", "", json.dumps(dict(builder), sort_keys=True).encode())
     return "sha256:" + digest.hexdigest()

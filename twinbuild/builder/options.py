@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from twinbuild.manifest.model import DEFAULT_PATH, Platform, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, Arch, Profile
 
 BuilderChoice = Literal["auto", "buildkit", "classic"]
 
@@ -22,7 +22,7 @@ class BuildOptions:
     cache: Path | None = None  # wheel cache; default: the engine cache folder
     lock_timeout: float = 1800.0
     builder: BuilderChoice = "auto"  # BuildKit where the engine has it, else the classic builder
-    # The registry build cache: the image `twinbuild push` last pushed for the platform (and the
+    # The registry build cache: the image `twinbuild push` last pushed for the image (and the
     # local base) are pulled or used as BuildKit inline cache, so a fresh engine rebuilds only what
     # changed. None: no registry, everything builds here.
     registry: str | None = None
@@ -36,11 +36,13 @@ class BuildOptions:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BuildRequest:
-    """What ``twinbuild build`` was asked for: which manifest and platforms, how many at once."""
+    """What ``twinbuild build`` was asked for: which manifest and images, how many at once."""
 
     manifest: Path = DEFAULT_PATH
-    platform: Platform | None = None  # None: every platform
-    jobs: int = 1  # platforms built at once
+    #: None: the local profile's variants ([local] variants), every variant in production
+    variant: str | None = None
+    arch: Arch | None = None  # None: every architecture of the variants
+    jobs: int = 1  # images built at once
     verbose: bool = False  # the summary lists each pin the profile leaves out, not just how many
     registry: str | None = None  # --registry; None: TWINBUILD_REGISTRY, else the private one
     no_registry_cache: bool = False

@@ -1,22 +1,25 @@
 """``twinbuild plan``: which images a change affects, and which input says so.
 
-An image is fed by its platform's slice of the manifest (``platform_digest``, both profiles) and,
-deny by default, by every other file but docs/, tests/, evidence/, README.md and the other
-platform's ``images/<other>/`` (``input_paths.platforms_fed_by``: the rule the inputs hash uses).
-A change to the docs or the tests builds nothing. When the change cannot be computed (no git,
-unknown or shallow base) the plan builds everything and says why: a missed rebuild is worse than
-a spare one.
+An image (a variant on one architecture) is fed by its slice of the manifest (``image_digest``,
+both profiles) and, deny by default, by every other file but docs/, tests/, tools/, evidence/,
+README.md and the other recipe families' ``images/<other>/`` (``input_paths.families_fed_by``: the
+rule the inputs hash uses). A change to the docs or the tests builds nothing. When the change
+cannot be computed (no git, unknown or shallow base) the plan builds everything and says why: a
+missed rebuild is worse than a spare one. The workflows take their matrices from here: ``matrix``
+lists the local profile's images to build, each with its variant and architecture.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
-from twinbuild.builder.input_paths import platforms_fed_by
+from twinbuild.builder.input_paths import families_fed_by
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load, loads
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest
 from twinbuild.pins.diff import compare, text_at
 from twinbuild.util import github
 from twinbuild.util.git import rev_arg, run_git
@@ -28,38 +31,74 @@ DEFAULT_REMOTE_BRANCH = "origin/main"
 class Plan:
     base: str | None  # what the working tree was compared with
     base_note: str  # how the base was chosen
-    reasons: dict[Platform, list[str]] = field(default_factory=dict)
+    images: tuple[ImageKey, ...]  # every image of the manifest, in its order
+    reasons: dict[ImageKey, list[str]] = field(default_factory=dict)
     fallback: str | None = None  # set when everything is planned because the diff failed
+    #: The images a local-profile CI job builds and smoke-tests when they change.
+    local: tuple[ImageKey, ...] = ()
 
-    def builds(self, platform: Platform) -> bool:
-        return self.fallback is not None or bool(self.reasons.get(platform))
+    def builds(self, image: ImageKey) -> bool:
+        return self.fallback is not None or bool(self.reasons.get(image))
 
     @property
     def any(self) -> bool:
-        return any(self.builds(p) for p in PLATFORMS)
+        return any(self.builds(i) for i in self.images)
 
     def reason_lines(self) -> list[str]:
         if self.fallback is not None:
-            return [f"{p}: {self.fallback}" for p in PLATFORMS]
-        return [f"{p}: {why}" for p in PLATFORMS for why in self.reasons.get(p, [])]
+            return [f"{i.name}: {self.fallback}" for i in self.images]
+        return [f"{i.name}: {why}" for i in self.images for why in self.reasons.get(i, [])]
 
     def text(self) -> str:
         if self.fallback is not None:
             out = [f"plan: build everything ({self.fallback})"]
         else:
             out = [f"plan: changes since {self.base} ({self.base_note})"]
-        for platform in PLATFORMS:
-            if not self.builds(platform):
-                out.append(f"{platform}: skip (no image input changed)")
+        for image in self.images:
+            if not self.builds(image):
+                out.append(f"{image.name}: skip (no image input changed)")
                 continue
-            out.append(f"{platform}: build")
-            out += [f"  {why}" for why in self.reasons.get(platform, [])]
+            out.append(f"{image.name}: build")
+            out += [f"  {why}" for why in self.reasons.get(image, [])]
         return "\n".join(out) + "\n"
 
+    def matrix(self) -> dict[str, list[dict[str, str]]]:
+        """The local images to build, as a GitHub Actions matrix (``include``)."""
+        return {
+            "include": [
+                {"variant": i.variant, "arch": i.arch, "name": i.name}
+                for i in self.local
+                if self.builds(i)
+            ]
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base": self.base,
+            "base_note": self.base_note,
+            "fallback": self.fallback,
+            "images": [
+                {
+                    "variant": i.variant,
+                    "arch": i.arch,
+                    "name": i.name,
+                    "build": self.builds(i),
+                    "reasons": list(self.reasons.get(i, [])),
+                }
+                for i in self.images
+            ],  # fmt: skip
+            "matrix": self.matrix(),
+        }
+
     def outputs(self) -> dict[str, str]:
-        """The step outputs: ``cuda``, ``rocm`` and ``any`` (true/false), and the reasons."""
-        values: dict[str, str] = {p: str(self.builds(p)).lower() for p in PLATFORMS}
+        """The step outputs: ``<image>`` and ``<variant>`` (true/false), ``any``, the
+        ``matrix`` of local images to build (JSON) and the reasons."""
+        values: dict[str, str] = {i.name: str(self.builds(i)).lower() for i in self.images}
+        for variant in dict.fromkeys(i.variant for i in self.images):
+            mine = [i for i in self.images if i.variant == variant]
+            values[variant] = str(any(self.builds(i) for i in mine)).lower()
         values["any"] = str(self.any).lower()
+        values["matrix"] = json.dumps(self.matrix(), separators=(",", ":"))
         values["reasons"] = "\n".join(self.reason_lines())
         return values
 
@@ -72,6 +111,7 @@ class PlanOptions:
     root: Path = Path()
     base: str | None = None  # None: merge-base with origin/main, else HEAD~1
     github_output: bool = False  # append the plan to $GITHUB_OUTPUT
+    format: Literal["text", "json"] = "text"
 
 
 def plan_change(options: PlanOptions) -> Plan:
@@ -86,8 +126,11 @@ def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAU
     """Compare ``base`` (default: merge-base with origin/main, else HEAD~1) with the worktree."""
     if base is not None:
         rev_arg(base, option="--base")
+    current = load(manifest if manifest.is_absolute() else root / manifest)
+    images = tuple(current.images())
+    local = tuple(current.images(current.local_variants()))
     if run_git(root, "rev-parse", "--is-inside-work-tree").returncode != 0:
-        return _everything(base, f"{root} is not a git repository")
+        return _everything(base, f"{root} is not a git repository", images, local)
     manifest = _in_repository(root, manifest)
     base, note = _choose_base(root, base)
     if run_git(root, "rev-parse", "--verify", "-q", f"{base}^{{commit}}").returncode != 0:
@@ -98,23 +141,31 @@ def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAU
             if shallow
             else f"unknown base revision '{base}'"
         )
-        return _everything(base, why)
+        return _everything(base, why, images, local)
     changed = _changed_files(root, base)
     if changed is None:
-        return _everything(base, f"git diff {base} failed")
-    reasons: dict[Platform, list[str]] = {p: [] for p in PLATFORMS}
+        return _everything(base, f"git diff {base} failed", images, local)
+    families = tuple(dict.fromkeys(v.recipe for v in current.variants.values()))
+    reasons: dict[ImageKey, list[str]] = {i: [] for i in images}
     for path in changed:
         if path == manifest.as_posix():
-            for platform, why in _manifest_reasons(root, base, manifest):
-                reasons[platform].append(why)
+            for image, why in _manifest_reasons(root, base, manifest, current):
+                reasons[image].append(why)
             continue
-        for platform in platforms_fed_by(path):
-            reasons[platform].append(f"{path} changed")
-    return Plan(base=base, base_note=note, reasons={p: r for p, r in reasons.items() if r})
+        fed = families_fed_by(path, families)
+        for image in images:
+            if current.variant(image.variant).recipe in fed:
+                reasons[image].append(f"{path} changed")
+    return Plan(
+        base=base, base_note=note, images=images, local=local,
+        reasons={i: r for i, r in reasons.items() if r},
+    )  # fmt: skip
 
 
-def _everything(base: str | None, why: str) -> Plan:
-    return Plan(base=base, base_note="", fallback=why)
+def _everything(
+    base: str | None, why: str, images: tuple[ImageKey, ...], local: tuple[ImageKey, ...]
+) -> Plan:
+    return Plan(base=base, base_note="", fallback=why, images=images, local=local)
 
 
 def _choose_base(root: Path, base: str | None) -> tuple[str, str]:
@@ -149,28 +200,28 @@ def _in_repository(root: Path, manifest: Path) -> Path:
         ) from None
 
 
-def _manifest_reasons(root: Path, base: str, manifest: Path) -> list[tuple[Platform, str]]:
-    """Which platforms' slices of the manifest moved, naming the pins and settings that did."""
+def _manifest_reasons(
+    root: Path, base: str, manifest: Path, new: Manifest
+) -> list[tuple[ImageKey, str]]:
+    """Which images' slices of the manifest moved, naming the pins and settings that did."""
     where = f"{manifest}"
+    images = new.images()
     old_text = text_at(base, manifest, repo=root)
     if old_text is None:
-        return [(p, f"{where} is new since {base}") for p in PLATFORMS]
+        return [(i, f"{where} is new since {base}") for i in images]
     try:
         old = loads(old_text, Path(f"{base}:{manifest}"))
     except ConfigError:
-        return [(p, f"{where} does not load at {base}") for p in PLATFORMS]
-    try:
-        new: Manifest = load(root / manifest)
-    except ConfigError as exc:
-        first = str(exc).splitlines()[0]
-        return [(p, f"{where} does not load ({first})") for p in PLATFORMS]
+        return [(i, f"{where} does not load at {base}") for i in images]
     diff = compare(old, new)
-    out: list[tuple[Platform, str]] = []
-    for platform, profiles in diff.rebuild.items():
-        items = [f"pins.{c.name} {c.status}" for c in diff.pins if platform in c.values]
+    out: list[tuple[ImageKey, str]] = []
+    for image, profiles in diff.rebuild.items():
+        items = [f"pins.{c.name} {c.status}" for c in diff.pins if image in c.values]
         items += [
-            s.key for s in diff.settings if s.key.startswith((f"platforms.{platform}.", "local."))
+            s.key
+            for s in diff.settings
+            if s.key.startswith((f"variants.{image.variant}.", "local.", "build_args"))
         ]
         what = ", ".join(items) or "slice changed"
-        out.append((platform, f"{where} ({', '.join(profiles)}): {what}"))
+        out.append((image, f"{where} ({', '.join(profiles)}): {what}"))
     return out

@@ -1,4 +1,5 @@
-"""The build record, ``build/<profile>/<platform>/image.json``: what the last build made.
+"""The build record, ``build/<profile>/<variant>/<arch>/image.json``: what the last build of one
+image (a variant on one architecture) made.
 
 ``twinbuild build`` saves it, ``twinbuild push`` adds where it pushed the image, and ``twinbuild
 smoke`` reads it to find the image, its base and the pins the profile left out. They hand it to
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import PLATFORMS, PROFILES, Platform, Profile
+from twinbuild.manifest.model import ARCH_NAMES, ARCHS, NAME_RE, PROFILES, Arch, ImageKey, Profile
 from twinbuild.util.atomic import write_atomic
 from twinbuild.util.strictjson import Fields
 
@@ -53,11 +54,12 @@ class PushRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BuildRecord:
-    """What one build of one platform made. Only ``image_id`` must be there: the rest of an
+    """What one build of one image made. Only ``image_id`` must be there: the rest of an
     older or hand-written record is read where it is, left out (None, empty) where it is not."""
 
     image_id: str
-    platform: Platform | None = None
+    variant: str | None = None
+    arch: Arch | None = None
     profile: Profile | None = None
     tag: str | None = None
     inputs_hash: str | None = None
@@ -113,7 +115,8 @@ class BuildRecord:
 
         return cls(
             image_id=top.text("image_id"),
-            platform=opt("platform", lambda k: top.choice(k, PLATFORMS)),
+            variant=opt("variant", lambda k: top.match(k, NAME_RE, "a variant name")),
+            arch=opt("arch", lambda k: top.choice(k, ARCHS)),
             profile=opt("profile", lambda k: top.choice(k, PROFILES)),
             tag=opt("tag", top.text),
             inputs_hash=opt("inputs_hash", top.text),
@@ -140,11 +143,11 @@ def _pushed(fields: Fields) -> PushRecord:
     )
 
 
-def folder(root: Path, profile: Profile, platform: Platform) -> Path:
+def folder(root: Path, profile: Profile, image: ImageKey) -> Path:
     """The folder of one image's builds: its record, its log and its lock."""
-    return root / OUTPUT / profile / platform
+    return root / OUTPUT / profile / image.variant / ARCH_NAMES[image.arch]
 
 
-def record_path(root: Path, profile: Profile, platform: Platform) -> Path:
+def record_path(root: Path, profile: Profile, image: ImageKey) -> Path:
     """Where ``twinbuild build`` records the image it made."""
-    return folder(root, profile, platform) / NAME
+    return folder(root, profile, image) / NAME

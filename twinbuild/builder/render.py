@@ -1,4 +1,4 @@
-"""``twinbuild render``: what a build of one platform receives, with the base tag this host's
+"""``twinbuild render``: what a build of one image receives, with the base tag this host's
 build would give it (the manifest alone decides everything else: ``manifest/render.py``)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from twinbuild.engine.base import base_tag
 from twinbuild.errors import TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, Platform, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, Arch, Profile
 from twinbuild.manifest.render import UNKNOWN_BASE, Rendered, render
 
 
@@ -19,28 +19,34 @@ class RenderOptions:
     """What ``twinbuild render`` was asked for."""
 
     manifest: Path = DEFAULT_PATH
-    platform: Platform
+    variant: str
+    arch: Arch | None = None  # None: the variant's first architecture
     profile: Profile = "local"  # build's default: both describe the same build
     mirrors: Mapping[str, str] = field(default_factory=dict)  # as given to build (--mirror)
 
 
 def render_manifest(options: RenderOptions) -> Rendered:
-    """Load the manifest and render what a build of ``options.platform`` receives.
+    """Load the manifest and render what a build of ``options.variant`` receives.
 
-    For the local profile ``BASE_IMAGE`` is the tag ``twinbuild build`` gives the base, from the
-    one derivation (``engine.base.base_tag``); it needs mmdebstrap installed (its version is an
-    input), and where it is not the rendering says so instead of naming a tag that does not exist.
+    For the local profile ``BASE_IMAGE`` is the tag ``twinbuild build`` gives the base of that
+    architecture, from the one derivation (``engine.base.base_tag``); it needs mmdebstrap
+    installed (its version is an input), and where it is not the rendering says so instead of
+    naming a tag that does not exist.
     """
     manifest = load(options.manifest)
+    variant = manifest.variant(options.variant)
+    image = manifest.image(variant.name, options.arch or variant.archs[0])
     if options.profile != "local":
-        return render(manifest, options.platform, options.profile, mirrors=options.mirrors)
+        return render(manifest, image, options.profile, mirrors=options.mirrors)
     local = manifest.local
     try:
-        tag = base_tag(suite=local.suite, mirror=local.mirror, packages=local.packages)
+        tag = base_tag(
+            suite=local.suite, mirror=local.mirror, packages=local.packages, arch=image.arch
+        )
     except TwinbuildError as exc:
-        rendered = render(manifest, options.platform, "local", mirrors=options.mirrors,
+        rendered = render(manifest, image, "local", mirrors=options.mirrors,
                           local_base=UNKNOWN_BASE)  # fmt: skip
         return replace(
             rendered, notes=[f"BASE_IMAGE: unknown until mmdebstrap is installed ({exc})"]
         )
-    return render(manifest, options.platform, "local", local_base=tag, mirrors=options.mirrors)
+    return render(manifest, image, "local", local_base=tag, mirrors=options.mirrors)

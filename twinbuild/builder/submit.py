@@ -31,7 +31,7 @@ def run_build(
     cache_from: Sequence[str] = (),
 ) -> str:
     """Build ``context`` untagged; the image id, or BuildFailed/DiskFull/EngineError."""
-    stream = BuildStream(log_path, say, label=f"{rendered.platform}/{rendered.profile}")
+    stream = BuildStream(log_path, say, label=f"{rendered.image.name}/{rendered.profile}")
     kinds: list[Builder] = ["buildkit", "classic"] if choice == "auto" else [choice]
     with tar_context(context) as tar:
         try:
@@ -44,6 +44,7 @@ def run_build(
                         labels=labels, target=rendered.target,
                         network="none" if rendered.profile == "local" else "host", builder=kind,
                         cache_from=cache_from if kind == "buildkit" else (),
+                        platform=rendered.arch,
                     )  # fmt: skip
                     break
                 except BuilderUnavailable:
@@ -61,14 +62,14 @@ def run_build(
             stream.close()
             raise EngineError(
                 f"{engine.docker_host}: the engine went away during the build of "
-                f"{rendered.platform} ({type(exc).__name__}: {str(exc)[:160]}); nothing was tagged"
+                f"{rendered.image} ({type(exc).__name__}: {str(exc)[:160]}); nothing was tagged"
             ) from exc
     if image_id is None:
         tail = stream.tail(LOG_TAIL)
         if "no space left on device" in tail.lower():
-            raise DiskFull(f"{rendered.platform}: disk full during the build; see {log_path}")
+            raise DiskFull(f"{rendered.image}: disk full during the build; see {log_path}")
         raise BuildFailed(
-            f"{rendered.platform}: build failed at {stream.failed_step or 'an unknown step'}; "
+            f"{rendered.image}: build failed at {stream.failed_step or 'an unknown step'}; "
             f"nothing was tagged; whole log: {log_path}\n" + tail
         )
     return image_id

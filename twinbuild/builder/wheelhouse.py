@@ -4,6 +4,10 @@ Containers here do not trust the machine's TLS egress, so nothing is downloaded 
 host's pip (with the host's configuration) fills a wheelhouse per layer in the build context, and
 git pins come from local mirrors copied into the context, installed as ``git+file://...@COMMIT`` so
 pip records the commit (PEP 610) exactly as a production install from GitHub would.
+
+Wheels are kept per architecture (``<cache>/wheels/<amd64|arm64>/<requirement>/``): for an image
+of an architecture this host does not run, the host's pip downloads that architecture's wheels
+(``--platform manylinux_2_*_aarch64 --python-version 3.11``: the Debian base's CPython).
 """
 
 from __future__ import annotations
@@ -18,12 +22,16 @@ from pathlib import Path
 from typing import TypeVar
 
 from twinbuild.errors import BuildFailed, ConfigError, DiskFull
-from twinbuild.manifest.model import ResolvedPin
+from twinbuild.manifest.model import ARCH_NAMES, MACHINES, Arch, ResolvedPin
 from twinbuild.manifest.render import GENERATED, Rendered, requirement
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.git import run_git
 
 T = TypeVar("T")
+#: The local base's CPython (Debian bookworm's), for wheels of an architecture pip cannot ask.
+LOCAL_PYTHON = ("3.11", "cp311")
+#: glibc of that base: manylinux wheels up to 2.36 run there.
+GLIBC_MINOR = 36
 
 #: pip processes at once. The first run's wheel stage is CPU-bound on 2 cores (pip checks every
 #: file on a project's index page against the interpreter's tags): for the 46 pins of both
@@ -61,16 +69,19 @@ def prefetch_wheels(
         say(f"wheelhouse: another build is filling {cache}; waiting for it")
         lock.acquire()
     try:
-        missing: dict[str, tuple[ResolvedPin, str]] = {}
+        missing: dict[tuple[Arch, str], tuple[ResolvedPin, str]] = {}
         for rendered in renders:
             for pin in rendered.installed:
                 if pin.install == "pip" and pin.kind != "git":
                     req = requirement(pin)
-                    if req not in missing and not _cached(cache / "wheels" / _safe(req)):
-                        missing[req] = (pin, req)
+                    if (pin.arch, req) not in missing and not _cached(store(cache, pin.arch, req)):
+                        missing[(pin.arch, req)] = (pin, req)
         if missing:
             layers = len({pin.layer for pin, _ in missing.values()})
-            with step(f"wheelhouse: downloading {len(missing)} pins ({layers} layers)", say):
+            archs = ", ".join(sorted({ARCH_NAMES[a] for a, _ in missing}))
+            with step(
+                f"wheelhouse: downloading {len(missing)} pins ({layers} layers; {archs})", say
+            ):
                 _download_missing(
                     list(missing.values()), cache, jobs or DOWNLOAD_JOBS, per_call or PER_CALL
                 )
@@ -99,7 +110,7 @@ def download_wheels(
     for pin, req in wanted:
         target = context / GENERATED / "wheels" / pin.layer
         target.mkdir(parents=True, exist_ok=True)
-        for wheel in (cache / "wheels" / _safe(req)).iterdir():
+        for wheel in store(cache, pin.arch, req).iterdir():
             _link(wheel, target / wheel.name)
         counts[pin.layer] = counts.get(pin.layer, 0) + 1
     for layer_file in rendered.files:
@@ -115,9 +126,9 @@ def _cached(store: Path) -> bool:
 def _download_missing(
     missing: Sequence[tuple[ResolvedPin, str]], cache: Path, jobs: int, per_call: int
 ) -> None:
-    groups: dict[tuple[str, str | None], list[tuple[ResolvedPin, str]]] = {}
+    groups: dict[tuple[Arch, str, str | None], list[tuple[ResolvedPin, str]]] = {}
     for pin, req in missing:
-        groups.setdefault((pin.layer, pin.values.index), []).append((pin, req))
+        groups.setdefault((pin.arch, pin.layer, pin.values.index), []).append((pin, req))
     from concurrent.futures import ThreadPoolExecutor  # here: a no-op build downloads nothing
 
     calls = [call for group in groups.values() for call in split_evenly(group, per_call)]
@@ -148,12 +159,12 @@ def _download_group(group: Sequence[tuple[ResolvedPin, str]], cache: Path) -> No
 
     When that call fails, each pin is fetched alone so the error names the pin at fault.
     """
-    index = group[0][0].values.index
+    index, arch = group[0][0].values.index, group[0][0].arch
     batch = cache / "wheels" / f".batch-{os.getpid()}-{threading.get_ident()}"
     shutil.rmtree(batch, ignore_errors=True)
     batch.mkdir(parents=True)
     try:
-        proc = _pip(batch, [req for _, req in group], index)
+        proc = _pip(batch, [req for _, req in group], index, arch)
         files = list(batch.iterdir()) if proc.returncode == 0 else []
         alone: list[tuple[ResolvedPin, str]] = []
         for pin, req in group:
@@ -161,11 +172,11 @@ def _download_group(group: Sequence[tuple[ResolvedPin, str]], cache: Path) -> No
             if len(mine) != 1:  # failed call, or a file we cannot attribute: fetch it alone
                 alone.append((pin, req))
                 continue
-            _file(mine, cache / "wheels" / _safe(req))
+            _file(mine, store(cache, arch, req))
     finally:
         shutil.rmtree(batch, ignore_errors=True)
     for pin, req in alone:
-        _pip_download(req, cache / "wheels" / _safe(req), pin.name, index)
+        _pip_download(req, store(cache, arch, req), pin.name, index, arch)
 
 
 def _names_dist(filename: str, dist: str) -> bool:
@@ -199,30 +210,52 @@ def _file(files: Sequence[Path], store: Path) -> None:
     partial.rename(store)
 
 
-def _pip(dest: Path, reqs: Sequence[str], index: str | None) -> subprocess.CompletedProcess[str]:
+def store(cache: Path, arch: Arch, req: str) -> Path:
+    """The cache folder of one requirement's files for one architecture."""
+    return cache / "wheels" / ARCH_NAMES[arch] / _safe(req)
+
+
+def platform_args(arch: Arch, machine: str | None = None) -> list[str]:
+    """pip's flags for another architecture's wheels (none for this host's own): its manylinux
+    tags down to 2.17, the base's CPython and ABIs. ``--no-deps`` lets sdists through too."""
+    import platform
+
+    if MACHINES[arch] == (machine or platform.machine()):
+        return []
+    tag = MACHINES[arch]
+    found = [f"manylinux_2_{n}_{tag}" for n in range(GLIBC_MINOR, 16, -1)]
+    args = [f"--platform={t}" for t in (*found, f"manylinux2014_{tag}", f"linux_{tag}")]
+    version, abi = LOCAL_PYTHON
+    return [*args, f"--python-version={version}", "--implementation=cp", f"--abi={abi}",
+            "--abi=abi3", "--abi=none"]  # fmt: skip
+
+
+def _pip(
+    dest: Path, reqs: Sequence[str], index: str | None, arch: Arch
+) -> subprocess.CompletedProcess[str]:
     argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-            "--quiet", "-d", str(dest), *reqs]  # fmt: skip
+            "--quiet", *platform_args(arch), "-d", str(dest), *reqs]  # fmt: skip
     if index:
         argv[4:4] = ["--extra-index-url", index]
     return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
-def _pip_download(req: str, store: Path, name: str, index: str | None) -> None:
-    partial = store.with_name(store.name + ".partial")
+def _pip_download(req: str, folder: Path, name: str, index: str | None, arch: Arch) -> None:
+    partial = folder.with_name(folder.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
-    proc = _pip(partial, [req], index)
+    proc = _pip(partial, [req], index, arch)
     if proc.returncode != 0:
         shutil.rmtree(partial, ignore_errors=True)
         tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
         if "No space left" in proc.stderr:
-            raise DiskFull(f"pip download {req}: no space left on device under {store.parent}")
+            raise DiskFull(f"pip download {req}: no space left on device under {folder.parent}")
         raise BuildFailed(
-            f"pins.{name}: pip could not download '{req}' for the local profile: {tail}; "
-            f'fix the pin, or set local = "skip: why" on it'
+            f"pins.{name}: pip could not download '{req}' for the local profile ({arch}): "
+            f'{tail}; fix the pin, or set local = "skip: why" on it'
         )
-    shutil.rmtree(store, ignore_errors=True)
-    partial.rename(store)
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)
 
 
 def copy_mirrors(rendered: Rendered, context: Path, mirrors: Mapping[str, str]) -> None:

@@ -6,8 +6,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest_path, mirrors, repo_manifest, root
-from twinbuild.manifest.model import PLATFORMS, PROFILES
+from twinbuild.cli.common import (
+    add_common,
+    add_variant,
+    manifest_path,
+    mirrors,
+    repo_manifest,
+    root,
+)
+from twinbuild.manifest.model import PROFILES
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -16,7 +23,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     request = BuildRequest(
         manifest=manifest_path(args),
-        platform=args.platform,
+        variant=args.variant,
+        arch=args.arch,
         jobs=args.jobs,
         verbose=args.verbose,
         registry=args.registry,
@@ -42,8 +50,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         root=root(args),
         base=args.base,
         github_output=args.github_output,
+        format=args.format,
     )
-    sys.stdout.write(plan_change(options).text())
+    result = plan_change(options)
+    if options.format == "json":
+        import json
+
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(result.text())
     return 0
 
 
@@ -62,16 +77,18 @@ def cmd_bake(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("build", help="build both images (or --platform P); skip up-to-date ones")
+    p = sub.add_parser(
+        "build", help="build each variant's images (or --variant NAME); skip up-to-date ones"
+    )
     add_common(p)
-    p.add_argument("--platform", choices=PLATFORMS)
+    add_variant(p, every="the [local] variants; every variant in production")
     p.add_argument("--profile", choices=PROFILES, default="local")
     p.add_argument("--force", action="store_true", help="build even when up to date")
     p.add_argument(
         "-v", "--verbose", action="store_true",
         help="list each pin the profile leaves out (default: one line saying how many)",
     )  # fmt: skip
-    p.add_argument("--jobs", type=int, default=1, help="build platforms concurrently")
+    p.add_argument("--jobs", type=int, default=1, help="images built concurrently")
     p.add_argument(
         "--builder", choices=("auto", "buildkit", "classic"), default="auto",
         help="BuildKit where the engine has it, else the classic builder (default: auto)",
@@ -104,8 +121,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--github-output",
         action="store_true",
-        help="append cuda=, rocm=, any= and reasons to $GITHUB_OUTPUT",
+        help="append <image>=, <variant>=, any=, matrix= (the local images to build) and "
+        "reasons to $GITHUB_OUTPUT",
     )
+    p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("bake", help="write a docker buildx bake file for the production images")

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import DEFAULT_PATH
+from twinbuild.manifest.model import ARCHS, DEFAULT_PATH
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -23,6 +23,19 @@ def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
             "--root",
             help=f"repository root holding images/ (default: the nearest folder at or above the "
             f"current one that has {DEFAULT_PATH}, as git finds .git)",
+        )
+
+
+def add_variant(parser: argparse.ArgumentParser, *, every: str, arch: bool = True) -> None:
+    """``--variant NAME`` (a variant of the manifest; ``every`` says what its absence means) and
+    ``--arch`` (one of its architectures)."""
+    parser.add_argument(
+        "--variant", metavar="NAME",
+        help=f"one variant of the manifest (`twinbuild variants` lists them; default: {every})",
+    )  # fmt: skip
+    if arch:
+        parser.add_argument(
+            "--arch", choices=ARCHS, help="one architecture (default: every one it builds)"
         )
 
 

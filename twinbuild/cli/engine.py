@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from twinbuild.cli.common import add_common, manifest_path
+from twinbuild.manifest.model import ARCHS
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
@@ -33,7 +34,14 @@ def cmd_engine(args: argparse.Namespace) -> int:
 def cmd_base(args: argparse.Namespace) -> int:
     from twinbuild.engine.base import BaseOptions, base_for
 
-    print(base_for(BaseOptions(manifest=manifest_path(args))).describe())
+    print(base_for(BaseOptions(manifest=manifest_path(args), arch=args.arch)).describe())
+    return 0
+
+
+def cmd_binfmt(args: argparse.Namespace) -> int:
+    from twinbuild.engine.binfmt import BinfmtOptions, binfmt
+
+    print(binfmt(BinfmtOptions(arch=args.arch)).describe())
     return 0
 
 
@@ -55,15 +63,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_engine)
 
     p = sub.add_parser(
-        "prune", help="remove untagged twinbuild images beyond the newest N per platform"
+        "binfmt",
+        help="register QEMU for an architecture this host runs only emulated (root): installs "
+        "qemu-user-static and binfmt-support, mounts binfmt_misc, update-binfmts --enable",
+    )
+    p.add_argument("--arch", choices=ARCHS, default="linux/arm64", help="default: linux/arm64")
+    p.set_defaults(func=cmd_binfmt)
+
+    p = sub.add_parser(
+        "prune", help="remove untagged twinbuild images beyond the newest N per image"
     )
     p.add_argument(
         "--keep", type=int, default=1, metavar="N",
-        help="untagged images to keep per platform and profile, newest first: a rebuild leaves "
+        help="untagged images to keep per image and profile, newest first: a rebuild leaves "
         "the previous one untagged, ready to re-tag for a fast revert (default: %(default)s)",
     )  # fmt: skip
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("base", help="build (or reuse) the embedded Debian base image")
     add_common(p, root=False)  # the base needs the manifest's [local] table alone
+    p.add_argument(
+        "--arch", choices=ARCHS,
+        help="the base's architecture (default: this host's); another one is made under QEMU",
+    )  # fmt: skip
     p.set_defaults(func=cmd_base)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS
+from twinbuild.manifest.model import ARCHS, DEFAULT_PATH
 
 # Each handler types its arguments; twinbuild.cli.evidence_handlers (and cryptography) load only
 # when one runs.
@@ -17,7 +17,8 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     return record(
         RecordOptions(
-            platform=args.platform, report_dir=Path(args.report_dir), out=Path(args.out),
+            variant=args.variant, arch=args.arch, report_dir=Path(args.report_dir),
+            out=Path(args.out),
             commit=args.commit, pr=args.pr, repo=Path(args.repo), manifest=Path(args.manifest),
         )
     )  # fmt: skip
@@ -110,20 +111,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     group = sub.add_parser("evidence", help="record, sign, verify and gate on GPU evidence")
     ev = group.add_subparsers(dest="evidence_command", required=True, metavar="EVIDENCE_COMMAND")
     p = ev.add_parser("record", help="build the in-toto statement from a smoke report")
-    p.add_argument("--platform", choices=PLATFORMS, required=True)
+    p.add_argument("--variant", required=True, metavar="NAME")
+    p.add_argument("--arch", choices=ARCHS, required=True)
     p.add_argument(
         "--report-dir",
         required=True,
-        help="folder holding the smoke report smoke-<platform>-<profile>.json",
+        help="folder holding the smoke report smoke-<variant>-<arch>-<profile>.json",
     )
-    p.add_argument("--out", required=True, help="folder for <platform>.statement.json")
+    p.add_argument("--out", required=True, help="folder for <variant>-<arch>.statement.json")
     _validated_arguments(p)
     p.set_defaults(func=cmd_record)
     p = ev.add_parser("sign", help="sign statements into DSSE envelopes (ed25519)")
     p.add_argument(
         "--in", dest="statements", required=True, help="folder searched for *.statement.json"
     )
-    p.add_argument("--out", required=True, help="folder for <platform>.dsse.json")
+    p.add_argument("--out", required=True, help="folder for <variant>-<arch>.dsse.json")
     p.add_argument("--key", help="private key file outside the work tree (default: env secret)")
     _validated_arguments(p)
     p.set_defaults(func=cmd_sign)
@@ -152,7 +154,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--reviews", metavar="FILE",
         help="the PR's reviews as GitHub's list-reviews API answers (gh api --paginate --slurp)",
     )  # fmt: skip
-    p.add_argument("--evidence-ref", help="git ref carrying evidence/<platform>.dsse.json")
+    p.add_argument("--evidence-ref", help="git ref carrying evidence/<variant>-<arch>.dsse.json")
     p.add_argument("--evidence", action="append", default=[], help="an evidence file")
     p.add_argument("--keys", default="evidence/keys")
     p.add_argument("--manifest", default=str(DEFAULT_PATH))

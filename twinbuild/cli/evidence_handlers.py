@@ -26,6 +26,7 @@ from twinbuild.evidence.options import (
     TriggerOptions,
     VerifyOptions,
 )
+from twinbuild.manifest.model import ImageKey
 from twinbuild.util import github
 from twinbuild.util.atomic import plain_folder
 
@@ -35,17 +36,16 @@ REPORT = "report.json"
 def record(options: RecordOptions) -> int:
     about = validated(options.commit, options.pr, repo=options.repo, manifest=options.manifest)
     folder = options.report_dir
-    found = sorted(folder.glob(f"smoke-{options.platform}-*.json"))
+    image = ImageKey(variant=options.variant, arch=options.arch)
+    found = sorted(folder.glob(f"smoke-{image.name}-*.json"))
     report = found[0] if len(found) == 1 else folder / REPORT
     now = datetime.now(UTC)
     statement = evidence.record(report, env=os.environ, now=now, validated=about)
-    if statement.predicate.platform != options.platform:
-        raise ConfigError(
-            f"{report}: the report is for {statement.predicate.platform}, not {options.platform}"
-        )
-    out = plain_folder(options.out) / f"{options.platform}.statement.json"
+    if statement.predicate.image != image:
+        raise ConfigError(f"{report}: the report is for {statement.predicate.image}, not {image}")
+    out = plain_folder(options.out) / f"{image.name}.statement.json"
     evidence.save(statement, out)
-    print(f"{options.platform}: verdict {statement.predicate.results.verdict} -> {out}")
+    print(f"{image}: verdict {statement.predicate.results.verdict} -> {out}")
     return 0
 
 
@@ -59,9 +59,9 @@ def sign(options: SignOptions) -> int:
             f"{options.statements}: no *.statement.json to sign; run `evidence record` first"
         )
     for path in found:
-        platform = path.name.removesuffix(".statement.json")
+        name = path.name.removesuffix(".statement.json")
         signed = evidence.sign(
-            path, options.out / f"{platform}.dsse.json", key=key, validated=about,
+            path, options.out / f"{name}.dsse.json", key=key, validated=about,
             env=os.environ if in_actions else None,
         )  # fmt: skip
         print(f"{signed.path}: signed by {signed.keyid[:16]}")
@@ -82,7 +82,7 @@ def verify(options: VerifyOptions) -> int:
         checked = evidence.verify(path, trusted=trusted)
         predicate = checked.statement.predicate
         print(
-            f"{checked.path}: {predicate.platform} signed by {checked.keyids[0][:16]}, "
+            f"{checked.path}: {predicate.image} signed by {checked.keyids[0][:16]}, "
             f"verdict {predicate.results.verdict}"
         )
     return 0
@@ -100,7 +100,7 @@ def _verify_image(
     for checked in verify_attached(ref, keys=trusted):
         p = checked.statement.predicate
         print(
-            f"{ref}: {p.platform} evidence signed by {checked.keyids[0][:16]}, verdict "
+            f"{ref}: {p.image} evidence signed by {checked.keyids[0][:16]}, verdict "
             f"{p.results.verdict}, {p.results.counts.passed} passed on "
             f"{p.gpu.model if p.gpu else 'no GPU'}, commit {p.source.commit[:12]} ({p.source.ref})"
         )

@@ -1,29 +1,70 @@
-"""``twinbuild render``: exactly what a build of a platform receives."""
+"""``twinbuild render`` (exactly what a build of one image receives) and ``twinbuild variants``
+(the manifest's variants, and the workflows' matrices)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from twinbuild.cli.common import add_common, manifest_path, mirrors
-from twinbuild.manifest.model import PLATFORMS, PROFILES
+from twinbuild.manifest.model import ARCHS, PROFILES
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     from twinbuild.builder.render import RenderOptions, render_manifest
 
     options = RenderOptions(
-        manifest=manifest_path(args), platform=args.platform, profile=args.profile,
-        mirrors=mirrors(args.mirrors),
+        manifest=manifest_path(args), variant=args.variant, arch=args.arch,
+        profile=args.profile, mirrors=mirrors(args.mirrors),
     )  # fmt: skip
     sys.stdout.write(render_manifest(options).text())
     return 0
 
 
+def cmd_variants(args: argparse.Namespace) -> int:
+    if args.matrix is not None:
+        from twinbuild.ci.matrix import MatrixOptions, matrix_for
+
+        options = MatrixOptions(
+            manifest=manifest_path(args), job=args.matrix, scope=args.scope,
+            required_by=Path(args.required_by) if args.required_by else None,
+            github_output=args.github_output,
+        )  # fmt: skip
+        print(matrix_for(options).json())
+        return 0
+    from twinbuild.manifest.listing import VariantsOptions, variants
+
+    sys.stdout.write(variants(VariantsOptions(manifest=manifest_path(args), format=args.format)))
+    return 0
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("render", help="print exactly what a build of PLATFORM receives")
+    p = sub.add_parser(
+        "variants", help="list the manifest's variants (--format json); --matrix for workflows"
+    )
+    add_common(p, root=False)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument(
+        "--matrix", choices=("build", "gpu"),
+        help="print (and with --github-output write) the job matrix of the images a run builds "
+        "or GPU-tests, each with its runner labels",
+    )  # fmt: skip
+    p.add_argument(
+        "--for", dest="scope", choices=("pr", "nightly"), default="pr",
+        help="pr: the variants the gate requires; nightly: every one that can build",
+    )  # fmt: skip
+    p.add_argument(
+        "--required-by", metavar="MANIFEST",
+        help="also the variants this manifest (the default branch's) gates",
+    )  # fmt: skip
+    p.add_argument("--github-output", action="store_true", help="write matrix= and any=")
+    p.set_defaults(func=cmd_variants)
+
+    p = sub.add_parser("render", help="print exactly what a build of one image of VARIANT receives")
     add_common(p, root=False)  # a render reads the manifest alone
-    p.add_argument("platform", choices=PLATFORMS)
+    p.add_argument("variant", metavar="VARIANT", help="a variant (`twinbuild variants`)")
+    p.add_argument("--arch", choices=ARCHS, help="default: the variant's first architecture")
     # The same default as `twinbuild build`, so both describe the same build.
     p.add_argument("--profile", choices=PROFILES, default="local", help="default: local")
     p.add_argument(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from twinbuild.cli.common import add_common, manifest_path, repo_manifest, root
-from twinbuild.manifest.model import PLATFORMS
 
 
 def cmd_pins_table(args: argparse.Namespace) -> int:
@@ -23,8 +23,9 @@ def cmd_pins_bump(args: argparse.Namespace) -> int:
         name=args.name,
         commit=args.commit,
         version=args.version,
+        fetch=args.fetch,
         why=args.why,
-        platform=args.platform,
+        variant=args.variant,
         diverge=args.diverge,
         reason=args.reason,
     )
@@ -32,6 +33,17 @@ def cmd_pins_bump(args: argparse.Namespace) -> int:
         manifest=manifest_path(args), upstream=args.upstream, dry_run=args.dry_run, request=request
     )
     sys.stdout.write(bump_pin(options).report())
+    return 0
+
+
+def cmd_pins_lock(args: argparse.Namespace) -> int:
+    from twinbuild.pins.lock import LockOptions, lock_pins
+
+    options = LockOptions(
+        manifest=manifest_path(args), lock=Path(args.lock), why=args.why,
+        miles_commit=args.miles_commit, dry_run=args.dry_run,
+    )  # fmt: skip
+    sys.stdout.write(lock_pins(options).report())
     return 0
 
 
@@ -51,24 +63,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pins = sub.add_parser("pins", help="look at and move pins").add_subparsers(
         dest="pins_command", required=True, metavar="PINS_COMMAND"
     )
-    p = pins.add_parser("table", help="side-by-side markdown table of both images' pins")
+    p = pins.add_parser("table", help="markdown table of every variant's pins, side by side")
     add_common(p, root=False)  # the table reads the manifest alone
     p.set_defaults(func=cmd_pins_table)
 
-    p = pins.add_parser("bump", help="move one pin on every platform that carries it")
+    p = pins.add_parser("bump", help="move one pin on every variant that carries it")
     add_common(p, root=False)  # a bump edits the manifest alone
     p.add_argument("name", help="pin name, e.g. torch_memory_saver")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--commit", help="full 40-hex commit (git pins)")
     what.add_argument("--version", help="exact version (pypi, url, apt pins)")
+    what.add_argument(
+        "--fetch", action="store_true",
+        help="url pins: download what each url names and pin its sha256 (needs the network)",
+    )  # fmt: skip
     p.add_argument("--why", required=True, help="the new pin's provenance (PR, release, merge)")
-    p.add_argument("--platform", choices=PLATFORMS, help="move only this platform")
+    p.add_argument("--variant", metavar="NAME", help="move only this variant or group")
     p.add_argument(
         "--diverge",
         action="store_true",
-        help="allow --platform to split a symmetric pin (needs --reason)",
+        help="allow --variant to split a symmetric pin (needs --reason)",
     )
-    p.add_argument("--reason", help="why the platforms differ (written as divergence)")
+    p.add_argument(
+        "--reason", help="why the variant differs (written as divergence = { NAME = ... })"
+    )
     p.add_argument(
         "--upstream",
         metavar="PATH_OR_URL",
@@ -76,6 +94,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
     p.set_defaults(func=cmd_pins_bump)
+
+    p = pins.add_parser(
+        "lock",
+        help="pin the SGLang, Megatron-LM (and miles) commits of upstream's release-lock.json "
+        "on every variant",
+    )
+    add_common(p, root=False)
+    p.add_argument("lock", metavar="RELEASE_LOCK", help="upstream's release-lock.json")
+    p.add_argument("--why", required=True, help="the release the lock is of")
+    p.add_argument("--miles-commit", help="the miles commit the release tags (not in the lock)")
+    p.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
+    p.set_defaults(func=cmd_pins_lock)
 
     p = pins.add_parser(
         "diff",

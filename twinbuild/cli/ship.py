@@ -6,7 +6,8 @@ import argparse
 import os
 from pathlib import Path
 
-from twinbuild.manifest.model import PLATFORMS, PROFILES
+from twinbuild.cli.common import add_variant
+from twinbuild.manifest.model import DEFAULT_PATH, PROFILES
 
 
 def cmd_registry(args: argparse.Namespace) -> int:
@@ -32,10 +33,13 @@ def cmd_push(args: argparse.Namespace) -> int:
     output = os.environ.get("GITHUB_OUTPUT")
     options = PushOptions(
         root=Path(args.root),
-        platform=args.platform,
+        manifest=Path(args.manifest) if args.manifest else Path(args.root) / DEFAULT_PATH,
+        variant=args.variant,
+        arch=args.arch,
         profile=args.profile,
         registry=args.registry,
         github_output=Path(output) if output else None,
+        index=tuple(args.index),
     )
     push_images(options)
     return 0
@@ -45,10 +49,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     from twinbuild.ship.release import ReleaseRequest, release_image
 
     request = ReleaseRequest(
-        platform=args.platform,
+        variant=args.variant,
         image=args.image,
         tag=args.tag,
-        evidence=Path(args.evidence) if args.evidence else None,
+        evidence=tuple(Path(e) for e in args.evidence),
         evidence_ref=args.evidence_ref,
         keys=Path(args.keys),
         repository=args.repository,
@@ -77,8 +81,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("push", help="push the built images; print REPOSITORY@sha256:DIGEST")
     p.add_argument("--root", default=".", help="repository root holding build/ (default: .)")
-    p.add_argument("--platform", choices=PLATFORMS, help="default: both")
+    p.add_argument("--manifest", help=f"pin manifest (default: <root>/{DEFAULT_PATH})")
+    add_variant(p, every="the [local] variants; every variant in production")
     p.add_argument("--profile", choices=PROFILES, default="local")
+    p.add_argument(
+        "--index", action="append", default=[], metavar="REPO@sha256:DIGEST",
+        help="with --variant: make its image index of these pushed images, one per "
+        "architecture (each built on a machine of its own), instead of pushing",
+    )  # fmt: skip
     p.add_argument(
         "--registry", help="a real registry HOST[:PORT] (default: TWINBUILD_REGISTRY, else private)"
     )
@@ -87,12 +97,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "release", help="tag a pushed digest, only with its signed GPU evidence stored beside it"
     )
-    p.add_argument("--platform", choices=PLATFORMS, required=True)
-    p.add_argument("--image", required=True, metavar="REPO@sha256:DIGEST")
+    p.add_argument(
+        "--variant", metavar="NAME", help="default: the one whose repository --image is in"
+    )
+    p.add_argument(
+        "--image", required=True, metavar="REPO@sha256:DIGEST",
+        help="an image, or a variant's image index (every architecture it names needs evidence)",
+    )  # fmt: skip
     p.add_argument("--tag", required=True, help="the release tag to point at the digest")
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--evidence", help="the DSSE envelope file (<platform>.dsse.json)")
-    g.add_argument("--evidence-ref", help="git ref carrying evidence/<platform>.dsse.json")
+    g.add_argument(
+        "--evidence", action="append", default=[],
+        help="a DSSE envelope (<variant>-<arch>.dsse.json); one per architecture",
+    )  # fmt: skip
+    g.add_argument("--evidence-ref", help="git ref carrying evidence/<variant>-<arch>.dsse.json")
     p.add_argument("--keys", default="evidence/keys", help="trusted public keys (default branch)")
     p.add_argument("--repository", help="OWNER/NAME whose runs count (default: GITHUB_REPOSITORY)")
     p.add_argument("--repository-id", help="its numeric id (default: GITHUB_REPOSITORY_ID)")

@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest_path, root
-from twinbuild.manifest.model import PLATFORMS, PROFILES
+from twinbuild.cli.common import add_common, add_variant, manifest_path, root
+from twinbuild.manifest.model import PROFILES
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
     from twinbuild.smoke.runner import SmokeOptions, smoke_images
 
     options = SmokeOptions(
-        manifest=manifest_path(args), root=root(args), platform=args.platform,
+        manifest=manifest_path(args), root=root(args), variant=args.variant, arch=args.arch,
         profile=args.profile, image=args.image, host=args.host, gpu=args.gpu,
         python=args.python, rerun_failed_once=args.rerun_failed_once, verbose=args.verbose,
         report_dir=Path(args.report_dir) if args.report_dir else root(args) / "build/smoke",
@@ -21,7 +21,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
     for o in smoke_images(options):
         c = o.summary.counts
         print(
-            f"smoke {o.summary.platform} ({o.summary.profile}): {c.describe()} in "
+            f"smoke {o.summary.image_key.name} ({o.summary.profile}): {c.describe()} in "
             f"{o.seconds:.1f}s -> {o.paths['json']}"
         )
     return 0
@@ -34,7 +34,7 @@ def cmd_gpu_proof(args: argparse.Namespace) -> int:
         return Path(value) if value else None
 
     options = ProofOptions(
-        manifest=manifest_path(args), platform=args.platform, python=args.python,
+        manifest=manifest_path(args), variant=args.variant, python=args.python,
         tms=path(args.tms), tms_broken=path(args.tms_broken), perf=path(args.perf),
         kernel_ok=path(args.kernel_ok), kernel_wrong=path(args.kernel_wrong),
         library_path=args.library_path, report=Path(args.report), dry_run=args.dry_run,
@@ -50,7 +50,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "smoke", help="check built images (by id, network none) against the manifest"
     )
     add_common(p)
-    p.add_argument("--platform", choices=PLATFORMS, help="default: both")
+    add_variant(p, every="the [local] variants' built images (every variant in production)")
     p.add_argument("--profile", choices=PROFILES, help="default: local for built images")
     p.add_argument("--image", metavar="REF", help="check any image (resolved to its id first)")
     p.add_argument(
@@ -82,7 +82,12 @@ def _register_proof(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "fail on (scripts/gpu-proof.sh builds what it needs)",
     )
     add_common(p, root=False)
-    p.add_argument("--platform", choices=PLATFORMS, default="cuda", help="default: cuda")
+    p.add_argument(
+        "--variant",
+        default="cu13",
+        metavar="NAME",
+        help="whose vendor, toolkit, GPU targets and floors (default: cu13)",
+    )
     p.add_argument("--python", default="python3", help="the interpreter holding torch")
     p.add_argument("--tms", metavar="DIR", help="folder holding the pinned torch_memory_saver")
     p.add_argument("--tms-broken", metavar="DIR", help="the same for its pre-fix parent")

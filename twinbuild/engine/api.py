@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, Protocol, get_args
 
 from twinbuild.errors import ConfigError, EngineError
+from twinbuild.manifest.model import Arch
 
 Network = Literal["none", "host"]
 Builder = Literal["buildkit", "classic"]
@@ -128,6 +129,7 @@ class EngineAPI(Protocol):
         network: Network,
         builder: Builder,
         cache_from: Sequence[str] = (),
+        platform: str | None = None,
     ) -> Iterator[dict[str, Any]]: ...
     def inspect_image(self, ref: str) -> Mapping[str, Any] | None: ...
     def image_exists(self, ref: str) -> bool: ...
@@ -139,8 +141,9 @@ class EngineAPI(Protocol):
         self,
         tar_path: Path,
         *,
+        arch: Arch,
         labels: Mapping[str, str] | None = None,
-        changes: Sequence[str] = (),
+        cmd: Sequence[str] = ("/bin/bash",),
     ) -> str: ...
     def tag(self, image: str, ref: str) -> None: ...
     def remove_image(self, ref: str, *, force: bool = False, prune: bool = True) -> None: ...

@@ -1,10 +1,13 @@
 """The embedded default base image (`twinbuild base`): a Debian minbase root filesystem.
 
 No registry can be reached for a base image, so the local profile starts from one we make:
-``mmdebstrap --variant=minbase`` with the manifest's ``[local]`` packages, tarred and imported into
-the engine as ``twinbuild/base:<hash prefix>``. The hash covers every input (suite, mirror,
-packages, mmdebstrap version, host arch, this module's format), so the tag names its content and a
-second call with the same inputs reuses the image without running mmdebstrap.
+``mmdebstrap --variant=minbase --architectures=<arch>`` with the manifest's ``[local]`` packages,
+tarred and loaded into the engine as an image of that architecture (``engine.archive``), tagged
+``twinbuild/base:<hash prefix>``. The hash covers every input (suite, mirror, packages,
+mmdebstrap version, architecture, this module's format), so the tag names its content and a
+second call with the same inputs reuses the image without running mmdebstrap. An architecture
+this host does not run natively (arm64 on x86_64) is made under QEMU (``engine.binfmt``): the
+same packages, configured by their own maintainer scripts, only slower.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twinbuild.engine import binfmt
 from twinbuild.engine.host import APT_INSTALL, run_command, which
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
+from twinbuild.manifest.model import ARCH_NAMES, Arch
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.paths import cache_root
 
@@ -33,9 +38,11 @@ if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK cost
 
 REPOSITORY = "twinbuild/base"
 INPUTS_LABEL = "org.twinbuild.base-inputs"
-FORMAT = 2  # bump when the way the root filesystem is made changes (2: mmdebstrap, not debootstrap)
+# Bump when the way the base is made changes (2: mmdebstrap, not debootstrap; 3: any
+# architecture, loaded as a one-layer archive that names it).
+FORMAT = 3
 HASH_PREFIX = 12
-CHANGES = ('CMD ["/bin/bash"]',)
+CMD = ("/bin/bash",)
 LOG_TAIL_LINES = 5
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"  # debian-archive-keyring's
 
@@ -54,7 +61,7 @@ class BaseInputs:
     mirror: str
     packages: tuple[str, ...]
     mmdebstrap_version: str
-    arch: str
+    arch: Arch
 
     def digest(self) -> str:
         doc = {
@@ -63,7 +70,7 @@ class BaseInputs:
             "mirror": self.mirror.rstrip("/"),
             "packages": sorted(set(self.packages)),
             "mmdebstrap": self.mmdebstrap_version,
-            "arch": self.arch,
+            "arch": ARCH_NAMES[self.arch],
         }
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
@@ -149,44 +156,45 @@ def _ensure_mmdebstrap(run: Runner, which: Which, say: Say) -> None:
         )
 
 
-def base_tag(*, suite: str, mirror: str, packages: Sequence[str], run: Runner = run_command) -> str:
-    """The tag ``ensure_base`` gives the base of these inputs on this host.
+def base_tag(
+    *,
+    suite: str,
+    mirror: str,
+    packages: Sequence[str],
+    arch: Arch,
+    run: Runner = run_command,
+) -> str:
+    """The tag ``ensure_base`` gives the ``arch`` base of these inputs on this host.
 
     ``twinbuild render --profile local`` shows it and ``twinbuild build`` builds on it: one
     derivation, so render prints the tag the build really uses. Needs mmdebstrap installed (its
     version is an input).
     """
-    return base_inputs(suite=suite, mirror=mirror, packages=packages, run=run).tag
+    return base_inputs(suite=suite, mirror=mirror, packages=packages, arch=arch, run=run).tag
 
 
 def base_inputs(
-    *, suite: str, mirror: str, packages: Sequence[str], run: Runner = run_command
+    *, suite: str, mirror: str, packages: Sequence[str], arch: Arch, run: Runner = run_command
 ) -> BaseInputs:
     """The inputs as they are on this host (mmdebstrap must be installed)."""
-    version, arch = _host_facts(run)
     return BaseInputs(
         suite=suite,
         mirror=mirror,
         packages=tuple(packages),
-        mmdebstrap_version=version,
+        mmdebstrap_version=_mmdebstrap_version(run),
         arch=arch,
     )
 
 
-_HOST_FACTS: list[tuple[str, str]] = []
+_HOST_FACTS: list[str] = []
 
 
-def _host_facts(run: Runner) -> tuple[str, str]:
-    """mmdebstrap's version and the host architecture (asked of the real host once a process)."""
+def _mmdebstrap_version(run: Runner) -> str:
+    """mmdebstrap's version (asked of the real host once a process)."""
     found = _HOST_FACTS[0] if _HOST_FACTS and run is run_command else None
     if found is None:
-        found = (
-            _must(
-                run,
-                ["dpkg-query", "-W", "-f=${Version}", "mmdebstrap"],
-                "read mmdebstrap version",
-            ),
-            _must(run, ["dpkg", "--print-architecture"], "read host architecture"),
+        found = _must(
+            run, ["dpkg-query", "-W", "-f=${Version}", "mmdebstrap"], "read mmdebstrap version"
         )
         if run is run_command:
             _HOST_FACTS.append(found)
@@ -256,6 +264,7 @@ def _bootstrap(inputs: BaseInputs, rootfs: Path, cache: Path, run: Runner) -> No
         "--variant=minbase",
         "--mode=root",
         "--format=directory",
+        f"--architectures={ARCH_NAMES[inputs.arch]}",
         # Named, not looked up: on a host that is not Debian (an Ubuntu runner) mmdebstrap finds
         # a Debian suite's keyring only with libdistro-info-perl, a recommends we do not install.
         f"--keyring={DEBIAN_KEYRING}",
@@ -284,19 +293,27 @@ def _slim(rootfs: Path) -> None:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BaseOptions:
-    """What ``twinbuild base`` was asked for: the manifest whose ``[local]`` table says how."""
+    """What ``twinbuild base`` was asked for: the manifest whose ``[local]`` table says how, and
+    the architecture (None: this host's)."""
 
     manifest: Path
+    arch: Arch | None = None
 
 
 def base_for(options: BaseOptions) -> BaseResult:
-    """Make sure the base of the manifest's ``[local]`` table is in the engine."""
+    """Make sure the base of the manifest's ``[local]`` table is in the engine; for an
+    architecture this host emulates, register QEMU's interpreter first (as root)."""
     from twinbuild.engine.client import connect
     from twinbuild.manifest.loader import load
 
     local = load(options.manifest).local  # a bad manifest fails before the engine is asked
+    arch = options.arch or binfmt.host_arch()
+    if binfmt.emulated(arch):
+        binfmt.ensure(arch, run=run_command, which=which)
     with connect() as engine:
-        return ensure_base(engine, suite=local.suite, mirror=local.mirror, packages=local.packages)
+        return ensure_base(
+            engine, suite=local.suite, mirror=local.mirror, packages=local.packages, arch=arch
+        )
 
 
 def ensure_base(
@@ -305,6 +322,7 @@ def ensure_base(
     suite: str,
     mirror: str,
     packages: Sequence[str],
+    arch: Arch,
     cache: Path | None = None,
     run: Runner = run_command,
     which: Which = which,
@@ -325,7 +343,7 @@ def ensure_base(
     cache.mkdir(parents=True, exist_ok=True)
     inputs: BaseInputs | None = None
     if which("mmdebstrap") is not None:  # the usual case, the base exists: no lock to take
-        inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
+        inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, arch=arch, run=run)
         if _existing(engine, inputs.digest(), inputs.tag) is not None:
             return _result(
                 engine, inputs.tag, inputs.digest(), built=False, total_s=clock() - start
@@ -336,7 +354,7 @@ def ensure_base(
     with filelock.FileLock(cache / "base.lock"):
         _ensure_mmdebstrap(run, which, say)
         if inputs is None:
-            inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, run=run)
+            inputs = base_inputs(suite=suite, mirror=mirror, packages=packages, arch=arch, run=run)
         inputs_hash, tag = inputs.digest(), inputs.tag
         existing = _existing(engine, inputs_hash, tag)
         # A fresh engine takes the same base from the registry rather than make a new one:
@@ -348,17 +366,22 @@ def ensure_base(
         saved = saved_rootfs(cache, inputs_hash)
         if saved.is_file():  # a fresh engine (or a pruned one): the root filesystem is made
             t1 = clock()
-            _import(engine, saved, tag, inputs_hash, suite, " from the saved root filesystem", say)
+            _import(engine, saved, inputs, " from the saved root filesystem", say)
             return _result(
                 engine, tag, inputs_hash, built=True, import_s=clock() - t1,
                 total_s=clock() - start, saved=str(saved),
             )  # fmt: skip
         _need_root("runs mmdebstrap")
+        binfmt.require(arch)  # an emulated architecture: QEMU runs its maintainer scripts
         with _workdir(cache, run) as work:
             rootfs = work / "rootfs"
             t0 = clock()
-            # About a minute with nothing to show: say so before it starts.
-            with step(f"base: mmdebstrap {suite} ({len(packages)} extra packages)", say):
+            # About a minute (several under QEMU) with nothing to show: say so before it starts.
+            how = " under QEMU" if binfmt.emulated(arch) else ""
+            with step(
+                f"base: mmdebstrap {suite} {ARCH_NAMES[arch]}{how} ({len(packages)} extra packages)",
+                say,
+            ):
                 _bootstrap(inputs, rootfs, cache, run)
             mmdebstrap_s = clock() - t0
             _slim(rootfs)
@@ -380,7 +403,7 @@ def ensure_base(
                 f"tar {rootfs}",
             )
             t1 = clock()
-            _import(engine, tar, tag, inputs_hash, suite, "", say)
+            _import(engine, tar, inputs, "", say)
             import_s = clock() - t1
             # Kept: the next engine with no such image (a test engine, a pruned or new data
             # root) imports it in seconds instead of running mmdebstrap again.
@@ -397,18 +420,17 @@ def ensure_base(
         )
 
 
-def _import(
-    engine: EngineAPI, tar: Path, tag: str, inputs_hash: str, suite: str, whence: str, say: Say
-) -> None:
-    """Import a root filesystem tar as the base image and tag it once the image is complete:
+def _import(engine: EngineAPI, tar: Path, inputs: BaseInputs, whence: str, say: Say) -> None:
+    """Load a root filesystem tar as the base image and tag it once the image is complete:
     the same for a fresh mmdebstrap and a saved root filesystem (``whence`` says which)."""
-    with step(f"base: importing {tag}{whence}", say):
+    with step(f"base: importing {inputs.tag}{whence}", say):
         image_id = engine.import_rootfs(
             tar,
-            labels={INPUTS_LABEL: inputs_hash, "org.twinbuild.base-suite": suite},
-            changes=CHANGES,
+            arch=inputs.arch,
+            labels={INPUTS_LABEL: inputs.digest(), "org.twinbuild.base-suite": inputs.suite},
+            cmd=CMD,
         )
-    engine.tag(image_id, tag)
+    engine.tag(image_id, inputs.tag)
 
 
 def saved_rootfs(cache: Path, inputs_hash: str) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, cast
@@ -34,6 +35,7 @@ from twinbuild.engine.api import (
     split_tag,
 )
 from twinbuild.errors import ConfigError, CredentialsMissing, EngineError, TwinbuildError
+from twinbuild.manifest.model import Arch
 
 if TYPE_CHECKING:
     import docker
@@ -222,8 +224,12 @@ class Engine:
         network: Network,
         builder: Builder,
         cache_from: Sequence[str] = (),
+        platform: str | None = None,
     ) -> Iterator[dict[str, Any]]:
         """``POST /build`` with a tar context; the JSON messages of its stream.
+
+        ``platform`` (``linux/arm64``) builds for that architecture: its base must be of it,
+        and its RUN steps run under QEMU where this host is another (``engine.binfmt``).
 
         ``builder="buildkit"`` asks for BuildKit (``version=2``, progress as trace messages);
         an engine without it answers with :class:`BuilderUnavailable`, and the caller may retry
@@ -240,6 +246,8 @@ class Engine:
         }
         if target:
             params["target"] = target
+        if platform:
+            params["platform"] = platform
         if cache_from:
             # Images whose inline cache (BUILDKIT_INLINE_CACHE=1) BuildKit may reuse: it fetches
             # their config from the registry and pulls only the layers that hit.
@@ -319,25 +327,30 @@ class Engine:
         self,
         tar_path: Path,
         *,
+        arch: Arch,
         labels: Mapping[str, str] | None = None,
-        changes: Sequence[str] = (),
+        cmd: Sequence[str] = ("/bin/bash",),
     ) -> str:
-        """Import a root filesystem tar as an untagged image (`docker import`); return its id.
+        """Load a root filesystem tar as an untagged image of ``arch``; return its id.
 
-        Untagged on purpose: the caller tags it only once it is complete, so a failed import never
-        leaves a tag behind.
+        Untagged on purpose: the caller tags it only once it is complete, so a failed load never
+        leaves a tag behind. The image is a one-layer ``docker load`` archive
+        (``engine.archive``), since ``docker import`` cannot name the architecture.
         """
-        all_changes = [*changes, *(f"LABEL {k}={json.dumps(v)}" for k, v in (labels or {}).items())]
-        # Pass an open file, never a path string: the SDK treats a path it cannot open as a URL
-        # for the daemon to fetch.
-        with tar_path.open("rb") as tar, self._errors(f"import {tar_path}"):
-            out = self.api.import_image(src=tar, changes=all_changes or None)
-        image_id = _imported_id(str(out))
-        if image_id is None:
-            raise EngineError(
-                f"import {tar_path}: the engine returned no image id: {_one_line(str(out))[:200]}"
+        from twinbuild.engine import archive
+
+        with tempfile.TemporaryDirectory(prefix="load-", dir=tar_path.parent) as work:
+            made = archive.write(
+                tar_path, Path(work) / "image.tar", arch=arch, cmd=cmd, labels=labels
             )
-        return image_id
+            with made.path.open("rb") as data, self._errors(f"load {tar_path}"):
+                out = self.api.load_image(data)  # type: ignore[no-untyped-call]
+                for message in out or ():
+                    if isinstance(message, dict) and message.get("error"):
+                        raise EngineError(f"load {tar_path}: {message['error']}")
+        if self.inspect_image(made.image_id) is None:
+            raise EngineError(f"load {tar_path}: the engine has no image {made.image_id} after it")
+        return made.image_id
 
     def tag(self, image: str, ref: str) -> None:
         repository, tag = split_tag(ref)
@@ -523,16 +536,6 @@ def _closing(stream: Iterator[dict[str, Any]], response: Any) -> Iterator[dict[s
         yield from stream
     finally:
         response.close()
-
-
-def _imported_id(output: str) -> str | None:
-    """The image id from `POST /images/create?fromSrc=-` output (JSON lines with a status)."""
-    for line in reversed(output.splitlines()):
-        with contextlib.suppress(ValueError):
-            status = json.loads(line).get("status", "")
-            if isinstance(status, str) and status.startswith("sha256:"):
-                return status
-    return None
 
 
 def connect(docker_host: str | None = None) -> Engine:

@@ -1,8 +1,9 @@
-"""``twinbuild prune``: remove old untagged builds, keeping the newest few per platform.
+"""``twinbuild prune``: remove old untagged builds, keeping the newest few per image.
 
 Every rebuild leaves the image the tag named before untagged: kept on purpose, since re-tagging it
 is an instant revert. Nothing removed them, and an engine's data grew to gigabytes. Prune removes
-the untagged twinbuild images of each platform and profile beyond the newest ``keep``, never a
+the untagged twinbuild images of each image (variant and architecture) and profile beyond the
+newest ``keep``, never a
 tagged one (the current build, the base), and says how much space the engine got back, measured
 by the engine itself (its layer total before and after).
 """
@@ -15,7 +16,8 @@ from typing import Any, Protocol
 
 from twinbuild.errors import ConfigError, EngineError
 
-PLATFORM_LABEL = "org.twinbuild.platform"
+VARIANT_LABEL = "org.twinbuild.variant"
+ARCH_LABEL = "org.twinbuild.arch"
 PROFILE_LABEL = "org.twinbuild.profile"
 
 
@@ -30,7 +32,7 @@ class PruneAPI(Protocol):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PruneResult:
     removed: tuple[str, ...]
-    kept: tuple[str, ...]  # untagged images kept (the newest ``keep`` of each platform)
+    kept: tuple[str, ...]  # untagged images kept (the newest ``keep`` of each image)
     failed: tuple[str, ...]  # still used (a container, a child image): left in place
     reclaimed: int  # bytes, by the engine's own layer total
 
@@ -49,7 +51,7 @@ class PruneResult:
 class PruneOptions:
     """What ``twinbuild prune`` was asked for."""
 
-    keep: int = 1  # untagged images kept per platform and profile, newest first
+    keep: int = 1  # untagged images kept per image and profile, newest first
 
 
 def prune_images(options: PruneOptions) -> PruneResult:
@@ -61,15 +63,19 @@ def prune_images(options: PruneOptions) -> PruneResult:
 
 
 def prune(engine: PruneAPI, *, keep: int = 1) -> PruneResult:
-    """Remove untagged twinbuild builds beyond the newest ``keep`` per platform and profile."""
+    """Remove untagged twinbuild builds beyond the newest ``keep`` per image and profile."""
     if keep < 0:
         raise ConfigError(f"--keep {keep}: must be 0 or more (the newest untagged images to keep)")
-    groups: dict[tuple[str, str], list[Any]] = {}
-    for image in engine.images_by_label(PLATFORM_LABEL):
+    groups: dict[tuple[str, str, str], list[Any]] = {}
+    for image in engine.images_by_label(VARIANT_LABEL):
         if image.tags:
             continue  # a tag names it: the current build, or one a person kept on purpose
         labels: Mapping[str, str] = image.labels
-        key = (labels.get(PLATFORM_LABEL, ""), labels.get(PROFILE_LABEL, ""))
+        key = (
+            labels.get(VARIANT_LABEL, ""),
+            labels.get(ARCH_LABEL, ""),
+            labels.get(PROFILE_LABEL, ""),
+        )
         groups.setdefault(key, []).append(image)
     before = engine.layers_size()
     removed: list[str] = []

@@ -36,7 +36,7 @@ from twinbuild.engine.host import (
     stop_pid,
 )
 from twinbuild.errors import ConfigError, EngineError
-from twinbuild.manifest.model import Platform, Profile
+from twinbuild.manifest.model import ImageKey, Profile
 from twinbuild.util.paths import cache_root
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ def loopback(registry: str) -> bool:
 
 
 def ci_repository(registry: str, name: str) -> str:
-    """``<registry>/twinbuild-ci/<name>``: where `push` puts ``name`` (a platform, ``base``)."""
+    """``<registry>/twinbuild-ci/<name>``: where `push` puts ``name`` (a variant, ``base``)."""
     return f"{registry}/{CI_NAMESPACE}/{name}"
 
 
@@ -311,21 +311,27 @@ def cache_registry(
     return state.address if state.running else None
 
 
-def repository(registry: str, platform: Platform) -> str:
-    """Where `push` puts a platform's image: ``<registry>/twinbuild-ci/<platform>``."""
-    return ci_repository(registry, platform)
+def repository(registry: str, variant: str) -> str:
+    """Where `push` puts a variant's images: ``<registry>/twinbuild-ci/<variant>``."""
+    return ci_repository(registry, variant)
 
 
-def cache_ref(registry: str, platform: Platform, profile: Profile) -> str:
-    """The tag the last push of ``platform`` moved: the registry build cache of the next build."""
-    return f"{repository(registry, platform)}:{profile}"
+def cache_ref(registry: str, image: ImageKey, profile: Profile) -> str:
+    """The tag the last push of ``image`` moved (``<profile>-<arch>``): the registry build cache
+    of the next build of it. The variant's tag ``<profile>`` names its image index."""
+    return f"{repository(registry, image.variant)}:{profile}-{image.short}"
+
+
+def index_ref(registry: str, variant: str, profile: Profile) -> str:
+    """The tag of a variant's image index: every architecture's image under one name."""
+    return f"{repository(registry, variant)}:{profile}"
 
 
 _ADDRESS_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*")
 
 
 def _check_address(value: str, where: str) -> str:
-    """``host[:port]`` or ``host[:port]/namespace`` (images go to ``<it>/twinbuild/<platform>``)."""
+    """``host[:port]`` or ``host[:port]/namespace`` (images go to ``<it>/twinbuild/<variant>``)."""
     value = value.strip().rstrip("/")
     if not _ADDRESS_RE.fullmatch(value):
         raise ConfigError(

@@ -1,11 +1,12 @@
 """The evidence gate: does the signed GPU evidence count for this pull request?
 
-It passes only when, for each platform, exactly one signed statement says: the default branch's
-validation workflow of this repository (not a fork), run by ``workflow_run`` after the build of
+It passes only when, for each image the gate requires (every architecture of every variant whose
+``validate`` is ``"pr"``), exactly one signed statement says: the default branch's validation
+workflow of this repository (not a fork), run by ``workflow_run`` after the build of
 ``validate/pr-<N>`` for this very PR, tested a commit whose image inputs (as the signer computed
 them from git objects) are those of the tree the PR would land, recently, and at least one GPU
-test passed on a GPU of that platform's vendor with nothing failed; and both platforms' evidence
-is for one commit. Every failed check is reported, each on its own line with what to do.
+test passed on a GPU of that variant's vendor with nothing failed; and all of that evidence is
+for one commit. Every failed check is reported, each on its own line with what to do.
 """
 
 from __future__ import annotations
@@ -22,8 +23,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from twinbuild.errors import EvidenceRefused
 from twinbuild.evidence.record import SAFE_REF_RE
 from twinbuild.evidence.signing import Blob, Verified, verify
-from twinbuild.evidence.statement import VENDORS, Counts, Statement, format_time
-from twinbuild.manifest.model import PLATFORMS, Platform, Profile
+from twinbuild.evidence.statement import Counts, Statement, format_time
+from twinbuild.manifest.model import ImageKey, Profile, Vendor
 
 #: The only run that signs evidence: the default branch's validation workflow, which GitHub runs
 #: from the default branch's copy (``workflow_run``), so the PR under test never wrote it.
@@ -48,15 +49,20 @@ class Policy:
     pr: int | None = None  # None (a release): any validate/pr-<N> whose statement says N
     default_branch: str = "main"
     workflow: str = VALIDATION_WORKFLOW  # the workflow file whose runs sign evidence
-    # Inputs hash per platform of the tree the PR would land (the head, or its merge with the
+    #: The images whose evidence the gate needs (each architecture of each gated variant).
+    required: tuple[ImageKey, ...] = ()
+    # Inputs hash per image of the tree the PR would land (the head, or its merge with the
     # base); given, every statement's inputs hash must equal it, whatever commit it names.
-    head_inputs: Mapping[Platform, str] | None = None
+    head_inputs: Mapping[ImageKey, str] | None = None
     landing: str | None = None  # "the merge of the head ... into the base ...": the head lags
     match_inputs: bool = True  # evidence for another commit counts when its inputs hash matches
     base_commit: str | None = None  # the PR base; with base_inputs, an unchanged PR needs nothing
-    base_inputs: Mapping[Platform, str] | None = None  # inputs hash per platform at the base
+    base_inputs: Mapping[ImageKey, str] | None = None  # inputs hash per image at the base
     manifest_digest: str | None = None  # sha256:... of pins/manifest.toml at the PR head
-    images: Mapping[Platform, str] | None = None  # image digests that must be the ones tested
+    images: Mapping[ImageKey, str] | None = None  # image digests that must be the ones tested
+    #: Each variant's vendor as the judging side reads it (the base's manifest first): the
+    #: evidence's GPU and its recorded vendor must be this.
+    vendors: Mapping[str, Vendor] | None = None
     profile: Profile = "production"
     max_age: timedelta = timedelta(days=14)
     max_skew: timedelta = timedelta(minutes=5)  # clocks disagree a little; the future does not come
@@ -64,9 +70,9 @@ class Policy:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Accepted:
-    """One platform's evidence that counts."""
+    """One image's evidence that counts."""
 
-    platform: Platform
+    image: ImageKey
     path: str
     keyids: tuple[str, ...]
     statement: Statement
@@ -87,7 +93,7 @@ class Accepted:
         if self.landing is not None:
             bound = f"commit {p.source.commit[:12]}, whose inputs {self.landing} has too"
         return (
-            f"{self.platform}: {c.passed} passed, {c.skipped} skipped{flaky} on {on}; "
+            f"{self.image.name}: {c.passed} passed, {c.skipped} skipped{flaky} on {on}; "
             f"run {p.run.run_id} attempt {p.run.run_attempt} on {p.source.ref}, {bound}, "
             f"{format_time(p.created_at)}"
         )
@@ -100,7 +106,7 @@ class GateResult:
 
     @property
     def flaky(self) -> tuple[str, ...]:
-        return tuple(f"{a.platform}: {t}" for a in self.accepted for t in a.flaky)
+        return tuple(f"{a.image.name}: {t}" for a in self.accepted for t in a.flaky)
 
     def lines(self) -> list[str]:
         if self.unchanged is not None:
@@ -137,6 +143,11 @@ def gate(
     no evidence. A file that cannot be read as an envelope raises ConfigError; a signature or
     policy failure is collected, and all of them are raised together.
     """
+    if not policy.required:  # deny by default: a gate that needs nothing would pass anything
+        raise GateRefused(
+            ["the gate requires no image's evidence: the manifest must mark at least one variant "
+             'validate = "pr" (docs/trust.md)']
+        )  # fmt: skip
     unchanged = _unchanged(policy)
     if unchanged is not None:
         return GateResult(accepted=(), unchanged=unchanged)
@@ -149,22 +160,26 @@ def gate(
             raise
         except EvidenceRefused as exc:  # signature, payloadType or predicateType
             checks.refusals.append(str(exc))
+    required = set(policy.required)
+    # Evidence of an image the gate does not require (a nightly variant's) is not judged.
+    verified = [v for v in verified if v.statement.predicate.image in required]
     accepted = [a for v in verified if (a := _check(v, policy, now, checks)) is not None]
-    _check_platforms(verified, checks)
+    _check_images(verified, policy.required, checks)
     if not checks.refusals:
         _check_one_commit(accepted, policy, checks)
     if checks.refusals:
         raise GateRefused(checks.refusals)
-    return GateResult(accepted=tuple(sorted(accepted, key=lambda a: PLATFORMS.index(a.platform))))
+    order = {image: i for i, image in enumerate(policy.required)}
+    return GateResult(accepted=tuple(sorted(accepted, key=lambda a: order[a.image])))
 
 
 def _unchanged(policy: Policy) -> str | None:
     head, base = policy.head_inputs, policy.base_inputs
-    if head is None or base is None or policy.base_commit is None:
+    if head is None or base is None or policy.base_commit is None or not policy.required:
         return None
-    if any(head.get(p) is None or head.get(p) != base.get(p) for p in PLATFORMS):
+    if any(head.get(i) is None or head.get(i) != base.get(i) for i in policy.required):
         return None
-    same = ", ".join(f"{p} {head[p]}" for p in PLATFORMS)
+    same = ", ".join(f"{i.name} {head[i][:19]}" for i in policy.required)
     merged = " merged into it" if policy.landing is not None else ""
     return (
         f"no image input changed between the base {policy.base_commit[:12]} and the head "
@@ -175,7 +190,7 @@ def _unchanged(policy: Policy) -> str | None:
 def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accepted | None:
     before = len(checks.refusals)
     p = v.statement.predicate
-    path, platform, src, run = v.path, p.platform, p.source, p.run
+    path, image, src, run = v.path, p.image, p.source, p.run
     pr = f"pr-{policy.pr}" if policy.pr is not None else "pr-N"
     base = policy.base_repository
 
@@ -232,11 +247,11 @@ def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accep
         )
 
     _check_subjects(v, policy, checks)
-    flaky = _check_results(v, checks, before)
+    flaky = _check_results(v, checks, before, policy.vendors)
     if len(checks.refusals) > before:
         return None
     return Accepted(
-        platform=platform,
+        image=image,
         path=path,
         keyids=v.keyids,
         statement=v.statement,
@@ -299,7 +314,7 @@ def _check_inputs(
     p, path = v.statement.predicate, v.path
     src, head = p.source, policy.head_commit
     matched_by: Literal["commit", "inputs"] = "commit" if src.commit == head else "inputs"
-    wanted = (policy.head_inputs or {}).get(p.platform)
+    wanted = (policy.head_inputs or {}).get(p.image)
     push = f"push the new head to validate/{pr} to validate it"
     if wanted is None:
         if src.commit != head:
@@ -336,22 +351,23 @@ def _check_inputs(
 
 
 def _check_one_commit(accepted: Sequence[Accepted], policy: Policy, checks: _Checks) -> None:
-    """Both platforms' evidence is for one commit: each platform's hash leaves the other's
-    ``images/<other>/`` out, so only together do they cover every input."""
-    commits = {a.platform: a.statement.predicate.source.commit for a in accepted}
+    """Every image's evidence is for one commit: each image's hash leaves the other recipe
+    families' ``images/<other>/`` out, so only together do they cover every input."""
+    commits = {a.image: a.statement.predicate.source.commit for a in accepted}
     if len(set(commits.values())) <= 1:
         return
     pr = f"pr-{policy.pr}" if policy.pr is not None else "pr-N"
-    shown = ", ".join(f"{p} for {c[:12]}" for p, c in commits.items())
+    shown = ", ".join(f"{i.name} for {c[:12]}" for i, c in commits.items())
     checks.refusals.append(
-        f"commit: the evidence is for two commits ({shown}); both platforms count only from "
-        f"one validation of one commit: push the head to validate/{pr} again"
+        f"commit: the evidence is for {len(set(commits.values()))} commits ({shown}); the "
+        f"images count only from one validation of one commit: push the head to validate/{pr} "
+        "again"
     )
 
 
 def _check_subjects(v: Verified, policy: Policy, checks: _Checks) -> None:
     st, path = v.statement, v.path
-    platform = st.predicate.platform
+    image = st.predicate.image
     if policy.manifest_digest is not None:
         recorded = "sha256:" + st.manifest_subject().sha256
         if recorded != policy.manifest_digest:
@@ -361,7 +377,7 @@ def _check_subjects(v: Verified, policy: Policy, checks: _Checks) -> None:
                 f"evidence tested pins/manifest.toml {recorded}, the PR head has "
                 f"{policy.manifest_digest}; validate the PR head",
             )
-    wanted = (policy.images or {}).get(platform)
+    wanted = (policy.images or {}).get(image)
     if wanted is None:
         return
     match = _IMAGE_DIGEST_RE.fullmatch(wanted)
@@ -376,23 +392,33 @@ def _check_subjects(v: Verified, policy: Policy, checks: _Checks) -> None:
         checks.refuse(
             path,
             "image",
-            f"the {platform} image tested was sha256:{st.image_subject().sha256}, not {wanted}; "
+            f"the {image} image tested was sha256:{st.image_subject().sha256}, not {wanted}; "
             "evidence counts only for the image it tested",
         )
 
 
-def _check_results(v: Verified, checks: _Checks, before: int) -> tuple[str, ...]:
+def _check_results(
+    v: Verified, checks: _Checks, before: int, vendors: Mapping[str, Vendor] | None
+) -> tuple[str, ...]:
     p, path = v.statement.predicate, v.path
     res, gpu = p.results, p.gpu
-    vendor = VENDORS[p.platform]
+    vendor = p.vendor
+    judged = (vendors or {}).get(p.variant, vendor)
+    if judged != vendor:
+        checks.refuse(
+            path,
+            "vendor",
+            f"the evidence says {p.variant} is {vendor}; the manifest the gate judges by says "
+            f"{judged}: validate the variant on a {judged} GPU runner",
+        )
     if gpu is None or gpu.count < 1:
-        checks.refuse(path, "gpu", f"the smoke run saw no GPU; run it on a {vendor} GPU runner")
-    elif gpu.vendor != vendor:
+        checks.refuse(path, "gpu", f"the smoke run saw no GPU; run it on a {judged} GPU runner")
+    elif gpu.vendor != judged:
         checks.refuse(
             path,
             "gpu",
-            f"{p.platform} evidence ran on a {gpu.vendor} GPU ({gpu.model}); {p.platform} needs "
-            f"{vendor}: run the {p.platform} job on a {vendor} runner",
+            f"{p.image} evidence ran on a {gpu.vendor} GPU ({gpu.model}); {p.variant} needs "
+            f"{judged}: run its job on a {judged} runner",
         )
     if res.counts != Counts.of(res.tests):
         checks.refuse(path, "results", "counts disagree with the tests listed; re-record")
@@ -423,13 +449,16 @@ def _check_results(v: Verified, checks: _Checks, before: int) -> tuple[str, ...]
     return tuple(t.id for t in res.tests if t.outcome == "passed" and (t.flaky or t.attempts > 1))
 
 
-def _check_platforms(verified: list[Verified], checks: _Checks) -> None:
-    for platform in PLATFORMS:
-        mine = [v for v in verified if v.statement.predicate.platform == platform]
+def _check_images(
+    verified: list[Verified], required: tuple[ImageKey, ...], checks: _Checks
+) -> None:
+    for image in required:
+        mine = [v for v in verified if v.statement.predicate.image == image]
         if not mine:
             checks.refusals.append(
-                f"{platform}: missing: no signed {platform} evidence; both platforms must be "
-                f"validated, add evidence/{platform}.dsse.json from the validation run"
+                f"{image.name}: missing: no signed evidence of {image}; the gate requires every "
+                f'architecture of every variant with validate = "pr": add '
+                f"evidence/{image.name}.dsse.json from the validation run"
             )
             continue
         if len(mine) == 1:
@@ -448,8 +477,8 @@ def _check_platforms(verified: list[Verified], checks: _Checks) -> None:
         if len(mine) > 1:
             files = ", ".join(str(v.path) for v in mine)
             checks.refusals.append(
-                f"{platform}: duplicate: {platform} evidence appears {len(mine)} times ({files}); "
-                "each platform counts once, keep one file per platform"
+                f"{image.name}: duplicate: evidence of {image} appears {len(mine)} times "
+                f"({files}); each image counts once, keep one file per image"
             )
 
 

@@ -10,7 +10,7 @@ evidence does or does not count.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from twinbuild.builder.inputs import builder_settings, inputs_hash
@@ -20,29 +20,44 @@ from twinbuild.evidence.options import InputsOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.evidence.statement import COMMIT_RE, Validated
 from twinbuild.manifest.loader import MAX_BYTES, load_bytes
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Platform
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, Vendor
 from twinbuild.manifest.render import render
 from twinbuild.util import strictjson
 from twinbuild.util.git import rev_arg, run_git
 
+#: Envelopes the gate reads from one evidence ref: one per image, with room to spare.
+MAX_EVIDENCE_FILES = 64
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommitInputs:
-    """The production inputs hash per platform and the manifest digest at one commit."""
+    """What the gate reads of one commit: the production inputs hash per image, the variants the
+    gate requires (``validate = "pr"``) and each variant's vendor, and the manifest digest."""
 
     commit: str
-    inputs: dict[Platform, str]
+    inputs: dict[ImageKey, str]
     manifest_digest: str
+    required: tuple[str, ...] = ()  # variants with validate = "pr" at this commit
+    vendors: dict[str, Vendor] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
-        return {"inputs": dict(self.inputs), "manifest_digest": self.manifest_digest}
+        by: dict[str, dict[str, str]] = {}
+        for image, digest in self.inputs.items():
+            by.setdefault(image.variant, {})[image.arch] = digest
+        return {
+            "inputs": by,
+            "required": list(self.required),
+            "manifest_digest": self.manifest_digest,
+        }
 
     def json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
 
     def text(self) -> str:
         lines = [f"inputs at {self.commit} (production profile):"]
-        lines += [f"  {p}: {self.inputs[p]}" for p in PLATFORMS]
+        for image, digest in self.inputs.items():
+            gated = " (the gate requires it)" if image.variant in self.required else ""
+            lines.append(f"  {image.name}: {digest}{gated}")
         lines.append(f"  manifest: {self.manifest_digest}")
         return "\n".join(lines) + "\n"
 
@@ -61,14 +76,21 @@ def commit_inputs(
             f"{commit}:{rel}: {KIND_NAMES[found[0].kind]}; the manifest must be a regular file"
         )
     parsed = load_bytes(tree.read([rel], max_bytes=MAX_BYTES)[rel], Path(f"{commit}:{rel}"))
-    hashes: dict[Platform, str] = {}
-    for platform in PLATFORMS:
-        rendered = render(parsed, platform, "production")
-        hashes[platform] = inputs_hash(
-            tree, rendered, base_id=parsed.platforms[platform].base.digest,
+    hashes: dict[ImageKey, str] = {}
+    for image in parsed.images():
+        rendered = render(parsed, image, "production")
+        hashes[image] = inputs_hash(
+            tree, rendered, base_id=parsed.variant(image.variant).base.digest,
             builder=builder_settings(rendered), manifest=rel,
         )  # fmt: skip
-    return CommitInputs(commit=commit, inputs=hashes, manifest_digest=parsed.digest())
+    return CommitInputs(
+        commit=commit, inputs=hashes, manifest_digest=parsed.digest(), required=parsed.required(),
+        vendors=_vendors(parsed),
+    )  # fmt: skip
+
+
+def _vendors(manifest: Manifest) -> dict[str, Vendor]:
+    return {name: v.vendor for name, v in manifest.variants.items()}
 
 
 def validated(commit: str, pr: int, *, repo: Path, manifest: Path = DEFAULT_PATH) -> Validated:
@@ -81,8 +103,9 @@ def validated(commit: str, pr: int, *, repo: Path, manifest: Path = DEFAULT_PATH
         raise ConfigError(f"--pr {pr}: not a pull request number")
     found = commit_inputs(commit, repo=repo, manifest=manifest)
     return Validated(
-        commit=commit, pr=pr, inputs=found.inputs, manifest_digest=found.manifest_digest
-    )
+        commit=commit, pr=pr, inputs=found.inputs, vendors=found.vendors,
+        manifest_digest=found.manifest_digest,
+    )  # fmt: skip
 
 
 def inputs_report(options: InputsOptions) -> str:
@@ -93,20 +116,27 @@ def inputs_report(options: InputsOptions) -> str:
 
 
 def evidence_blobs(ref: str, *, repo: Path = Path()) -> list[Blob]:
-    """``evidence/<platform>.dsse.json`` at ``ref`` as git objects; [] when ``ref`` is absent."""
+    """``evidence/<variant>-<arch>.dsse.json`` at ``ref`` as git objects (every envelope of that
+    folder, at most ``MAX_EVIDENCE_FILES``); [] when ``ref`` is absent."""
     rev_arg(ref, option="--evidence-ref")
     if run_git(repo, "rev-parse", "--verify", "-q", f"{ref}^{{commit}}").returncode != 0:
         return []  # no validate/pr-N branch: the gate judges without evidence
     tree = CommitTree(repo, ref)
+    entries = [
+        e for e in tree.entries("evidence")
+        if e.path.count("/") == 1 and e.path.endswith(".dsse.json")
+    ]  # fmt: skip
+    if len(entries) > MAX_EVIDENCE_FILES:
+        raise ConfigError(
+            f"{ref}:evidence/: {len(entries)} envelopes, more than the {MAX_EVIDENCE_FILES} the "
+            "gate reads; keep one per image"
+        )
     blobs: list[Blob] = []
-    for platform in PLATFORMS:
-        name = f"evidence/{platform}.dsse.json"
-        found = [e for e in tree.entries(name) if e.path == name]
-        if not found:
-            continue
-        if found[0].kind not in ("file", "executable"):
+    for entry in sorted(entries, key=lambda e: e.path):
+        name = entry.path
+        if entry.kind not in ("file", "executable"):
             raise ConfigError(
-                f"{ref}:{name}: {KIND_NAMES[found[0].kind]}; evidence is a regular file, "
+                f"{ref}:{name}: {KIND_NAMES[entry.kind]}; evidence is a regular file, "
                 "re-run the validation"
             )
         data = tree.read([name], max_bytes=strictjson.MAX_BYTES)[name]

@@ -6,16 +6,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from twinbuild.manifest.model import DEFAULT_PATH, Platform
+from twinbuild.manifest.model import DEFAULT_PATH, Arch
 
 KEYS = Path("evidence/keys")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordOptions:
-    platform: Platform
-    report_dir: Path  # holds the smoke report smoke-<platform>-<profile>.json
-    out: Path  # folder for <platform>.statement.json
+    variant: str
+    arch: Arch
+    report_dir: Path  # holds the smoke report smoke-<variant>-<arch>-<profile>.json
+    out: Path  # folder for <variant>-<arch>.statement.json
     commit: str  # the commit the run validated (the trigger check's), 40 hex
     pr: int  # the pull request of validate/pr-<N>
     repo: Path = Path()  # the git repository holding the commit, read as git objects
@@ -25,7 +26,7 @@ class RecordOptions:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SignOptions:
     statements: Path  # folder searched for *.statement.json
-    out: Path  # folder for <platform>.dsse.json
+    out: Path  # folder for <variant>-<arch>.dsse.json
     commit: str  # the commit the statements must be about, 40 hex
     pr: int  # the pull request of validate/pr-<N>
     key: Path | None = None  # private key file outside the work tree; None: the env secret
@@ -46,7 +47,7 @@ class GateOptions:
     base: str  # the current base commit: what the PR lands on, whose CODEOWNERS judge it
     repo: Path = Path()  # the git repository holding head, base and the evidence ref
     reviews: Path | None = None  # GitHub's list-reviews answer: code owners' approvals
-    evidence_ref: str | None = None  # git ref carrying evidence/<platform>.dsse.json
+    evidence_ref: str | None = None  # git ref carrying evidence/<variant>-<arch>.dsse.json
     evidence: tuple[Path, ...] = ()  # evidence files
     keys: Path = KEYS
     manifest: Path = DEFAULT_PATH

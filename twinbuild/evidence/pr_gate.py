@@ -7,9 +7,14 @@ everything is judged by this code, the base's:
    the current base when it lags;
 2. the trust roots it changes (:mod:`~twinbuild.evidence.trust_roots`) need a code owner's
    approval of the head, as the base's CODEOWNERS says (refused: exit 9);
-3. when the landing tree's image inputs equal the base's, no evidence is needed; otherwise both
-   platforms' signed evidence must be for exactly those inputs (:func:`~twinbuild.evidence.gate.
-   gate`; refused: exit 7).
+3. which images need evidence: every architecture of every variant the landing tree's manifest
+   gates (``validate = "pr"``), and of every variant the base's manifest gates that the tree still
+   has. A PR that stops gating a variant the base gates (``validate = "nightly"``, or the variant
+   removed) changes what the gate asks of every later PR: like a trust root, it passes only with
+   a code owner's approval of the head (exit 9);
+4. when the landing tree's inputs of those images equal the base's, no evidence is needed;
+   otherwise each image's signed evidence must be for exactly those inputs
+   (:func:`~twinbuild.evidence.gate.gate`; refused: exit 7).
 
 Every refusal is reported in one run: a PR that changes a key and a recipe hears about both.
 """
@@ -24,10 +29,11 @@ from pathlib import Path
 from twinbuild.errors import ConfigError, EvidenceRefused, TrustRootRefused
 from twinbuild.evidence import keys, reviews, trust_roots
 from twinbuild.evidence.gate import GateRefused, GateResult, Policy, gate
-from twinbuild.evidence.head import commit_inputs, evidence_blobs
+from twinbuild.evidence.head import CommitInputs, commit_inputs, evidence_blobs
 from twinbuild.evidence.landing import landing
 from twinbuild.evidence.options import GateOptions
 from twinbuild.evidence.signing import Blob
+from twinbuild.manifest.model import ImageKey
 from twinbuild.util.git import rev_arg
 
 
@@ -77,12 +83,34 @@ def judge(
     )  # fmt: skip
     at_base = commit_inputs(base, repo=options.repo, manifest=options.manifest)
     landed = commit_inputs(lands.tree, repo=options.repo, manifest=options.manifest)
+    dropped = dropped_variants(at_base, landed)
+    if dropped:
+        owners = trust_roots.base_codeowners(options.repo, base)
+        why = (
+            f'the base gates {", ".join(dropped)} (validate = "pr") and this PR would not: that '
+            "changes what the gate requires of every later PR, and automation alone never "
+            "passes that"
+        )
+        rel = options.manifest.as_posix()
+        policy_verdict = trust_roots.judge(
+            [rel], owners=owners, reviews=found, head=head, base=base, why={rel: why}
+        )
+        trust = trust_roots.TrustVerdict(
+            changed=(*trust.changed, *policy_verdict.changed),
+            refusals=(*trust.refusals, *policy_verdict.refusals),
+            approvers=tuple(sorted({*trust.approvers, *policy_verdict.approvers})),
+        )
     policy = Policy(
         base_repository=env.get("GITHUB_REPOSITORY", ""),
         base_repository_id=int(repo_id),
         head_commit=head,
         pr=pr,
         default_branch=str(repository.get("default_branch") or options.default_branch),
+        required=required_images(at_base, landed),
+        vendors={
+            **landed.vendors,
+            **{v: x for v, x in at_base.vendors.items() if v in landed.vendors},
+        },
         head_inputs=landed.inputs,
         landing=None if lands.contains_base else lands.describe(),
         match_inputs=not options.same_commit,
@@ -103,6 +131,18 @@ def judge(
     if result is None:
         raise GateRefused(evidence_refusals)
     return PrVerdict(lines=(*trust.lines(), *result.lines()), flaky=result.flaky)
+
+
+def required_images(base: CommitInputs, landed: CommitInputs) -> tuple[ImageKey, ...]:
+    """The images the gate needs evidence for: every architecture of each variant the landing
+    tree gates, and of each variant the base gates that the landing tree still builds."""
+    gated = set(landed.required) | set(base.required)
+    return tuple(i for i in landed.inputs if i.variant in gated)
+
+
+def dropped_variants(base: CommitInputs, landed: CommitInputs) -> list[str]:
+    """Variants the base gates that the landing tree no longer gates (or no longer has)."""
+    return [v for v in base.required if v not in landed.required]
 
 
 def _table(event: Mapping[str, object], key: str) -> dict[str, object]:

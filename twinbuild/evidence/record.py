@@ -23,7 +23,6 @@ from twinbuild.evidence.statement import (
     DIGEST_RE,
     IMAGE_REF_RE,
     MANIFEST_SUBJECT,
-    VENDORS,
     Build,
     Counts,
     Gpu,
@@ -37,7 +36,7 @@ from twinbuild.evidence.statement import (
     Validated,
     Verdict,
 )
-from twinbuild.manifest.model import Platform
+from twinbuild.manifest.model import Vendor
 from twinbuild.smoke.report import SmokeReport
 from twinbuild.util import github, strictjson
 from twinbuild.util.atomic import write_atomic
@@ -51,8 +50,15 @@ def record(
 ) -> Statement:
     """The statement for the smoke run in ``report`` of ``validated``, in the job ``env`` names."""
     smoke = SmokeReport.load(report)  # the report's own shape: types, keys, counts against tests
-    platform, profile = smoke.platform, smoke.profile
+    image, profile = smoke.image_key, smoke.profile
     where = f"{report}: report"
+    if image not in validated.inputs:
+        known = ", ".join(i.name for i in validated.inputs)
+        raise ConfigError(
+            f"{report}: report.variant: {image} is no image of commit {validated.commit} "
+            f"(its manifest has {known}); smoke an image of the validated commit"
+        )
+    vendor = validated.vendors[image.variant]
     digest = "a digest like sha256:<64 hex>"
     image_id = _match(smoke.image.id, f"{where}.image.id", DIGEST_RE, digest)
     image_ref = _image_ref(smoke.image.digest, f"{where}.image.digest")
@@ -87,16 +93,18 @@ def record(
     counts = Counts.of(tests)
     build = Build(
         profile=profile,
-        inputs_hash=validated.inputs[platform],
+        inputs_hash=validated.inputs[image],
         base_digest=base_digest,
         image_id=image_id,
         image_ref=image_ref,
         manifest_digest=manifest_digest,
     )
     source, run = _from_env(env, validated)
-    verdict: Verdict = "passed" if _validated(platform, gpu, tests) else "failed"
+    verdict: Verdict = "passed" if _validated(vendor, gpu, tests) else "failed"
     predicate = Predicate(
-        platform=platform,
+        variant=image.variant,
+        arch=image.arch,
+        vendor=vendor,
         source=source,
         run=run,
         build=build,
@@ -104,7 +112,7 @@ def record(
         results=Results(verdict=verdict, tests=tests, counts=counts),
         created_at=now,
     )
-    image_name = image_ref.split("@", 1)[0] if image_ref else f"twinbuild/{platform}"
+    image_name = image_ref.split("@", 1)[0] if image_ref else f"twinbuild/{image.variant}"
     subjects = (
         Subject(name=image_name, sha256=build.image_sha256()),
         Subject(name=MANIFEST_SUBJECT, sha256=manifest_digest.removeprefix("sha256:")),
@@ -117,11 +125,11 @@ def save(statement: Statement, path: Path) -> None:
     write_atomic(path, strictjson.dumps(statement.to_dict()).encode("utf-8"))
 
 
-def _validated(platform: Platform, gpu: Gpu | None, tests: tuple[TestResult, ...]) -> bool:
+def _validated(vendor: Vendor, gpu: Gpu | None, tests: tuple[TestResult, ...]) -> bool:
     return (
         gpu is not None
         and gpu.count > 0
-        and gpu.vendor == VENDORS[platform]
+        and gpu.vendor == vendor
         and not any(t.outcome == "failed" for t in tests)
         and any(t.gpu and t.outcome == "passed" for t in tests)
     )

@@ -96,9 +96,11 @@ def _about(statement: Statement, validated: Validated, source: str) -> None:
         ("source.pr", p.source.pr, validated.pr, "the PR of that branch"),
         ("source.head_repository_id", p.source.head_repository_id, p.source.repository_id,
          "this repository's id (a validation branch is in this repository)"),
-        ("build.inputs_hash", p.build.inputs_hash, validated.inputs[p.platform],
-         f"the {p.platform} inputs hash of {validated.commit[:12]}, computed here from its git "
+        ("build.inputs_hash", p.build.inputs_hash, validated.inputs.get(p.image),
+         f"the {p.image} inputs hash of {validated.commit[:12]}, computed here from its git "
          "objects"),
+        ("vendor", p.vendor, validated.vendors.get(p.variant),
+         f"the vendor commit {validated.commit[:12]} gives {p.variant}"),
         ("build.manifest_digest", p.build.manifest_digest, validated.manifest_digest,
          f"the manifest digest of {validated.commit[:12]}, computed here from its git objects"),
     ]  # fmt: skip

@@ -1,8 +1,9 @@
 """The evidence record: an in-toto Statement v1 whose predicate is one GPU smoke run.
 
-One statement per platform. ``subject`` names that platform's image and the pin manifest by
-digest; ``predicate`` says where the run came from (source, run), what it built (build), on what
-GPU, and what every test did (results). Parsing is strict: every field has a type and a key path.
+One statement per image: a variant on one architecture. ``subject`` names that image and the pin
+manifest by digest; ``predicate`` says which variant and architecture (and the vendor the manifest
+gives the variant), where the run came from (source, run), what it built (build), on what GPU,
+and what every test did (results). Parsing is strict: every field has a type and a key path.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
 from twinbuild.errors import ConfigError, EvidenceRefused
-from twinbuild.manifest.model import PLATFORMS, Platform, Profile
+from twinbuild.manifest.model import ARCHS, NAME_RE, VENDORS, Arch, ImageKey, Profile, Vendor
 from twinbuild.util.strictjson import Fields
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
-PREDICATE_TYPE = "https://twinbuild.dev/gpu-smoke/v1"
+#: v2: a statement is about one image of a variant (variant, arch, vendor), not a platform.
+PREDICATE_TYPE = "https://twinbuild.dev/gpu-smoke/v2"
 MANIFEST_SUBJECT = "pins/manifest.toml"
-VENDORS: Mapping[Platform, str] = {"cuda": "nvidia", "rocm": "amd"}
 
 Outcome = Literal["passed", "failed", "skipped"]
 Verdict = Literal["passed", "failed"]
@@ -35,12 +36,14 @@ COMMIT_RE = re.compile(r"[0-9a-f]{40}")
 class Validated:
     """What the validation workflow's default-branch code established about the commit a run
     tested, before anything is recorded or signed: the commit and its PR (the trigger check: the
-    build of ``validate/pr-<N>`` in this repository), its image inputs hash per platform and its
-    manifest digest (computed from its git objects, never read from the PR's build)."""
+    build of ``validate/pr-<N>`` in this repository), its image inputs hash per image, the vendor
+    of each variant and its manifest digest (computed from its git objects, never read from the
+    PR's build)."""
 
     commit: str
     pr: int
-    inputs: Mapping[Platform, str]
+    inputs: Mapping[ImageKey, str]
+    vendors: Mapping[str, Vendor]
     manifest_digest: str
 
     @property
@@ -142,13 +145,19 @@ class Results:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Predicate:
-    platform: Platform
+    variant: str
+    arch: Arch
+    vendor: Vendor  # the variant's, as the manifest at the validated commit declares it
     source: Source
     run: Run
     build: Build
     gpu: Gpu | None
     results: Results
     created_at: datetime
+
+    @property
+    def image(self) -> ImageKey:
+        return ImageKey(variant=self.variant, arch=self.arch)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -169,7 +178,9 @@ class Statement:
             "subject": [{"name": s.name, "digest": {"sha256": s.sha256}} for s in self.subject],
             "predicateType": PREDICATE_TYPE,
             "predicate": {
-                "platform": p.platform,
+                "variant": p.variant,
+                "arch": p.arch,
+                "vendor": p.vendor,
                 "source": _fields(p.source),
                 "run": _fields(p.run),
                 "build": _fields(p.build),
@@ -253,7 +264,9 @@ def _subject(item: Fields) -> Subject:
 
 
 def _predicate(p: Fields) -> Predicate:
-    platform = p.choice("platform", PLATFORMS)
+    variant = p.match("variant", NAME_RE, "a variant name")
+    arch = p.choice("arch", ARCHS)
+    vendor = p.choice("vendor", VENDORS)
     s = p.obj("source")
     source = Source(
         repository=s.text("repository"),
@@ -298,7 +311,9 @@ def _predicate(p: Fields) -> Predicate:
     created_at = parse_time(p.text("created_at"), p.where("created_at"))
     p.done()
     return Predicate(
-        platform=platform,
+        variant=variant,
+        arch=arch,
+        vendor=vendor,
         source=source,
         run=run,
         build=build,

@@ -91,17 +91,23 @@ def judge(
     reviews: Sequence[Review] | None,
     head: str,
     base: str,
+    why: Mapping[str, str] | None = None,
 ) -> TrustVerdict:
-    """Each changed trust root passes with an approval of ``head`` by one of its @user owners."""
+    """Each changed trust root passes with an approval of ``head`` by one of its @user owners.
+
+    ``why`` says, for a path that is no trust root by its name, why its change needs one (the
+    manifest, when the PR stops gating a variant the base gates)."""
     stand = standing(reviews or ())
     refusals: list[str] = []
     approvers: set[str] = set()
     for path in paths:
-        why = _why_not(path, owners, reviews, stand, head, base)
-        if why is None:
+        reason = (why or {}).get(path)
+        refused = _why_not(path, owners, reviews, stand, head, base, reason)
+        if refused is None:
             approvers.update(_approving(owners, path, stand, head))
         else:
-            refusals.append(f"{path}: trust root: {why}")
+            what = "gate policy" if reason else "trust root"
+            refusals.append(f"{path}: {what}: {refused}")
     if len(refusals) > MAX_LINES:
         rest = len(refusals) - MAX_LINES
         refusals = [*refusals[:MAX_LINES], f"... and {rest} more trust roots refused the same way"]
@@ -128,9 +134,10 @@ def _why_not(
     stand: Mapping[str, Review],
     head: str,
     base: str,
+    reason: str | None = None,
 ) -> str | None:
     """Why ``path`` does not pass, or None when a code owner approved the head."""
-    changed_here = "changed by this PR, and automation alone never passes a trust root"
+    changed_here = reason or "changed by this PR, and automation alone never passes a trust root"
     if owners is None:
         return (
             f"{changed_here}; the base {base[:12]} has no CODEOWNERS ({', '.join(LOCATIONS)}), so "

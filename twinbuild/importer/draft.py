@@ -470,12 +470,17 @@ def draft(adoption: Adoption) -> str:
     doc.add(
         tomlkit.comment("Replace every TODO (reasons, digests, python), then run twinbuild lint.")
     )
-    doc.add("schema", 1)
-    platforms = tomlkit.table(is_super_table=True)
+    doc.add("schema", 2)
+    variants = tomlkit.table(is_super_table=True)
     for platform in PLATFORMS:
         b = adoption.bases[platform]
         t = tomlkit.table()
-        t.add(tomlkit.comment(f"from {b.where}"))
+        t.add(tomlkit.comment(f"from {b.where}; a variant per recipe: one image per architecture"))
+        t.add("vendor", "nvidia" if platform == "cuda" else "amd")
+        t.add("toolkit", b.toolkit)
+        t.add("archs", ["linux/amd64"])
+        t.add("recipe", platform)
+        t["recipe"].comment(f"images/{platform}/Dockerfile: move the recipe there")
         base = tomlkit.inline_table()
         base.update({"repository": b.repository, "tag": b.tag, "digest": b.digest or TODO})
         t.add("base", base)
@@ -484,11 +489,15 @@ def draft(adoption: Adoption) -> str:
         t.add("python", b.python or TODO)
         if not b.python:
             t["python"].comment('the image\'s Python, e.g. "3.12"')
-        t.add("toolkit", b.toolkit)
-        t.add("vendor", "nvidia" if platform == "cuda" else "amd")
         t.add("gpu_archs", list(b.gpu_archs))
-        platforms.add(platform, t)
-    doc.add("platforms", platforms)
+        runners = tomlkit.inline_table()
+        runners.update({
+            "build": ["self-hosted", "builder", platform], "gpu": ["self-hosted", "gpu", platform]
+        })  # fmt: skip
+        t.add("runners", runners)
+        t["runners"].comment("the labels of your CI runners for its production build and GPU jobs")
+        variants.add(platform, t)
+    doc.add("variants", variants)
     local = tomlkit.table()
     local.add(tomlkit.comment("the local profile's defaults; adjust to your project"))
     local.add("suite", "bookworm")
@@ -518,10 +527,12 @@ def _pin_table(dep: Dependency) -> Table:
         if not (k == "dist" and common[k] == dep.name and common.get("kind") == "pypi"):
             t.add(k, common[k])
     if dep.cuda is None or dep.rocm is None:
-        t.add("platforms", ["cuda" if dep.cuda is not None else "rocm"])
+        t.add("variants", ["cuda" if dep.cuda is not None else "rocm"])
         t.add("asymmetry", TODO)
     elif common != c or common != r:
-        t.add("divergence", TODO)
+        divergence = tomlkit.inline_table()
+        divergence.update({"rocm": TODO})
+        t.add("divergence", divergence)
     if dep.floating:
         t.add("floating", TODO)
     t.add("why", TODO)

@@ -20,15 +20,14 @@ from twinbuild.lint.findings import Finding
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
-    PLATFORMS,
+    PROFILES,
     SYMMETRIC_KEYS,
+    ImageKey,
     Manifest,
     Pin,
-    Platform,
-    Profile,
     ResolvedPin,
 )
-from twinbuild.manifest.render import GENERATED, RECIPES, pin_args, render
+from twinbuild.manifest.render import GENERATED, Rendered, pin_args, render
 from twinbuild.recipe import scan
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}\Z")
@@ -53,14 +52,14 @@ BUILTIN_ARGS = frozenset(
 )  # fmt: skip
 
 CODES: dict[str, str] = {
-    "TB001": "pin differs between cuda and rocm without a declared divergence",
-    "TB002": "divergence declared but the pin is identical on both platforms",
-    "TB003": "pin on one platform only without an asymmetry reason",
+    "TB001": "pin differs between variants without a declared divergence naming them",
+    "TB002": "divergence names a variant whose pin is the same as the other variants'",
+    "TB003": "pin not on every variant without an asymmetry reason",
     "TB004": "git commit is not a full 40-hex SHA",
     "TB005": "floating ref (branch, tag, range, unpinned) not declared floating",
     "TB006": "version or range does not parse (PEP 440)",
     "TB007": "reason is missing, empty or a placeholder (TODO, n/a, none, -, the pin's name)",
-    "TB008": "base image not pinned by sha256 digest",
+    "TB008": "base image not pinned by sha256 digest (nor declared floating)",
     "TB009": "url pin's sha256 is not 64 hex",
     "TB010": "declared floating ref (fails only with --strict)",
     "TB011": "declared floating but actually pinned",
@@ -69,6 +68,7 @@ CODES: dict[str, str] = {
     "TB103": "recipe needs a build input the manifest does not give",
     "TB104": "manifest pin that no recipe uses",
     "TB105": "recipe line looks like a pin but cannot be classified",
+    "TB106": "recipe setting (build_args) that no recipe of its variants declares",
 }
 
 
@@ -115,27 +115,97 @@ class _Collector:
 def lint_manifest(manifest: Manifest, *, strict: bool = False) -> LintReport:
     """Policy checks on the manifest alone."""
     out = _Collector(manifest)
-    for name, spec in manifest.platforms.items():
-        if not DIGEST.match(spec.base.digest):
+    for name, variant in manifest.variants.items():
+        base, key = variant.base, ("variants", name, "base", "digest")
+        if base.floating is not None and not base.digest:
+            _floating(out, manifest, f"variants.{name}.base: no digest yet ({base.floating})",
+                      ("variants", name, "base", "floating"), strict=strict)  # fmt: skip
+        elif not DIGEST.match(base.digest):
             out.add(
                 "TB008",
-                f"platforms.{name}.base.digest: '{spec.base.digest}' is not 'sha256:<64 hex>'; "
-                f"pin {spec.base.repository}:{spec.base.tag} by digest",
-                "platforms", name, "base", "digest",
-            )  # fmt: skip
-    # Resolve each platform once: per-pin resolution would make the lint quadratic in pins.
-    per_platform = {p: {r.name: r for r in manifest.resolve(p)} for p in PLATFORMS}
+                f"variants.{name}.base.digest: '{base.digest}' is not 'sha256:<64 hex>'; "
+                f"pin {base.repository}:{base.tag} by digest",
+                *key,
+            )
+    # Resolve each image once: per-pin resolution would make the lint quadratic in pins.
+    per_image = {i: {r.name: r for r in manifest.resolve(i)} for i in manifest.images()}
     for pin in manifest.pins.values():
-        resolved = {p: per_platform[p][pin.name] for p in pin.platforms}
+        resolved = {i: found[pin.name] for i, found in per_image.items() if pin.name in found}
         _lint_pin(out, manifest, pin, resolved, strict=strict)
     return LintReport(findings=out.findings, floating=out.floating)
+
+
+def _floating(
+    out: _Collector, manifest: Manifest, message: str, key: tuple[str, ...], *, strict: bool
+) -> None:
+    finding = Finding(
+        path=str(manifest.path), line=manifest.line_of(*key), code="TB010", message=message
+    )
+    out.floating.append(finding)
+    if strict:
+        out.findings.append(finding)
+
+
+def _symmetry(
+    out: _Collector, manifest: Manifest, pin: Pin, resolved: dict[ImageKey, ResolvedPin]
+) -> None:
+    """A pin is the same on every variant but those its divergence names (TB001); each variant
+    it names differs from the rest (TB002). Compared architecture by architecture: an arm64
+    image's own values (``[pins.NAME.arm64]``) are no divergence."""
+    key = ("pins", pin.name)
+    named: dict[str, str] = {}  # variant -> the divergence key naming it
+    for selector in pin.divergence or {}:
+        for variant in manifest.members(selector):
+            named.setdefault(variant, selector)
+    archs = dict.fromkeys(i.arch for i in resolved)
+    unnamed_differ: list[str] = []
+    same_as_rest: dict[str, set[str]] = {s: set() for s in pin.divergence or {}}
+    differs_somewhere: set[str] = set()
+    for arch in archs:
+        images = {i.variant: r for i, r in resolved.items() if i.arch == arch}
+        rest = {v: r.value_key() for v, r in images.items() if v not in named}
+        if len(set(rest.values())) > 1:
+            unnamed_differ.append(_differences(manifest, pin, images, rest))
+        reference = next(iter(rest.values()), None)
+        for variant, r in images.items():
+            naming = named.get(variant)
+            if naming is None:
+                continue
+            if reference is not None and r.value_key() == reference:
+                same_as_rest[naming].add(variant)
+            else:
+                differs_somewhere.add(variant)
+    if unnamed_differ:
+        first = next((s for s in pin.overrides if s not in ("amd64", "arm64")), None)
+        where = (*key, first) if first else key
+        out.add(
+            "TB001",
+            f"pins.{pin.name}: {unnamed_differ[0]}; move them together (twinbuild pins bump), "
+            f'or declare divergence = {{ VARIANT = "reason" }} naming those that differ',
+            *where,
+        )
+    everywhere_same = all(
+        len({r.value_key() for i, r in resolved.items() if i.arch == a}) == 1 for a in archs
+    )
+    for selector in pin.divergence or {}:
+        members = [v for v in manifest.members(selector) if v in pin.variants]
+        if everywhere_same or (members and all(
+            v in same_as_rest[selector] and v not in differs_somewhere for v in members
+        )):  # fmt: skip
+            others = "every variant" if everywhere_same else "the variants it does not name"
+            out.add(
+                "TB002",
+                f"pins.{pin.name}.divergence.{selector}: {selector} has the same values as "
+                f"{others}; drop it from 'divergence'",
+                *key, "divergence", selector,
+            )  # fmt: skip
 
 
 def _lint_pin(
     out: _Collector,
     manifest: Manifest,
     pin: Pin,
-    resolved: dict[Platform, ResolvedPin],
+    resolved: dict[ImageKey, ResolvedPin],
     *,
     strict: bool,
 ) -> None:
@@ -143,86 +213,74 @@ def _lint_pin(
     if is_placeholder(pin.why, name=pin.name):
         out.add("TB007", f"pins.{pin.name}.why: give the pin's provenance, not '{pin.why}'",
                 *key, "why")  # fmt: skip
-    values = {r.value_key() for r in resolved.values()}
-    if len(pin.platforms) == len(PLATFORMS):
-        if len(values) > 1 and pin.divergence is None:
-            diffs = _differences(resolved)
-            override = next(iter(pin.overrides))
-            out.add(
-                "TB001",
-                f"pins.{pin.name}: {diffs}; move both platforms together "
-                f"(twinbuild pins bump), or declare divergence = \"reason\"",
-                *key, override,
-            )  # fmt: skip
-        if len(values) == 1 and pin.divergence is not None:
-            out.add("TB002", f"pins.{pin.name}: identical on cuda and rocm; drop 'divergence'",
-                    *key, "divergence")  # fmt: skip
-    elif pin.asymmetry is None:
+    if len(pin.variants) > 1 or pin.divergence:
+        _symmetry(out, manifest, pin, resolved)
+    if len(pin.variants) < len(manifest.variants) and pin.asymmetry is None:
         out.add(
             "TB003",
-            f"pins.{pin.name}: only on {', '.join(pin.platforms)}; "
-            f"add asymmetry = \"why the other platform does without it\"",
-            *key, "platforms",
+            f"pins.{pin.name}: only on {', '.join(pin.listed or pin.variants)}; "
+            f"add asymmetry = \"why the other variants do without it\"",
+            *key, "variants",
         )  # fmt: skip
-    for field_name in ("divergence", "asymmetry", "floating"):
-        reason = getattr(pin, field_name)
+    reasons = [(f, getattr(pin, f)) for f in ("asymmetry", "floating")]
+    reasons += [(f"divergence.{k}", v) for k, v in (pin.divergence or {}).items()]
+    for field_name, reason in reasons:
         if reason is not None and is_placeholder(reason, name=pin.name):
             out.add("TB007", f"pins.{pin.name}.{field_name}: '{reason}' is a placeholder; "
-                    "write the real reason", *key, field_name)  # fmt: skip
-    floats: list[str] = []
+                    "write the real reason", *key, *field_name.split("."))  # fmt: skip
+    floats: list[tuple[str, ImageKey]] = []
     float_key: tuple[str, ...] = key
-    for platform, r in resolved.items():
-        where = (*key, platform) if platform in pin.overrides else key
+    for image, r in resolved.items():
+        where = next((
+            (*key, s) for s in reversed(manifest.selectors(image)) if s in pin.overrides
+        ), key)  # fmt: skip
         found = _lint_values(out, r, where)
         if found and not floats:  # the line of the first key that floats: its ref or range
             float_key = (*where, "ref" if r.values.ref is not None else "range")
-        floats += found
+        floats += [(what, image) for what in found]
     if floats and pin.floating is None:
         out.add("TB005",
-                f"pins.{pin.name}: {_joined(floats)}; pin it, or declare floating = \"why\"",
+                f"pins.{pin.name}: {_joined(manifest, floats)}; pin it, or declare floating = \"why\"",
                 *float_key)  # fmt: skip
     elif floats and pin.floating is not None:
-        finding = Finding(
-            path=str(manifest.path), line=manifest.line_of(*key, "floating"), code="TB010",
-            message=f"pins.{pin.name}: floating ({_joined(floats)}): {pin.floating}",
-        )  # fmt: skip
-        out.floating.append(finding)
-        if strict:
-            out.findings.append(finding)
+        _floating(out, manifest, f"pins.{pin.name}: floating ({_joined(manifest, floats)}): "
+                  f"{pin.floating}", (*key, "floating"), strict=strict)  # fmt: skip
     elif not floats and pin.floating is not None:
-        out.add("TB011", f"pins.{pin.name}: declared floating but pinned on every platform; "
+        out.add("TB011", f"pins.{pin.name}: declared floating but pinned on every variant; "
                 "drop 'floating'", *key, "floating")  # fmt: skip
 
 
-def _joined(floats: list[str]) -> str:
-    """``git ref 'main' on cuda and rocm``: one description, every platform it floats on."""
-    order: dict[str, list[str]] = {}
-    for text in floats:
-        what, sep, platform = text.rpartition(" on ")
-        if sep and platform in PLATFORMS:
-            order.setdefault(what, []).append(platform)
-        else:
-            order.setdefault(text, [])
+def _joined(manifest: Manifest, floats: list[tuple[str, ImageKey]]) -> str:
+    """``git ref 'main' on every variant``: one description, the images it floats on."""
+    order: dict[str, list[ImageKey]] = {}
+    for what, image in floats:
+        order.setdefault(what, []).append(image)
+    every = set(manifest.images())
     return "; ".join(
-        f"{what} on {' and '.join(platforms)}" if platforms else what
-        for what, platforms in order.items()
+        f"{what} on {'every variant' if set(images) == every else manifest.label(images)}"
+        for what, images in order.items()
     )
 
 
-def _differences(resolved: dict[Platform, ResolvedPin]) -> str:
-    cuda, rocm = resolved["cuda"], resolved["rocm"]
-    parts = [
-        f"{n} cuda={getattr(cuda.values, n)!r} rocm={getattr(rocm.values, n)!r}"
-        for n in SYMMETRIC_KEYS
-        if getattr(cuda.values, n) != getattr(rocm.values, n)
-    ]
+def _differences(
+    manifest: Manifest,
+    pin: Pin,
+    images: dict[str, ResolvedPin],
+    rest: dict[str, tuple[str | None, ...]],
+) -> str:
+    """``version cu13='1' cu12-x86='2'``: what differs among the variants no divergence names."""
+    parts = []
+    for n in SYMMETRIC_KEYS:
+        seen = {v: getattr(images[v].values, n) for v in rest}
+        if len(set(seen.values())) > 1:
+            parts.append(f"{n} " + " ".join(f"{v}={x!r}" for v, x in seen.items()))
     return "differs: " + ", ".join(parts)
 
 
 def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[str]:
-    """Check one platform's values; return descriptions of what floats."""
+    """Check one image's values; return descriptions of what floats."""
     floats: list[str] = []
-    label = f"pins.{r.name}" + (f".{r.platform}" if key[-1] in PLATFORMS else "")
+    label = ".".join(key)
     if r.kind == "git":
         if (
             r.values.commit is not None
@@ -248,7 +306,7 @@ def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[
                 *key, "commit",
             )  # fmt: skip
         if r.values.ref is not None:
-            floats.append(f"git ref '{r.values.ref}' on {r.platform}")
+            floats.append(f"git ref '{r.values.ref}'")
     if r.values.version is not None and r.kind in ("pypi", "url"):
         try:
             Version(r.values.version)
@@ -262,14 +320,12 @@ def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[
             except InvalidSpecifier:
                 out.add("TB006", f"{label}.range: '{r.values.range}' is not a PEP 440 specifier",
                         *key, "range")  # fmt: skip
-        floats.append(
-            f"range '{r.values.range}' on {r.platform}"
-            if r.values.range
-            else f"unpinned on {r.platform}"
-        )
+        floats.append(f"range '{r.values.range}'" if r.values.range else "unpinned")
     if r.kind == "apt" and r.values.version is None and r.values.range is None:
-        floats.append(f"apt package unpinned on {r.platform}")
-    if r.kind == "url" and r.values.sha256 is not None and not SHA256.match(r.values.sha256):
+        floats.append("apt package unpinned")
+    if r.kind == "url" and r.values.sha256 == "":
+        floats.append("sha256 not pinned")
+    elif r.kind == "url" and r.values.sha256 is not None and not SHA256.match(r.values.sha256):
         out.add("TB009", f"{label}.sha256: '{r.values.sha256}' is not 64 lower-case hex",
                 *key, "sha256")  # fmt: skip
     return floats
@@ -280,18 +336,42 @@ def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[
 
 def lint_recipes(manifest: Manifest, root: Path) -> list[Finding]:
     """Every recipe takes its pins from the manifest, needs nothing else, and installs every pin
-    its profile installs on its platform."""
+    its profile installs on each image built from it."""
     out = _Collector(manifest)
     parsed: dict[Path, scan.Recipe] = {}
-    production_args = {a for p in PLATFORMS for a in render(manifest, p, "production").args}
-    for profile, per_platform in RECIPES.items():
-        for platform, rel in per_platform.items():
-            path = root / rel
-            if path not in parsed:
-                parsed[path] = scan.parse(path)
-                _literal_pins(out, parsed[path], rel)
-            _inputs(out, manifest, parsed[path], rel, platform, profile, production_args)
+    renders = [render(manifest, i, p) for i in manifest.images() for p in PROFILES[::-1]]
+    production_args = {a for r in renders if r.profile == "production" for a in r.args}
+    for rendered in renders:
+        path = root / rendered.recipe
+        if path not in parsed:
+            parsed[path] = scan.parse(path)
+            _literal_pins(out, parsed[path], rendered.recipe)
+        _inputs(out, parsed[path], rendered, production_args)
+    _settings_used(out, manifest, parsed, root)
     return out.findings
+
+
+def _settings_used(
+    out: _Collector, manifest: Manifest, parsed: dict[Path, scan.Recipe], root: Path
+) -> None:
+    """Each recipe setting reaches a recipe: a shared one some variant's, a variant's own its."""
+    declared = {
+        name: {
+            a.name for a in parsed[root / render(manifest, v.images()[0], "production").recipe].args
+        }
+        for name, v in manifest.variants.items()
+        if v.archs
+    }
+    for arg in manifest.build_args:
+        if not any(arg in found for found in declared.values()):
+            out.add("TB106", f"build_args.{arg}: no variant's recipe declares ARG {arg}; use it "
+                    "in a recipe or drop it", "build_args", arg)  # fmt: skip
+    for name, variant in manifest.variants.items():
+        for arg in variant.build_args:
+            if arg not in declared.get(name, set()):
+                recipe = f"images/{variant.recipe}/Dockerfile"
+                out.add("TB106", f"variants.{name}.build_args.{arg}: {recipe} declares no ARG "
+                        f"{arg}; use it there or drop it", "variants", name, "build_args", arg)  # fmt: skip
 
 
 def _literal_pins(out: _Collector, parsed: scan.Recipe, rel: Path) -> None:
@@ -301,7 +381,7 @@ def _literal_pins(out: _Collector, parsed: scan.Recipe, rel: Path) -> None:
         if item.source == "from":
             out.add_at(rel, item.line, "TB102",
                        f"FROM {item.text} is written in the recipe; use FROM ${{BASE_IMAGE}}, "
-                       "which the manifest's platforms.<p>.base feeds")  # fmt: skip
+                       "which the manifest's variants.<v>.base feeds")  # fmt: skip
         elif item.source != "env":
             out.add_at(rel, item.line, "TB101",
                        f"literal pin '{item.text}' ({item.source}); move it into pins/ and read it "
@@ -325,14 +405,11 @@ def _literal_pins(out: _Collector, parsed: scan.Recipe, rel: Path) -> None:
 
 def _inputs(
     out: _Collector,
-    manifest: Manifest,
     parsed: scan.Recipe,
-    rel: Path,
-    platform: Platform,
-    profile: Profile,
+    rendered: Rendered,
     production_args: set[str],
 ) -> None:
-    rendered = render(manifest, platform, profile)
+    rel, image, profile = rendered.recipe, rendered.image, rendered.profile
     given = set(rendered.args)
     for arg in parsed.args:
         if (
@@ -341,11 +418,11 @@ def _inputs(
             and arg.name not in given
             and arg.name not in BUILTIN_ARGS
         ):
-            if arg.name in production_args:  # the other platform's pin, in a shared recipe
+            if arg.name in production_args:  # another variant's pin or setting, a shared recipe
                 continue
             out.add_at(rel, arg.line, "TB103",
                        f"ARG {arg.name} has no default and the manifest gives no such build arg "
-                       f"for {platform}; add the pin to pins/ or remove the ARG")  # fmt: skip
+                       f"for {image.name}; add the pin to pins/ or remove the ARG")  # fmt: skip
     copied = {src for _, src in parsed.copies}
     for line, src in parsed.copies:
         if src.startswith(GENERATED + "/pip/") and src not in rendered.files:
@@ -367,7 +444,7 @@ def _inputs(
             )
             out.add(
                 "TB104",
-                f"pins.{pin.name}: {rel} does not install it for {platform} ({profile}); "
+                f"pins.{pin.name}: {rel} does not install it for {image.name} ({profile}); "
                 f"{how}, or remove the pin",
                 "pins", pin.name,
             )  # fmt: skip

@@ -10,8 +10,6 @@ import re
 import unicodedata
 from pathlib import Path
 
-from twinbuild.manifest.model import PLATFORMS
-
 #: Deepest nesting of tables and arrays a manifest may use; it needs four.
 MAX_DEPTH = 16
 
@@ -19,7 +17,7 @@ MAX_DEPTH = 16
 def too_deep(path: Path) -> str:
     return (
         f"{path}: tables or arrays nested more than {MAX_DEPTH} deep; a manifest nests a few "
-        "levels (pins.NAME.cuda.KEY), fix the file"
+        "levels (pins.NAME.VARIANT.KEY), fix the file"
     )
 
 
@@ -51,14 +49,17 @@ def describe_char(char: str) -> str:
     return f"'{char}' (U+{ord(char):04X} {unicodedata.name(char, 'unnamed character')})"
 
 
-def bad_name(name: str) -> str:
+def bad_name(name: str, what: str = "pin") -> str:
     odd = first_non_ascii(name)
     if odd:
         return (
-            f"{odd} is not ASCII (a look-alike letter?); pin names are lower-case ASCII letters, "
-            "digits, '-' and '_'"
+            f"{odd} is not ASCII (a look-alike letter?); {what} names are lower-case ASCII "
+            "letters, digits, '-' and '_'"
         )
-    return "pin names are lower-case letters, digits, '-' and '_'; rename the pin"
+    return (
+        f"{what} names are lower-case letters, digits, '-' and '_' (at most 64, starting with a "
+        f"letter or digit); rename the {what}"
+    )
 
 
 def type_name(value: object) -> str:
@@ -78,5 +79,6 @@ def one_of(value: str, choices: tuple[str, ...]) -> str:
     return f"; did you mean '{close[0]}'?" if close else f"; expected one of {', '.join(choices)}"
 
 
-def unknown_platform(name: str) -> str:
-    return f"unknown platform '{name}'{one_of(name, PLATFORMS)}"
+def unknown_name(what: str, name: str, known: tuple[str, ...]) -> str:
+    """``unknown variant 'cu31'; did you mean 'cu13'?``, or the list of known names."""
+    return f"unknown {what} '{name}'{one_of(name, known)}"

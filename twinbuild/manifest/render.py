@@ -1,7 +1,10 @@
-"""What one build of one platform receives: build args and generated files, from the manifest alone.
+"""What one build of one image receives: build args and generated files, from the manifest alone.
 
-Recipes carry no version, commit, branch or base tag. They read:
+Recipes carry no version, commit, branch, base tag or build setting. They read:
 - ``BASE_IMAGE`` and ``<PIN>_<FIELD>`` build args (checkout, file and apt pins);
+- in production, ``GPU_ARCHS`` (the variant's GPU targets, ';'-separated) and the recipe settings
+  of ``[build_args]`` and the variant's own ``build_args`` (compile jobs, ``*_FORCE_BUILD``
+  switches, how Megatron-LM and the collective tests are checked out and installed);
 - ``.twinbuild/pip/<layer>.txt`` requirement files in the build context (pip pins), one per layer,
   so a pin that moves often can live in a late layer and invalidate only what follows it.
 """
@@ -12,39 +15,57 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinbuild.manifest.model import Manifest, Platform, Profile, ResolvedPin
+from twinbuild.manifest.model import Arch, ImageKey, Manifest, Profile, ResolvedPin
 
 GENERATED = ".twinbuild"
-RECIPES: Mapping[Profile, Mapping[Platform, Path]] = {
-    "production": {"cuda": Path("images/cuda/Dockerfile"), "rocm": Path("images/rocm/Dockerfile")},
-    "local": {"cuda": Path("images/local/Dockerfile"), "rocm": Path("images/local/Dockerfile")},
-}
+#: The local profile's one recipe: a stage per recipe family (``cuda``, ``rocm``).
+LOCAL_RECIPE = Path("images/local/Dockerfile")
 #: BASE_IMAGE where the base's tag cannot be known here (no mmdebstrap to ask its version).
 UNKNOWN_BASE = "twinbuild/base:<unknown>"
 #: Where the local profile finds git mirrors and wheels inside the image during the build.
 CONTEXT_IN_IMAGE = "/twinbuild"
 
 
+def recipe_path(recipe: str, profile: Profile) -> Path:
+    """The recipe a variant of recipe family ``recipe`` builds from in ``profile``."""
+    return LOCAL_RECIPE if profile == "local" else Path(f"images/{recipe}/Dockerfile")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Rendered:
-    platform: Platform
+    image: ImageKey
     profile: Profile
     recipe: Path
     target: str | None
+    family: str  # the variant's recipe family: images/<family>/ is its own recipe folder
+    families: tuple[str, ...]  # every family the manifest's variants build from
     args: dict[str, str]
     files: dict[str, str]
     installed: list[ResolvedPin]
     skipped: list[tuple[ResolvedPin, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what render could not know, and why
+    #: Why a production build of this image cannot run yet (a base or download not pinned),
+    #: each saying what to run; `twinbuild build` refuses while there is one.
+    blockers: list[str] = field(default_factory=list)
+
+    @property
+    def variant(self) -> str:
+        return self.image.variant
+
+    @property
+    def arch(self) -> Arch:
+        return self.image.arch
 
     def text(self) -> str:
         """Exactly what the build receives, for ``twinbuild render``."""
         out = [
-            f"# twinbuild render {self.platform} --profile {self.profile}",
+            f"# twinbuild render {self.variant} --arch {self.arch} --profile {self.profile}",
             f"recipe: {self.recipe}",
+            f"platform: {self.arch}",
         ]
         if self.target:
             out.append(f"target: {self.target}")
+        out += [f"# not buildable yet: {b}" for b in self.blockers]
         out.append("build args:")
         out += [f"# {note}" for note in self.notes]
         out += [f"  {k}={v}" for k, v in sorted(self.args.items())]
@@ -115,7 +136,7 @@ def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | Non
 
 def render(
     manifest: Manifest,
-    platform: Platform,
+    image: ImageKey,
     profile: Profile,
     *,
     local_base: str = "twinbuild/base:local",
@@ -123,22 +144,37 @@ def render(
 ) -> Rendered:
     """The args and files for one build; ``mirrors`` maps git pin names to local clone paths."""
     mirrors = mirrors or {}
-    pins = manifest.resolve(platform)
+    variant = manifest.variant(image.variant)
+    pins = manifest.resolve(image)
     args: dict[str, str] = {}
     layers: dict[str, list[str]] = {layer: [] for layer in manifest.layers()}
     installed: list[ResolvedPin] = []
     skipped: list[tuple[ResolvedPin, str]] = []
+    blockers: list[str] = []
     if profile == "production":
-        args["BASE_IMAGE"] = manifest.platforms[platform].base.ref
+        args["BASE_IMAGE"] = variant.base.ref
+        args["GPU_ARCHS"] = ";".join(variant.gpu_archs)
+        args.update(manifest.recipe_args(image.variant))
+        if variant.base.floating is not None:
+            blockers.append(
+                f"variants.{variant.name}.base.digest is not pinned ({variant.base.floating}); "
+                f"set it in {manifest.path} and build again"
+            )
     else:
         args["BASE_IMAGE"] = local_base
-        args["TWINBUILD_PLATFORM"] = platform
+        args["TWINBUILD_VARIANT"] = image.variant
     for pin in pins:
         if profile == "local":
             reason = local_skip_reason(pin, mirrors)
             if reason is not None:
                 skipped.append((pin, reason))
                 continue
+        elif pin.kind == "url" and not pin.values.sha256:
+            blockers.append(
+                f"pins.{pin.name}.sha256 is not pinned: on a machine that reaches "
+                f"{_host(pin.values.url)} run `twinbuild pins bump {pin.name} --fetch`, commit "
+                f"{manifest.path}, and build again"
+            )
         installed.append(pin)
         if pin.install == "pip":
             mirror = None
@@ -158,12 +194,21 @@ def render(
         for layer, lines in layers.items()
     }
     return Rendered(
-        platform=platform,
+        image=image,
         profile=profile,
-        recipe=RECIPES[profile][platform],
-        target=platform if profile == "local" else None,
+        recipe=recipe_path(variant.recipe, profile),
+        target=variant.recipe if profile == "local" else None,
+        family=variant.recipe,
+        families=tuple(dict.fromkeys(v.recipe for v in manifest.variants.values())),
         args=args,
         files=files,
         installed=installed,
         skipped=skipped,
+        blockers=blockers,
     )
+
+
+def _host(url: str | None) -> str:
+    from urllib.parse import urlsplit
+
+    return urlsplit(url or "").hostname or "its host"

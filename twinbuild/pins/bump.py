@@ -1,9 +1,13 @@
 """``twinbuild pins bump``: move one pin in pins/manifest.toml, keeping its comments and layout.
 
-A pin moves on every platform that carries it, so a symmetric pin stays symmetric. Moving one
-platform of a symmetric pin needs ``--diverge --reason``; a bump that makes a divergent pin the same
-on both platforms again folds the overrides back into one table. The result must load and pass the
-manifest lint before anything is written, and the write is atomic.
+A pin moves on every variant that carries it, so a symmetric pin stays symmetric: the value is set
+in the pin's own table and in every override table (a group's, a variant's, an architecture's)
+that sets it. Moving one variant or group of a symmetric pin needs ``--diverge --reason``, which
+writes its override table and names it in the divergence; a bump that makes a divergent pin the
+same on every variant again folds the overrides back into one table. ``--fetch`` pins a ``url``
+pin's sha256 from what its url serves. The result must load and pass the manifest lint before
+anything is written, and the write is atomic; the report names every image that moved and every
+image that rebuilds.
 """
 
 from __future__ import annotations
@@ -22,12 +26,12 @@ from twinbuild.errors import ConfigError
 from twinbuild.lint.checks import ANY_HEX40, FULL_SHA, HEX_PREFIX, is_placeholder, lint_manifest
 from twinbuild.manifest.loader import load, loads
 from twinbuild.manifest.model import (
+    ARCH_NAMES,
     DEFAULT_PATH,
-    PLATFORMS,
+    ImageKey,
     Kind,
     Manifest,
     Pin,
-    Platform,
     Profile,
     ResolvedPin,
 )
@@ -35,10 +39,12 @@ from twinbuild.pins.diff import rebuild_needed
 from twinbuild.pins.upstream import UpstreamCheck, check_commit
 from twinbuild.util.atomic import write_atomic
 
-Field = Literal["commit", "version"]
-_FITS: dict[Field, tuple[Kind, ...]] = {"commit": ("git",), "version": ("pypi", "url", "apt")}
+Field = Literal["commit", "version", "sha256"]
+_FITS: dict[Field, tuple[Kind, ...]] = {
+    "commit": ("git",), "version": ("pypi", "url", "apt"), "sha256": ("url",),
+}  # fmt: skip
 #: The floating counterpart a new exact value replaces in the same table.
-_REPLACES: dict[Field, str] = {"commit": "ref", "version": "range"}
+_REPLACES: dict[Field, str] = {"commit": "ref", "version": "range", "sha256": "sha256"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,12 +53,15 @@ class BumpRequest:
     why: str
     commit: str | None = None
     version: str | None = None
-    platform: Platform | None = None
+    fetch: bool = False  # pin a url pin's sha256 from what its url serves
+    variant: str | None = None  # a variant or group: move only its images
     diverge: bool = False
     reason: str | None = None
 
     @property
     def field(self) -> Field:
+        if self.fetch:
+            return "sha256"
         return "commit" if self.commit is not None else "version"
 
     @property
@@ -64,22 +73,30 @@ class BumpRequest:
 class BumpResult:
     path: Path
     pin: str
-    moved: dict[Platform, tuple[str, str]]  # platform -> (old, new) as a person reads them
-    rebuild: dict[Platform, tuple[Profile, ...]]  # images whose manifest slice changed
+    moved: dict[ImageKey, tuple[str, str]]  # image -> (old, new) as a person reads them
+    rebuild: dict[ImageKey, tuple[Profile, ...]]  # images whose manifest slice changed
     upstream: UpstreamCheck | None
     text: str
     written: bool
+    manifest: Manifest  # the manifest after the bump: names the images by variant
 
     def report(self) -> str:
         lines = [f"pins.{self.pin}:"]
-        for platform, (old, new) in self.moved.items():
-            lines.append(f"  {platform}: {old} -> {new}" if old != new else f"  {platform}: {new}")
+        groups: dict[tuple[str, str], list[ImageKey]] = {}
+        for image, delta in self.moved.items():
+            groups.setdefault(delta, []).append(image)
+        for (old, new), images in groups.items():
+            label = self.manifest.label(images)
+            lines.append(f"  {label}: {old} -> {new}" if old != new else f"  {label}: {new}")
         if self.upstream is not None:
             lines.append(f"upstream: {self.upstream.describe()}")
         if self.rebuild:
+            by: dict[tuple[Profile, ...], list[ImageKey]] = {}
+            for image, profiles in self.rebuild.items():
+                by.setdefault(profiles, []).append(image)
             lines.append(
                 "rebuild: "
-                + ", ".join(f"{p} ({', '.join(prof)})" for p, prof in self.rebuild.items())
+                + "; ".join(f"{self.manifest.label(i)} ({', '.join(p)})" for p, i in by.items())
             )
         else:
             lines.append("rebuild: none (no image input changed)")
@@ -117,7 +134,7 @@ def bump(
     found = old.find(request.name)  # `torch_memory_saver` names the pin `torch-memory-saver` too
     if found is not None:
         request = replace(request, name=found.name)
-    new_text = edit(old, request)
+    new_text = edit(old, request, hashes=_fetched(old, request) if request.fetch else None)
     new = _reload(old, new_text)
     findings = lint_manifest(new).findings
     if findings:
@@ -142,46 +159,110 @@ def bump(
         upstream=checked,
         text=new_text,
         written=write,
+        manifest=new,
     )
 
 
 # -- the edit ------------------------------------------------------------------------------------
 
 
-def edit(old: Manifest, request: BumpRequest) -> str:
-    """The manifest text after the bump (not yet linted or written)."""
+def edit(old: Manifest, request: BumpRequest, *, hashes: dict[str, str] | None = None) -> str:
+    """The manifest text after the bump (not yet linted or written). ``hashes`` (``--fetch``)
+    maps each url the pin names to the sha256 of what it served."""
     pin = _check_request(old, request)
     field = request.field
-    carriers = _carriers(old, pin, request)
+    targets = _targets(old, pin, request)
     doc = tomlkit.parse(old.text)
     table = _pin_table(doc, pin.name)
-    one_of_two = request.platform is not None and len(pin.platforms) > 1
-    for platform in carriers:
-        sub = _sub(table, platform)
-        if sub is not None and (field in sub or _REPLACES[field] in sub):  # pinned or floating
-            _set(sub, field, request.value)
-        elif one_of_two:
-            if sub is None:
-                sub = tomlkit.table()
-                _set(sub, field, request.value)
-                sub.add(tomlkit.nl())  # keep the blank line before the next pin
-                table[platform] = sub
-            else:
-                _set(sub, field, request.value)
-        else:
-            _set(table, field, request.value)
-    if request.diverge:
-        table["divergence"] = request.reason or ""
+    if hashes is not None:
+        _set_hashes(old, pin, table, hashes)
+    elif request.variant is not None and request.diverge:
+        sub = _sub(table, request.variant)
+        if sub is None:
+            sub = tomlkit.table()
+            table[request.variant] = sub
+        _set(sub, field, request.value)
+        if not _ends_blank(table):
+            table.add(tomlkit.nl())  # keep the blank line before the next pin
+        reasons = dict(pin.divergence or {})
+        reasons[request.variant] = request.reason or ""
+        table["divergence"] = _inline(reasons)
+    else:
+        holders = _holders(old, pin, field, targets)
+        if request.variant is not None and None in holders:
+            everyone = old.images(pin.variants)
+            sharing = [
+                i for i in everyone if i not in targets and None in _holders(old, pin, field, [i])
+            ]
+            if sharing:
+                raise ConfigError(
+                    f"{old.where('pins', pin.name)}: pins.{pin.name}: its {field} is shared with "
+                    f"{old.label(sharing)}; moving only {request.variant} needs --diverge "
+                    '--reason "why it differs"'
+                )
+        for selector in holders:
+            holder = table if selector is None else _sub(table, selector)
+            if holder is not None:
+                _set(holder, field, request.value)
     table["why"] = request.why
     text = tomlkit.dumps(doc)
     moved = _reload(old, text)
     return _tidy(moved, text, pin.name)
 
 
+def _inline(values: dict[str, str]) -> InlineTable:
+    inline = tomlkit.inline_table()
+    inline.update(values)
+    return inline
+
+
+def _holders(old: Manifest, pin: Pin, field: Field, targets: list[ImageKey]) -> list[str | None]:
+    """The tables to set ``field`` in so every target image takes the new value: the topmost
+    table that sets it (or its floating counterpart) for each image; the pin's own table (None)
+    where no override does."""
+    out: list[str | None] = []
+    for image in targets:
+        holder: str | None = None
+        for selector in old.selectors(image):
+            values = pin.overrides.get(selector)
+            if values is not None and (
+                getattr(values, field) is not None or getattr(values, _REPLACES[field]) is not None
+            ):
+                holder = selector
+        if holder not in out:
+            out.append(holder)
+    return out
+
+
+def _fetched(old: Manifest, request: BumpRequest) -> dict[str, str]:
+    """``--fetch``: the sha256 of every url the pin names on any of its images."""
+    from twinbuild.pins.fetch import sha256_of
+
+    pin = _check_request(old, request)
+    urls: dict[str, str] = {}
+    for image in _targets(old, pin, request):
+        url = _resolved(old, pin.name, image).values.url
+        if url and url not in urls:
+            urls[url] = sha256_of(url, what=f"pins.{pin.name}")
+    return urls
+
+
+def _set_hashes(old: Manifest, pin: Pin, table: Table, hashes: dict[str, str]) -> None:
+    """Write each url's sha256 into the table that names that url."""
+    for selector in (None, *pin.overrides):
+        values = pin.common if selector is None else pin.overrides[selector]
+        holder = table if selector is None else _sub(table, selector)
+        if values.url is not None and values.url in hashes and holder is not None:
+            holder["sha256"] = hashes[values.url]
+
+
 def _check_request(old: Manifest, request: BumpRequest) -> Pin:
     name = request.name
-    if (request.commit is None) == (request.version is None):
-        raise ConfigError(f"pins bump {name}: pass exactly one of --commit SHA or --version V")
+    given = sum(x for x in (request.commit is not None, request.version is not None, request.fetch))
+    if given != 1:
+        raise ConfigError(
+            f"pins bump {name}: pass exactly one of --commit SHA, --version V or --fetch"
+        )
     pin = old.find(name)
     if pin is None:
         close = difflib.get_close_matches(name, list(old.pins), n=1)
@@ -193,47 +274,62 @@ def _check_request(old: Manifest, request: BumpRequest) -> Pin:
             f"{where}: --why '{request.why}' says nothing; give the new pin's provenance "
             "(PR, release, merge commit)"
         )
-    if request.diverge and (request.platform is None or is_placeholder(request.reason)):
-        raise ConfigError(
-            f'{where}: --diverge needs --platform P and --reason "why the platforms differ"'
-        )
+    if request.diverge and (request.variant is None or is_placeholder(request.reason)):
+        raise ConfigError(f'{where}: --diverge needs --variant NAME and --reason "why it differs"')
+    if request.diverge and request.fetch:
+        raise ConfigError(f"{where}: --fetch pins what the urls serve; it does not diverge")
     if request.reason is not None and not request.diverge:
         raise ConfigError(f"{where}: --reason goes with --diverge; add --diverge or drop --reason")
-    if request.platform is not None and request.platform not in pin.platforms:
-        raise ConfigError(
-            f"{where}: not on {request.platform} (platforms = {list(pin.platforms)}); "
-            "drop --platform"
-        )
+    if request.variant is not None:
+        members = old.members(request.variant)
+        if not members:
+            from twinbuild.manifest.messages import unknown_name
+
+            known = (*old.variants, *old.groups)
+            raise ConfigError(
+                f"{where}: --variant: {unknown_name('variant or group', request.variant, known)}"
+            )
+        if not set(members) & set(pin.variants):
+            raise ConfigError(
+                f"{where}: not on {request.variant} (variants = {list(pin.variants)}); "
+                "drop --variant"
+            )
     return pin
 
 
-def _carriers(old: Manifest, pin: Pin, request: BumpRequest) -> list[Platform]:
-    """The platforms the bump moves; checks the value against each one's kind."""
+def _targets(old: Manifest, pin: Pin, request: BumpRequest) -> list[ImageKey]:
+    """The images the bump moves; checks the value against each one's kind."""
     where = f"{old.where('pins', pin.name)}: pins.{pin.name}"
-    resolved = {p: _resolved(old, pin.name, p) for p in pin.platforms}
-    targets = [request.platform] if request.platform is not None else list(pin.platforms)
+    images = [i for i in old.images(pin.variants)]
+    wanted = old.members(request.variant) if request.variant is not None else pin.variants
+    targets = [i for i in images if i.variant in wanted]
     field = request.field
-    carriers = [p for p in targets if resolved[p].kind in _FITS[field]]
-    if not carriers:
+    resolved = {i: _resolved(old, pin.name, i) for i in images}
+    fitting = [i for i in targets if resolved[i].kind in _FITS[field]]
+    if not fitting:
         kind = resolved[targets[0]].kind
-        other = "--commit" if kind == "git" else "--version"
-        raise ConfigError(f"{where}: a {kind} pin takes {other}, not --{field}")
+        other = {"git": "--commit", "url": "--version or --fetch"}.get(kind, "--version")
+        flag = "--fetch" if field == "sha256" else f"--{field}"
+        raise ConfigError(f"{where}: a {kind} pin takes {other}, not {flag}")
     if field == "commit":
         _check_commit(where, request.value)
-    else:
-        _check_version(where, request.value, {resolved[p].kind for p in carriers})
-    symmetric = (
-        len(pin.platforms) == len(PLATFORMS)
-        and len({r.value_key() for r in resolved.values()}) == 1
+    elif field == "version":
+        _check_version(where, request.value, {resolved[i].kind for i in fitting})
+    others = [i for i in images if i.variant not in wanted]
+    symmetric = bool(others) and all(
+        resolved[o].value_key() == resolved[t].value_key()
+        for o in others
+        for t in fitting
+        if o.arch == t.arch
     )
-    if request.platform is not None and symmetric and not request.diverge:
-        others = [p for p in pin.platforms if p != request.platform]
+    if request.variant is not None and symmetric and not request.diverge and field != "sha256":
+        left = sorted({o.variant for o in others})
         raise ConfigError(
-            f"{where}: the same on {', '.join(pin.platforms)}; moving only {request.platform} "
-            f"leaves {', '.join(others)} behind: drop --platform to move both, or pass "
+            f"{where}: the same on every variant; moving only {request.variant} leaves "
+            f"{', '.join(left)} behind: drop --variant to move them all, or pass "
             f'--diverge --reason "why they differ"'
         )
-    return carriers
+    return fitting
 
 
 def _check_commit(where: str, commit: str) -> None:
@@ -267,18 +363,26 @@ def _check_version(where: str, version: str, kinds: set[Kind]) -> None:
 def _tidy(moved: Manifest, text: str, name: str) -> str:
     """Fold a pin symmetric again into one table; drop a 'floating' that no longer floats."""
     pin = moved.pins[name]
-    resolved = [_resolved(moved, name, p) for p in pin.platforms]
-    symmetric = len(pin.platforms) == len(PLATFORMS) and len({r.value_key() for r in resolved}) == 1
-    fold = symmetric and (pin.overrides or pin.divergence is not None)
-    still_floats = any(r.values.ref is not None or r.values.range is not None for r in resolved)
+    images = moved.images(pin.variants)
+    resolved = {i: _resolved(moved, name, i) for i in images}
+    by_arch: dict[str, set[tuple[str | None, ...]]] = {}
+    for image, r in resolved.items():
+        by_arch.setdefault(image.arch, set()).add(r.value_key())
+    symmetric = all(len(keys) == 1 for keys in by_arch.values())
+    shared = [s for s in pin.overrides if s not in ARCH_NAMES.values()]
+    fold = symmetric and (bool(shared) or pin.divergence is not None)
+    still_floats = any(
+        r.values.ref is not None or r.values.range is not None or r.values.sha256 == ""
+        for r in resolved.values()
+    )
     unfloat = pin.floating is not None and not still_floats
     if not fold and not unfloat:
         return text
     doc = tomlkit.parse(text)
     table = _pin_table(doc, name)
     if fold:
-        for platform in PLATFORMS:
-            sub = _sub(table, platform)
+        for selector in shared:
+            sub = _sub(table, selector)
             if sub is None:
                 continue
             for key in list(sub.keys()):
@@ -288,7 +392,7 @@ def _tidy(moved: Manifest, text: str, name: str) -> str:
                 if isinstance(sub, InlineTable):  # its values have no line end of their own
                     value = tomlkit.item(value.unwrap())
                 table[key] = value
-            del table[platform]
+            del table[selector]
         if "divergence" in table:
             del table["divergence"]
         if not _ends_blank(table):
@@ -310,11 +414,11 @@ def _pin_table(doc: Any, name: str) -> Table:
     return table
 
 
-def _sub(table: Table, platform: Platform) -> Table | InlineTable | None:
-    """The pin's override for ``platform``: a ``[pins.NAME.P]`` table or ``P = { ... }`` inline
+def _sub(table: Table, selector: str) -> Table | InlineTable | None:
+    """The pin's override for ``selector``: a ``[pins.NAME.S]`` table or ``S = { ... }`` inline
     (an inline one was once skipped: the bump then set the pin's own value, which the override
     still hid, and the pin did not move)."""
-    sub = table.get(platform)
+    sub = table.get(selector)
     return sub if isinstance(sub, Table | InlineTable) else None
 
 
@@ -327,17 +431,17 @@ def _ends_blank(table: Table) -> bool:
 def _set(table: Table | InlineTable, field: Field, value: str) -> None:
     """Set ``field``; an exact value takes the place (and line) of the floating key it replaces."""
     replaced = _REPLACES[field]
-    if replaced in table and field not in table:
+    if replaced != field and replaced in table and field not in table:
         # tomlkit has no public rename; _replace keeps the key's position and trailing comment
         table.value._replace(replaced, field, tomlkit.item(value))
         return
     table[field] = value
-    if replaced in table:
+    if replaced != field and replaced in table:
         del table[replaced]
 
 
-def _resolved(manifest: Manifest, name: str, platform: Platform) -> ResolvedPin:
-    return next(r for r in manifest.resolve(platform) if r.name == name)
+def _resolved(manifest: Manifest, name: str, image: ImageKey) -> ResolvedPin:
+    return next(r for r in manifest.resolve(image) if r.name == name)
 
 
 def _reload(old: Manifest, text: str) -> Manifest:
@@ -351,11 +455,11 @@ def _reload(old: Manifest, text: str) -> Manifest:
         ) from None
 
 
-def _moved(old: Manifest, new: Manifest, name: str) -> dict[Platform, tuple[str, str]]:
-    out: dict[Platform, tuple[str, str]] = {}
-    for platform in new.pins[name].platforms:
-        out[platform] = (
-            _resolved(old, name, platform).expected(),
-            _resolved(new, name, platform).expected(),
+def _moved(old: Manifest, new: Manifest, name: str) -> dict[ImageKey, tuple[str, str]]:
+    out: dict[ImageKey, tuple[str, str]] = {}
+    for image in new.images(new.pins[name].variants):
+        out[image] = (
+            _resolved(old, name, image).expected(),
+            _resolved(new, name, image).expected(),
         )
     return out

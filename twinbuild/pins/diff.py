@@ -1,11 +1,13 @@
 """``twinbuild pins diff``: what moved in the manifest between two revisions, and what must rebuild.
 
 Both sides are read with ``git show REV:pins/manifest.toml`` and loaded by the manifest model, so a
-pin is compared by its effective values per platform (overrides applied), not by its TOML text.
+pin is compared by its effective values per image (a variant on one architecture, overrides
+applied), not by its TOML text. Images that move the same way are named together, by variant.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -14,17 +16,17 @@ from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load, loads
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
-    PLATFORMS,
     PROFILES,
+    ImageKey,
     Manifest,
-    Platform,
     Profile,
     ResolvedPin,
+    Variant,
 )
 from twinbuild.util.git import rev_arg, run_git
 
 Status = Literal["added", "removed", "changed"]
-#: Fields that do not reach the image (they are not in ``platform_digest``).
+#: Fields that do not reach the image (they are not in ``image_digest``).
 _NOTES = ("line", "why", "floating")
 
 
@@ -32,8 +34,15 @@ _NOTES = ("line", "why", "floating")
 class PinChange:
     name: str
     status: Status
-    #: platform -> (old, new) as a person reads them; None where the pin is absent
-    values: dict[Platform, tuple[str | None, str | None]]
+    #: image -> (old, new) as a person reads them; None where the pin is absent
+    values: dict[ImageKey, tuple[str | None, str | None]]
+
+    def grouped(self) -> list[tuple[list[ImageKey], tuple[str | None, str | None]]]:
+        """The images that moved the same way, together, in first-seen order."""
+        groups: dict[tuple[str | None, str | None], list[ImageKey]] = {}
+        for image, delta in self.values.items():
+            groups.setdefault(delta, []).append(image)
+        return [(images, delta) for delta, images in groups.items()]
 
     @property
     def notes_only(self) -> bool:
@@ -43,7 +52,7 @@ class PinChange:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SettingChange:
-    key: str  # e.g. platforms.cuda.base
+    key: str  # e.g. variants.cu13.base
     old: str
     new: str
 
@@ -55,12 +64,21 @@ class ManifestDiff:
     manifest: str
     pins: list[PinChange]
     settings: list[SettingChange]
-    rebuild: dict[Platform, tuple[Profile, ...]]
+    rebuild: dict[ImageKey, tuple[Profile, ...]]
+    new: Manifest | None = None  # names the images (by variant) in what is printed
+
+    def label(self, images: list[ImageKey]) -> str:
+        if self.new is None:
+            return ", ".join(i.name for i in images)
+        return self.new.label(images)
 
     def rebuild_line(self) -> str:
         if not self.rebuild:
             return "none"
-        return ", ".join(f"{p} ({', '.join(prof)})" for p, prof in self.rebuild.items())
+        groups: dict[tuple[Profile, ...], list[ImageKey]] = {}
+        for image, profiles in self.rebuild.items():
+            groups.setdefault(profiles, []).append(image)
+        return "; ".join(f"{self.label(i)} ({', '.join(p)})" for p, i in groups.items())
 
     def text(self) -> str:
         out = [f"pins diff {self.rev_a}..{self.rev_b} ({self.manifest})"]
@@ -73,8 +91,8 @@ class ManifestDiff:
                 out.append(f"{pin.status} {pin.name}: why/floating only (no image change)")
                 continue
             out.append(f"{pin.status} {pin.name}")
-            for platform, (old, new) in pin.values.items():
-                out.append(f"  {platform}: {old or '(absent)'} -> {new or '(absent)'}")
+            for images, (old, new) in pin.grouped():
+                out.append(f"  {self.label(images)}: {old or '(absent)'} -> {new or '(absent)'}")
         out.append(f"rebuild: {self.rebuild_line()}")
         return "\n".join(out) + "\n"
 
@@ -83,14 +101,14 @@ class ManifestDiff:
         if not self.pins and not self.settings:
             out += ["No pin changes.", ""]
         else:
-            out += ["| pin | change | platform | old | new |", "|---|---|---|---|---|"]
+            out += ["| pin | change | variants | old | new |", "|---|---|---|---|---|"]
             for s in self.settings:
                 out.append(f"| `{s.key}` | setting | | {_cell(s.old)} | {_cell(s.new)} |")
             for pin in self.pins:
                 if pin.notes_only:
                     out.append(f"| `{pin.name}` | {pin.status} (why/floating only) | | | |")
-                for platform, (old, new) in pin.values.items():
-                    row = (f"`{pin.name}`", pin.status, platform, _cell(old), _cell(new))
+                for images, (old, new) in pin.grouped():
+                    row = (f"`{pin.name}`", pin.status, self.label(images), _cell(old), _cell(new))
                     out.append("| " + " | ".join(row) + " |")
             out.append("")
         out.append(f"**Images to rebuild:** {self.rebuild_line()}")
@@ -106,17 +124,20 @@ def _cell(value: str | None) -> str:
 # -- comparing two manifests ---------------------------------------------------------------------
 
 
-def rebuild_needed(old: Manifest, new: Manifest) -> dict[Platform, tuple[Profile, ...]]:
-    """Platforms (and profiles, production first) whose slice of the manifest differs."""
-    out: dict[Platform, tuple[Profile, ...]] = {}
-    for platform in PLATFORMS:
+def rebuild_needed(old: Manifest, new: Manifest) -> dict[ImageKey, tuple[Profile, ...]]:
+    """Images of ``new`` (and profiles, production first) whose slice of the manifest differs
+    from ``old``'s, or that ``old`` has not."""
+    before = set(old.images())
+    out: dict[ImageKey, tuple[Profile, ...]] = {}
+    for image in new.images():
         changed = tuple(
             profile
             for profile in PROFILES[::-1]
-            if old.platform_digest(platform, profile) != new.platform_digest(platform, profile)
+            if image not in before
+            or old.image_digest(image, profile) != new.image_digest(image, profile)
         )
         if changed:
-            out[platform] = changed
+            out[image] = changed
     return out
 
 
@@ -128,26 +149,28 @@ def compare(
     rev_b: str = "new",
     label: str | None = None,
 ) -> ManifestDiff:
-    olds = {p: {r.name: r for r in old.resolve(p)} for p in PLATFORMS}
-    news = {p: {r.name: r for r in new.resolve(p)} for p in PLATFORMS}
+    images = list(dict.fromkeys([*new.images(), *old.images()]))
+    before, after = set(old.images()), set(new.images())
+    olds = {i: {r.name: r for r in old.resolve(i)} if i in before else {} for i in images}
+    news = {i: {r.name: r for r in new.resolve(i)} if i in after else {} for i in images}
     changes: list[PinChange] = []
     for name in [*old.pins, *(n for n in new.pins if n not in old.pins)]:
         status: Status = (
             "added" if name not in old.pins else "removed" if name not in new.pins else "changed"
         )
-        values: dict[Platform, tuple[str | None, str | None]] = {}
+        values: dict[ImageKey, tuple[str | None, str | None]] = {}
         notes = False
-        for platform in PLATFORMS:
-            a, b = olds[platform].get(name), news[platform].get(name)
+        for image in images:
+            a, b = olds[image].get(name), news[image].get(name)
             if a is None and b is None:
                 continue
             if a is not None and b is not None:
                 if _plain(a, _NOTES) == _plain(b, _NOTES):
                     notes = notes or _plain(a, ("line",)) != _plain(b, ("line",))
                     continue
-                values[platform] = _delta(a, b)
+                values[image] = _delta(a, b)
             else:
-                values[platform] = (_show(a), _show(b))
+                values[image] = (_show(a), _show(b))
         if values or notes:
             changes.append(PinChange(name=name, status=status, values=values))
     return ManifestDiff(
@@ -157,6 +180,7 @@ def compare(
         pins=changes,
         settings=_settings(old, new),
         rebuild=rebuild_needed(old, new),
+        new=new,
     )
 
 
@@ -180,28 +204,45 @@ def _delta(a: ResolvedPin, b: ResolvedPin) -> tuple[str, str]:
     )
 
 
+def _variant_settings(v: Variant | None) -> dict[str, str]:
+    if v is None:
+        return {"variant": "(absent)"}
+    return {
+        "base": v.base.ref + (f" (floating: {v.base.floating})" if v.base.floating else ""),
+        "archs": ", ".join(v.archs),
+        "recipe": v.recipe,
+        "python": v.python,
+        "toolkit": v.toolkit,
+        "vendor": v.vendor,
+        "gpu_archs": ", ".join(v.gpu_archs),
+        "build_args": _args(v.build_args),
+        "binaries": ", ".join(v.binaries),
+        "validate": v.validate,
+    }
+
+
+def _args(args: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(args.items()))
+
+
 def _settings(old: Manifest, new: Manifest) -> list[SettingChange]:
     out: list[SettingChange] = []
-    for platform in PLATFORMS:
-        a, b = old.platforms[platform], new.platforms[platform]
-        pairs = {
-            "base": (a.base.ref, b.base.ref),
-            "python": (a.python, b.python),
-            "toolkit": (a.toolkit, b.toolkit),
-            "vendor": (a.vendor, b.vendor),
-            "gpu_archs": (", ".join(a.gpu_archs), ", ".join(b.gpu_archs)),
-            "binaries": (", ".join(a.binaries), ", ".join(b.binaries)),
-        }
-        out += [
-            SettingChange(key=f"platforms.{platform}.{key}", old=x, new=y)
-            for key, (x, y) in pairs.items()
-            if x != y
-        ]
+    for name in dict.fromkeys([*new.variants, *old.variants]):
+        a, b = _variant_settings(old.variants.get(name)), _variant_settings(new.variants.get(name))
+        for key in dict.fromkeys([*b, *a]):
+            x, y = a.get(key, "(absent)"), b.get(key, "(absent)")
+            if x != y:
+                out.append(SettingChange(key=f"variants.{name}.{key}", old=x, new=y))
+    if _args(old.build_args) != _args(new.build_args):
+        out.append(
+            SettingChange(key="build_args", old=_args(old.build_args), new=_args(new.build_args))
+        )
     la, lb = old.local, new.local
     local = {
         "suite": (la.suite, lb.suite),
         "mirror": (la.mirror, lb.mirror),
         "packages": (", ".join(la.packages), ", ".join(lb.packages)),
+        "variants": (", ".join(old.local_variants()), ", ".join(new.local_variants())),
     }
     out += [
         SettingChange(key=f"local.{key}", old=x, new=y) for key, (x, y) in local.items() if x != y

@@ -25,7 +25,6 @@ registry itself, or for a remote registry's blob download to https without crede
 from __future__ import annotations
 
 import hashlib
-import ipaddress
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -40,7 +39,16 @@ from twinbuild.engine.registry import clock as registry_clock
 from twinbuild.engine.registry import loopback
 from twinbuild.errors import ConfigError, EngineError
 from twinbuild.ship.auth import Auth, scope
-from twinbuild.util.exchange import Answer, Clock, Request, Stream, exchange, size_text, streaming
+from twinbuild.util.exchange import (
+    Answer,
+    Clock,
+    Request,
+    Stream,
+    exchange,
+    internal_host,
+    size_text,
+    streaming,
+)
 
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -534,18 +542,7 @@ def redirect_verdict(registry: str, method: str, target: str, *, blob: bool) -> 
         return "own"
     if (
         reading and blob and not local and parts.scheme == "https" and parts.hostname
-        and parts.username is None and not _internal(parts.hostname)
+        and parts.username is None and not internal_host(parts.hostname)
     ):  # fmt: skip
         return "elsewhere"
     return "refused"
-
-
-def _internal(host: str) -> bool:
-    """An address no registry should send twinbuild to: loopback, private, link-local..."""
-    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
-        return True
-    try:
-        ip = ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return not ip.is_global

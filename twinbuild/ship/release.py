@@ -1,19 +1,22 @@
 """`twinbuild release`: put a release tag on a digest, only with its signed GPU evidence beside it.
 
-Release tags live in ``<registry>/twinbuild/<platform>``, a namespace CI never writes: `push`
-(and so every CI build job) writes ``<registry>/twinbuild-ci/<platform>``. A release copies the
+Release tags live in ``<registry>/twinbuild/<variant>``, a namespace CI never writes: `push`
+(and so every CI build job) writes ``<registry>/twinbuild-ci/<variant>``. A release copies the
 tested digest across, and the order is what makes it safe to interrupt or to lose the registry
 in the middle of:
 
-1. ``--image`` must be a ``<platform>`` repository of twinbuild (the repository a CUDA digest sits
-   in decides nothing: the platform of the evidence must be the repository's), and the digest must
-   exist in the registry (else exit 2);
+1. ``--image`` must be a ``<variant>`` repository of twinbuild (the repository a digest sits in
+   decides nothing: the variant of the evidence must be the repository's), and the digest must
+   exist in the registry (else exit 2). A variant of several architectures releases its image
+   index: every architecture the index names is one image with evidence of its own;
 2. the evidence must verify against the trusted keys and pass the gate's checks for exactly that
-   digest (source, branch, age, a GPU of the platform's vendor, GPU tests passed), else exit 7;
+   digest, each architecture's for its own entry (source, branch, age, a GPU of the variant's
+   vendor, GPU tests passed); an index with an architecture whose evidence is missing or
+   refused is not released (exit 7);
 3. the tag must not point at another digest, unless ``--force``;
 4. the digest is copied into the release repository (blobs mounted, the manifest's exact bytes
-   PUT by digest: it names the same digest), and the DSSE envelope stored next to it
-   (``sha256-<hex>.att``, see ``ship.oci``);
+   PUT by digest: it names the same digest; an index with each of its entries), and each DSSE
+   envelope stored next to the image it is about (``sha256-<hex>.att``, see ``ship.oci``);
 5. only then is the tag written, as the image manifest's exact bytes, and read back.
 
 A failure or a signal before step 5 leaves the tag where it was; step 5 is one request, so no tag
@@ -34,7 +37,8 @@ from twinbuild.engine.registry import CI_NAMESPACE, RELEASE_NAMESPACE
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
 from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
-from twinbuild.manifest.model import PLATFORMS, Platform, Profile
+from twinbuild.manifest.model import NAME_RE, Arch, ImageKey, Profile
+from twinbuild.ship.index import children
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
 from twinbuild.util import strictjson
 from twinbuild.util.activity import Say
@@ -54,12 +58,12 @@ class Trust:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReleaseOptions:
-    platform: Platform
     image: ImageRef
     tag: str
-    evidence: Path | Blob
+    evidence: tuple[Path | Blob, ...]  # one envelope per architecture the image names
     trust: Trust
     now: datetime
+    variant: str | None = None  # None: the repository's; given, it must be that
     force: bool = False
 
 
@@ -67,11 +71,11 @@ class ReleaseOptions:
 class ReleaseRequest:
     """What `twinbuild release` was asked for, as given; `release_image` checks and resolves it."""
 
-    platform: Platform
-    image: str  # REPO@sha256:...
+    image: str  # REPO@sha256:... (an image, or a variant's index)
     tag: str
-    evidence: Path | None = None  # the envelope file, or
-    evidence_ref: str | None = None  # a git ref carrying evidence/<platform>.dsse.json
+    variant: str | None = None  # None: the one whose repository --image is in
+    evidence: tuple[Path, ...] = ()  # the envelope files (one per architecture), or
+    evidence_ref: str | None = None  # a git ref carrying evidence/<variant>-<arch>.dsse.json
     keys: Path = Path("evidence/keys")
     repository: str | None = None  # None: $GITHUB_REPOSITORY
     repository_id: str | None = None  # None: $GITHUB_REPOSITORY_ID
@@ -83,68 +87,68 @@ class ReleaseRequest:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Released:
-    image: ImageRef  # the digest in the release repository
+    image: ImageRef  # the digest in the release repository (an index for several archs)
     source: ImageRef  # the digest as --image named it (the CI namespace)
     tag: str
-    attachment: str  # the evidence artifact's digest
+    attachments: dict[Arch, str]  # each architecture's evidence artifact digest
     moved_from: str | None  # the digest the tag named before, when --force moved it
-    accepted: Accepted
+    accepted: tuple[Accepted, ...]  # each architecture's evidence
 
     def describe(self) -> str:
         moved = f" (moved from {self.moved_from})" if self.moved_from else ""
         copied = f", copied from {self.source.name}" if self.source != self.image else ""
-        return (
-            f"released {self.image.tagged(self.tag)} = {self.image}{moved}{copied}; evidence "
-            f"{self.image.tagged(self.image.attachment_tag)} ({self.attachment}): "
-            f"{self.accepted.summary()}"
-        )
+        lines = [f"released {self.image.tagged(self.tag)} = {self.image}{moved}{copied}"]
+        for accepted in self.accepted:
+            arch = accepted.image.arch
+            lines.append(f"  evidence ({self.attachments[arch]}): {accepted.summary()}")
+        return "\n".join(lines)
 
 
-def platform_of(image: ImageRef) -> Platform:
-    """The platform whose repository ``image`` is in: ``[NS/]twinbuild-ci/<platform>`` (what
-    `push` writes) or ``[NS/]twinbuild/<platform>`` (releases)."""
+def variant_of(image: ImageRef) -> str:
+    """The variant whose repository ``image`` is in: ``[NS/]twinbuild-ci/<variant>`` (what
+    `push` writes) or ``[NS/]twinbuild/<variant>`` (releases)."""
     namespace, _, tail = image.repository.rpartition("/")
     group = namespace.rpartition("/")[2]
-    for platform in PLATFORMS:
-        if tail == platform and group in (CI_NAMESPACE, RELEASE_NAMESPACE):
-            return platform
+    if NAME_RE.fullmatch(tail) and tail != "base" and group in (CI_NAMESPACE, RELEASE_NAMESPACE):
+        return tail
     raise ConfigError(
         f"--image {image}: not a twinbuild image repository; expected "
-        f"[NAMESPACE/]{CI_NAMESPACE}/<platform>@sha256:... as `twinbuild push` prints it"
+        f"[NAMESPACE/]{CI_NAMESPACE}/<variant>@sha256:... as `twinbuild push` prints it"
     )
 
 
-def release_target(image: ImageRef, platform: Platform) -> ImageRef:
-    """Where a release of ``image`` goes: ``[NS/]twinbuild/<platform>``, for a ``platform`` image
-    only. CUDA evidence never tags a digest someone pushed into the ROCm repository."""
-    found = platform_of(image)
-    if found != platform:
+def release_target(image: ImageRef, variant: str) -> ImageRef:
+    """Where a release of ``image`` goes: ``[NS/]twinbuild/<variant>``, for a ``variant`` image
+    only. cu13 evidence never tags a digest someone pushed into the rocm720-mi35x repository."""
+    found = variant_of(image)
+    if found != variant:
         raise EvidenceRefused(
-            f"--image {image}: is in the {found} repository, and {platform} evidence releases "
-            f"only into {RELEASE_NAMESPACE}/{platform}; pass the {found} evidence and "
-            f"--platform {found}, or the {platform} image"
+            f"--image {image}: is in the {found} repository, and {variant} evidence releases "
+            f"only into {RELEASE_NAMESPACE}/{variant}; pass the {found} evidence and "
+            f"--variant {found}, or the {variant} image"
         )
     namespace = image.repository.rpartition("/")[0].rpartition("/")[0]
-    repository = f"{RELEASE_NAMESPACE}/{platform}"
+    repository = f"{RELEASE_NAMESPACE}/{variant}"
     return image.moved(f"{namespace}/{repository}" if namespace else repository)
 
 
 def check_evidence(
-    verified: Verified, *, platform: Platform, image: ImageRef, trust: Trust, now: datetime
+    verified: Verified, *, image_key: ImageKey, image: ImageRef, trust: Trust, now: datetime
 ) -> Accepted:
-    """The gate's checks for one platform's evidence bound to ``image``; one-line refusal."""
+    """The gate's checks for one image's evidence bound to ``image``; one-line refusal."""
     predicate = verified.statement.predicate
-    if predicate.platform != platform:
+    if predicate.image != image_key:
         raise EvidenceRefused(
-            f"{verified.path}: platform: the evidence is for {predicate.platform}, not {platform}; "
-            f"pass the {platform} evidence"
+            f"{verified.path}: variant: the evidence is for {predicate.image}, not {image_key}; "
+            f"pass the evidence of {image_key}"
         )
     policy = Policy(
         base_repository=trust.repository,
         base_repository_id=trust.repository_id,
         head_commit=predicate.source.commit,  # the digest binds the release, not a PR head
         default_branch=trust.default_branch,
-        images={platform: str(image)},
+        required=(image_key,),
+        images={image_key: str(image)},
         profile=trust.profile,
         max_age=trust.max_age,
     )
@@ -156,7 +160,7 @@ def check_evidence(
 
 
 def load_evidence(
-    source: Path | Blob, *, platform: Platform, image: ImageRef, trust: Trust, now: datetime
+    source: Path | Blob, *, image_key: ImageKey, image: ImageRef, trust: Trust, now: datetime
 ) -> tuple[bytes, Accepted]:
     """The envelope's bytes and what it proves, or EvidenceRefused with one line."""
     # Read once, with the bounded reader `verify` uses (a FIFO or a huge file is refused, not
@@ -169,15 +173,35 @@ def load_evidence(
             "branch (`twinbuild evidence keygen`) and pass that folder with --keys"
         )
     verified = verify(source, trusted=trust.keys)  # a bad signature: EvidenceRefused, one line
-    accepted = check_evidence(verified, platform=platform, image=image, trust=trust, now=now)
+    accepted = check_evidence(verified, image_key=image_key, image=image, trust=trust, now=now)
     return source.data, accepted
+
+
+def _by_digest(sources: tuple[Path | Blob, ...], trust: Trust) -> dict[str, Path | Blob]:
+    """The envelopes given, each under the image digest its statement names."""
+    found: dict[str, Path | Blob] = {}
+    for source in sources:
+        blob = (
+            source
+            if isinstance(source, Blob)
+            else Blob(name=str(source), data=strictjson.read_bytes(source))
+        )
+        if not trust.keys:
+            raise EvidenceRefused(
+                "no trusted evidence key: commit the public key to evidence/keys/ on the default "
+                "branch (`twinbuild evidence keygen`) and pass that folder with --keys"
+            )
+        digest = "sha256:" + verify(blob, trusted=trust.keys).statement.image_subject().sha256
+        found.setdefault(digest, blob)
+    return found
 
 
 def release(options: ReleaseOptions, client: Client | None = None, say: Say = print) -> Released:
     """Tag ``options.image`` as ``options.tag`` in its release repository, after copying it there
-    and storing its verified evidence beside it."""
+    and storing each architecture's verified evidence beside its image."""
     image, tag = options.image, check_tag(options.tag)
-    target = release_target(image, options.platform)
+    variant = options.variant or variant_of(image)
+    target = release_target(image, variant)
     client = client or Client(image.registry)
     subject = client.manifest(image.repository, image.digest)
     if subject is None:
@@ -185,10 +209,29 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
             f"--image {image}: the registry {image.registry} has no such digest in "
             f"{image.repository}; release a digest that `twinbuild push` printed"
         )
-    envelope, accepted = load_evidence(
-        options.evidence, platform=options.platform, image=image, trust=options.trust,
-        now=options.now,
-    )  # fmt: skip
+    from twinbuild.ship.index import image_arch
+
+    entries = children(client, image, subject)
+    if entries:
+        parts = [(e.arch, e.image) for e in entries]
+    else:
+        parts = [(image_arch(client, image, subject), image)]
+    given = _by_digest(options.evidence, options.trust)
+    proven: list[tuple[Arch, ImageRef, bytes, Accepted]] = []
+    for arch, part in parts:
+        source = given.get(part.digest)
+        if source is None:
+            whole = f"the index names {arch} {part.digest}" if entries else f"{image} is {arch}"
+            raise EvidenceRefused(
+                f"--image {image}: {whole}, and no evidence given is for that digest; an image "
+                "is released only with the evidence of every architecture it names: pass each "
+                f"architecture's envelope (evidence/{variant}-<arch>.dsse.json)"
+            )
+        key = ImageKey(variant=variant, arch=arch)
+        envelope, accepted = load_evidence(
+            source, image_key=key, image=part, trust=options.trust, now=options.now
+        )
+        proven.append((arch, part, envelope, accepted))
     before = client.manifest(target.repository, tag)
     moved_from = None
     if before is not None and before.digest != image.digest:
@@ -201,21 +244,32 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
     if target.repository != image.repository:
         moved = client.copy(image, target.repository, subject)
         say(f"copied {image} to {target.name} ({moved} blobs mounted or copied)")
-    attachment = client.attach(
-        target,
-        subject,
-        envelope,
-        {
-            "org.twinbuild.platform": options.platform,
-            "org.twinbuild.evidence.keyid": accepted.keyids[0],
-            "org.opencontainers.image.created": options.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        },
-    )
-    say(f"evidence stored: {target.tagged(target.attachment_tag)} ({attachment})")
+    attachments: dict[Arch, str] = {}
+    for arch, part, envelope, accepted in proven:
+        stored_at = part.moved(target.repository)
+        part_manifest = (
+            subject
+            if part.digest == image.digest
+            else client.manifest(target.repository, part.digest)
+        )
+        if part_manifest is None:
+            raise EngineError(f"{stored_at}: missing after the copy; refusing to tag")
+        attachments[arch] = client.attach(
+            stored_at,
+            part_manifest,
+            envelope,
+            {
+                "org.twinbuild.variant": variant,
+                "org.twinbuild.arch": arch,
+                "org.twinbuild.evidence.keyid": accepted.keyids[0],
+                "org.opencontainers.image.created": options.now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            },
+        )
+        say(f"evidence stored: {stored_at.tagged(stored_at.attachment_tag)} ({attachments[arch]})")
     _move_tag(client, target, tag, subject)
     return Released(
-        image=target, source=image, tag=tag, attachment=attachment, moved_from=moved_from,
-        accepted=accepted,
+        image=target, source=image, tag=tag, attachments=attachments, moved_from=moved_from,
+        accepted=tuple(a for *_, a in proven),
     )  # fmt: skip
 
 
@@ -248,32 +302,48 @@ def fetch_evidence(image: ImageRef, client: Client | None = None) -> list[Blob]:
 def verify_attached(
     image: ImageRef, *, keys: Mapping[str, Ed25519PublicKey], client: Client | None = None
 ) -> list[Verified]:
-    """Fetch the evidence stored next to ``image`` and check it names exactly that digest.
+    """Fetch the evidence stored next to ``image`` (next to each of its architectures' images,
+    for an index) and check it names exactly that digest.
 
-    Every envelope must verify with a trusted key, be for the platform of ``image``'s
-    repository, name ``image``'s digest as its image subject and carry a passed verdict (the
-    verdict is computed at record time: GPU tests passed, none failed).
+    Every envelope must verify with a trusted key, be for the variant of ``image``'s repository
+    and the architecture of the image it sits beside, name that image's digest as its subject and
+    carry a passed verdict (the verdict is computed at record time: GPU tests passed, none
+    failed). An index with an architecture that has no evidence is refused.
     """
     if not keys:
         raise EvidenceRefused("no trusted evidence key; pass the folder of *.pub keys with --keys")
-    platform = platform_of(image)
+    from twinbuild.ship.index import image_arch
+
+    variant = variant_of(image)
+    client = client or Client(image.registry)
+    subject = client.manifest(image.repository, image.digest)
+    if subject is None:
+        raise ConfigError(
+            f"--image {image}: the registry {image.registry} has no such digest; check the "
+            "reference `twinbuild push` printed"
+        )
+    entries = children(client, image, subject)
+    parts = [(e.arch, e.image) for e in entries] or [(image_arch(client, image, subject), image)]
     found: list[Verified] = []
-    for blob in fetch_evidence(image, client):
-        checked = verify(blob, trusted=keys)
-        st = checked.statement
-        if st.predicate.platform != platform:
-            raise EvidenceRefused(
-                f"{blob.name}: platform: the evidence is for {st.predicate.platform}, and "
-                f"{image.name} is the {platform} repository; evidence counts only for its platform"
-            )
-        if "sha256:" + st.image_subject().sha256 != image.digest:
-            raise EvidenceRefused(
-                f"{blob.name}: image: the evidence is for sha256:{st.image_subject().sha256}, "
-                f"not {image.digest}; evidence counts only for the image it tested"
-            )
-        if st.predicate.results.verdict != "passed":
-            raise EvidenceRefused(f"{blob.name}: results: the recorded verdict is failed")
-        found.append(checked)
+    for arch, part in parts:
+        wanted = ImageKey(variant=variant, arch=arch)
+        for blob in fetch_evidence(part, client):
+            checked = verify(blob, trusted=keys)
+            st = checked.statement
+            if st.predicate.image != wanted:
+                raise EvidenceRefused(
+                    f"{blob.name}: variant: the evidence is for {st.predicate.image}, and "
+                    f"{part.name}@{part.digest[:19]} is {wanted}; evidence counts only for its "
+                    "own image"
+                )
+            if "sha256:" + st.image_subject().sha256 != part.digest:
+                raise EvidenceRefused(
+                    f"{blob.name}: image: the evidence is for sha256:{st.image_subject().sha256}, "
+                    f"not {part.digest}; evidence counts only for the image it tested"
+                )
+            if st.predicate.results.verdict != "passed":
+                raise EvidenceRefused(f"{blob.name}: results: the recorded verdict is failed")
+            found.append(checked)
     return found
 
 
@@ -296,11 +366,12 @@ def release_image(
             "release: the repository id whose runs count is unknown; pass --repository-id "
             "(GitHub Actions sets GITHUB_REPOSITORY_ID)"
         )
+    image = ImageRef.parse(request.image)
     options = ReleaseOptions(
-        platform=request.platform,
-        image=ImageRef.parse(request.image),
+        variant=request.variant,
+        image=image,
         tag=request.tag,
-        evidence=_evidence(request),
+        evidence=_evidence(request, request.variant or variant_of(image)),
         trust=Trust(
             keys=load_trusted(request.keys),
             repository=repository,
@@ -315,17 +386,20 @@ def release_image(
     return release(options, say=say)
 
 
-def _evidence(request: ReleaseRequest) -> Path | Blob:
-    if request.evidence is not None:
+def _evidence(request: ReleaseRequest, variant: str) -> tuple[Path | Blob, ...]:
+    if request.evidence:
         return request.evidence
     if request.evidence_ref is None:
-        raise ConfigError("release: pass --evidence FILE or --evidence-ref REF")
-    from twinbuild.util.git import rev_arg, run_git
+        raise ConfigError(
+            "release: pass --evidence FILE (one per architecture) or --evidence-ref REF"
+        )
+    from twinbuild.evidence.head import evidence_blobs
 
-    rev_arg(request.evidence_ref, option="--evidence-ref")
-    name = f"{request.evidence_ref}:evidence/{request.platform}.dsse.json"
-    shown = run_git(Path(), "show", name, binary=True)
-    if shown.returncode != 0:
-        detail = shown.stderr.decode(errors="replace").strip()
-        raise ConfigError(f"{name}: not in git ({detail}); fetch that ref first")
-    return Blob(name=name, data=shown.stdout)
+    found = evidence_blobs(request.evidence_ref)
+    mine = [b for b in found if b.name.rpartition("/")[2].startswith(f"{variant}-")]
+    if not mine:
+        raise ConfigError(
+            f"{request.evidence_ref}: no evidence/{variant}-<arch>.dsse.json there; fetch that "
+            "ref first, or pass --evidence FILE"
+        )
+    return tuple(mine)

@@ -9,7 +9,7 @@ from pathlib import Path
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Manifest
-from twinbuild.manifest.render import RECIPES, local_skip_reason, render
+from twinbuild.manifest.render import local_skip_reason, render
 from twinbuild.recipe import scan
 from twinbuild.smoke import gpu
 from twinbuild.smoke.spec import BaseCase, EnvCase, GpuCase, PinCase, SuiteSpec
@@ -20,8 +20,8 @@ BARE_HOST = "bare GPU host (--host --gpu): checks this machine's GPUs, not an im
 
 
 def pin_cases(manifest: Manifest, target: Target) -> list[PinCase]:
-    """Every pin of the platform; in the local profile, those it does not install skip with why."""
-    pins = manifest.resolve(target.platform)
+    """Every pin of the image; in the local profile, those it does not install skip with why."""
+    pins = manifest.resolve(target.image)
     if target.profile != "local":
         return [PinCase(pin=p) for p in pins]
     if target.record is not None:
@@ -77,7 +77,7 @@ def base_case(
     layers = [str(x) for x in (target.inspect.get("RootFS") or {}).get("Layers") or []]
     recorded = target.record.base if target.record is not None else None
     if target.profile == "production":
-        base = manifest.platforms[target.platform].base
+        base = manifest.variant(target.image.variant).base
         expected = base.digest
         found = eng.inspect_image(f"{base.repository}@{base.digest}")
     elif recorded is not None and recorded.id:
@@ -96,7 +96,7 @@ def base_case(
 def gpu_case(
     manifest: Manifest, target: Target, info: gpu.GpuInfo | None, wanted: bool | None
 ) -> GpuCase:
-    spec = manifest.platforms[target.platform]
+    spec = manifest.variant(target.image.variant)
     reason = gpu.skip_reason(spec.vendor, info, wanted=wanted)
     if reason is None and target.profile == "local":
         reason = NOT_PRODUCTION.format(what="GPU stack (no torch, no torch_memory_saver)")
@@ -124,9 +124,10 @@ def build_spec(
     gpu: GpuCase,
     rerun_failed_once: bool,
 ) -> SuiteSpec:
-    spec_platform = manifest.platforms[target.platform]
+    variant = manifest.variant(target.image.variant)
     production = target.profile == "production"
-    recipe = RECIPES[target.profile][target.platform]
+    rendered = render(manifest, target.image, target.profile)
+    recipe = rendered.recipe
     env: list[EnvCase] = []
     env_skip: str | None = None
     if target.image_id is None:
@@ -134,23 +135,22 @@ def build_spec(
     elif not (root / recipe).is_file():
         env_skip = f"recipe {recipe} not found under {root}"
     else:
-        args = render(manifest, target.platform, target.profile).args
-        stage = target.platform if target.profile == "local" else None
-        env = recipe_env(root / recipe, stage, args, shown=recipe)
+        env = recipe_env(root / recipe, rendered.target, rendered.args, shown=recipe)
     base: BaseCase | None = None
     base_skip: str | None = "host mode: no image to compare with the base"
     if eng is not None and target.image_id is not None:
         base, base_skip = base_case(eng, manifest, target)
     pins = pin_cases(manifest, target)
     binaries_skip = None if production else NOT_PRODUCTION.format(what="diagnostic binaries")
-    imports = list(spec_platform.imports if production else manifest.local.imports)
+    imports = list(variant.imports if production else manifest.local.imports)
     if target.gpu_only:
         pins = [PinCase(pin=c.pin, skip=BARE_HOST.format(what="pins")) for c in pins]
         binaries_skip = BARE_HOST.format(what="binaries (the GPU checks run all_reduce_perf)")
         imports = []
     return SuiteSpec(
         hostspec=hostspec,
-        platform=target.platform,
+        variant=target.image.variant,
+        arch=target.image.arch,
         profile=target.profile,
         python=target.python,
         manifest=str(manifest.path),
@@ -158,7 +158,7 @@ def build_spec(
         pins=pins,
         env=env,
         env_skip=env_skip,
-        binaries=list(spec_platform.binaries),
+        binaries=list(variant.binaries),
         binaries_skip=binaries_skip,
         imports=imports,
         base=base,

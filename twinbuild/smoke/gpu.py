@@ -45,7 +45,7 @@ def _run(argv: Sequence[str]) -> str | None:
 
 
 def detect(vendor: str, *, run: Runner = _run, dev: Path = Path("/dev")) -> GpuInfo | None:
-    """The GPUs of ``vendor`` (the manifest's ``platforms.<p>.vendor``) on this machine, or None."""
+    """The GPUs of ``vendor`` (the manifest's ``variants.<v>.vendor``) on this machine, or None."""
     if vendor == "nvidia":
         return _nvidia(run, dev)
     return _amd(run, dev)
@@ -98,7 +98,7 @@ def access(vendor: str, *, dev: Path = Path("/dev"), shm_size: str | None = None
     """How a container gets this machine's GPUs of ``vendor``: NVIDIA through a device request,
     AMD through its device nodes and the video group; either way with unlimited memlock and the
     host's IPC namespace (``--ipc=host``, as upstream runs its GPU containers), or a /dev/shm of
-    ``shm_size`` where the manifest declares one (``platforms.<p>.shm_size``)."""
+    ``shm_size`` where the manifest declares one (``variants.<v>.shm_size``)."""
     shared: dict[str, Any] = {
         "ipc_mode": None if shm_size else "host",
         "shm_size": shm_size,

@@ -111,7 +111,7 @@ def kernels(*, vendor: str, listings: Sequence[Listing], found: Sequence[str]) -
     if not targets:
         return ["no GPU architecture could be read"]
     if not listings:
-        return ["no kernel module to read: name them in platforms.<p>.kernel_modules"]
+        return ["no kernel module to read: name them in variants.<v>.kernel_modules"]
     problems: list[str] = []
     for item in listings:
         if item.path is None:

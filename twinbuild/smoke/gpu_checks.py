@@ -59,7 +59,7 @@ def _incomplete(what: str, data: Mapping[str, Any]) -> str:
 
 
 def backend(data: Mapping[str, Any], *, vendor: str) -> list[str]:
-    """torch's GPU backend: available, at least one GPU, the build of the platform's vendor."""
+    """torch's GPU backend: available, at least one GPU, the build of the variant's vendor."""
     problems: list[str] = []
     if data.get("available") is not True:
         problems.append("torch.cuda.is_available() is False: torch sees no GPU")
@@ -242,7 +242,7 @@ def nvidia_driver(
     """
     want = _version(toolkit)
     if want is None:
-        return [f"platforms.cuda.toolkit {toolkit!r} is not a CUDA version"]
+        return [f"variants.<v>.toolkit {toolkit!r} is not a CUDA version"]
     problems: list[str] = []
     built = _version(torch_cuda or "")
     if built is None or built[0] != want[0]:
@@ -284,7 +284,7 @@ def rocm_toolkit(*, toolkit: str, rocm_version: str, torch_hip: str | None) -> l
     want = _version(toolkit)
     have = _version(rocm_version)
     if want is None:
-        return [f"platforms.rocm.toolkit {toolkit!r} is not a ROCm version"]
+        return [f"variants.<v>.toolkit {toolkit!r} is not a ROCm version"]
     if have is None or have[: len(want)] != want:
         problems.append(f"/opt/rocm is ROCm {rocm_version or '(unknown)'}, the manifest {toolkit}")
     hip = _version(torch_hip or "")

@@ -133,14 +133,14 @@ def collective(run: CollectiveRun, *, rc: int, gpus: int, tail: str, perf: str) 
     return problems
 
 
-def floor_skip(floor: BandwidthFloor | None, *, gpu: str, gpus: int, platform: str) -> str | None:
+def floor_skip(floor: BandwidthFloor | None, *, gpu: str, gpus: int, variant: str) -> str | None:
     """Why the bandwidth is not judged (None: it is): one GPU, or no floor declared."""
     if gpus == 1:
         return ONE_GPU
     if floor is None:
         return (
             f"no all-reduce floor for {gpus}x {gpu!r} in the manifest: add one to "
-            f"[[platforms.{platform}.all_reduce_floors]] (gpu, gpus, busbw_gbs, source)"
+            f"[[variants.{variant}.all_reduce_floors]] (gpu, gpus, busbw_gbs, source)"
         )
     return None
 

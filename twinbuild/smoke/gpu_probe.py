@@ -57,13 +57,13 @@ class Verdict:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Probe:
-    """What the checks need to know about the platform and where they run."""
+    """What the checks need to know about the variant and where they run."""
 
     vendor: str  # "nvidia" | "amd"
-    platform: str
+    variant: str
     python: str
     toolkit: str
-    archs: tuple[str, ...] = ()  # platforms.<p>.gpu_archs
+    archs: tuple[str, ...] = ()  # variants.<v>.gpu_archs
     kernel_modules: tuple[str, ...] = ()
     kernel_files: tuple[str, ...] = ()  # files read like the modules (the proof's own builds)
     perf: str | None = None  # all_reduce_perf
@@ -228,7 +228,7 @@ def kernel_arch(
     if not names:
         return skipped(
             "kernel-arch",
-            f"no kernel modules to read here (platforms.{probe.platform}.kernel_modules names "
+            f"no kernel modules to read here (variants.{probe.variant}.kernel_modules names "
             "an image's; a bare host has none)",
         )
     got = run_script(shell, probe, "kernel-arch", "kernel listing", gpu_scripts.KERNELS,
@@ -348,7 +348,7 @@ def all_reduce(
     names = ("all-reduce", "all-reduce-bandwidth")
     perf = probe.perf
     if perf is None:
-        why = f"no all_reduce_perf among platforms.{probe.platform}.binaries"
+        why = f"no all_reduce_perf among variants.{probe.variant}.binaries"
         return skipped(names[0], why), skipped(names[1], why)
     if gpus < 1:
         why = "torch sees no GPU; all_reduce_perf has nothing to run on"
@@ -373,7 +373,7 @@ def all_reduce(
         results = Verdict(check=names[0], outcome="failed", reasons=results.reasons,
                           readings=readings, hung=True)  # fmt: skip
     chosen = floor or find_floor(probe.floors, model, gpus)
-    unjudged = gpu_collective.floor_skip(chosen, gpu=model, gpus=gpus, platform=probe.platform)
+    unjudged = gpu_collective.floor_skip(chosen, gpu=model, gpus=gpus, variant=probe.variant)
     if unjudged is not None or chosen is None:
         return results, skipped(names[1], unjudged or "no floor", readings)
     if ran.hung or ran.rc != 0:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from twinbuild.errors import FindingsError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, Manifest, Platform
+from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, Manifest
 from twinbuild.smoke import gpu, gpu_arch, gpu_checks, gpu_probe
 from twinbuild.smoke.gpu_probe import Probe, Ran, Shell, Verdict
 from twinbuild.util.atomic import write_atomic
@@ -95,7 +95,7 @@ class ProofOptions:
     """What ``twinbuild gpu-proof`` was asked for (the script passes what it built)."""
 
     manifest: Path = DEFAULT_PATH
-    platform: Platform = "cuda"
+    variant: str = "cu13"  # whose vendor, toolkit, GPU targets and floors the proof holds to
     python: str = "python3"  # the interpreter holding torch
     tms: Path | None = None  # a folder holding the pinned torch_memory_saver (PYTHONPATH)
     tms_broken: Path | None = None  # the same for its pre-fix parent
@@ -183,7 +183,7 @@ def run_proof(
     manifest = load(options.manifest)
     if options.dry_run:
         return Proof(rows=_skip_all("dry run: nothing was run"))
-    vendor = manifest.platforms[options.platform].vendor
+    vendor = manifest.variant(options.variant).vendor
     info = (detect or gpu.detect)(vendor)
     host: dict[str, Any] = {"gpu": info.to_json() if info is not None else None}
     reason = gpu.skip_reason(vendor, info, wanted=None)
@@ -198,12 +198,12 @@ def _rows(
     options: ProofOptions, manifest: Manifest, info: gpu.GpuInfo, shell: Shell,
     host: dict[str, Any],
 ) -> list[Row]:  # fmt: skip
-    spec = manifest.platforms[options.platform]
+    spec = manifest.variant(options.variant)
     env = {"LD_LIBRARY_PATH": options.library_path} if options.library_path else {}
     if options.tms is not None:
         env["PYTHONPATH"] = _python_path(options.tms)
     probe = Probe(
-        vendor=spec.vendor, platform=options.platform,
+        vendor=spec.vendor, variant=options.variant,
         python=options.python, toolkit=spec.toolkit, archs=spec.gpu_archs,
         perf=str(options.perf) if options.perf is not None else None,
         floors=spec.all_reduce_floors, host_driver=info.driver, env=env,
@@ -335,8 +335,8 @@ def report(proof: Proof, options: ProofOptions) -> dict[str, Any]:
                 "readings": v.readings}  # fmt: skip
 
     return {
-        "schema": 1,
-        "platform": options.platform,
+        "schema": 2,
+        "variant": options.variant,
         "dry_run": options.dry_run,
         "host": proof.host,
         "seconds": round(proof.seconds, 1),

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import PLATFORMS, PROFILES, Platform, Profile
+from twinbuild.manifest.model import ARCHS, NAME_RE, PROFILES, Arch, ImageKey, Profile
 from twinbuild.smoke.gpu import GpuInfo
 from twinbuild.util import strictjson
 from twinbuild.util.strictjson import Fields
 
-SCHEMA = 1
+SCHEMA = 2  # 2: an image is a variant on one architecture
 Outcome = Literal["passed", "failed", "skipped"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "skipped")
 
@@ -109,7 +109,8 @@ class Counts:
 class SmokeReport:
     """One smoke run of one image (or of this machine): what it tested and what every test did."""
 
-    platform: Platform
+    variant: str
+    arch: Arch
     profile: Profile
     image: ImageRef
     manifest_digest: str
@@ -119,13 +120,18 @@ class SmokeReport:
     holds: Mapping[str, str] = field(default_factory=dict)  # pin -> what the image holds
 
     @property
+    def image_key(self) -> ImageKey:
+        return ImageKey(variant=self.variant, arch=self.arch)
+
+    @property
     def failures(self) -> list[SmokeTest]:
         return [t for t in self.tests if t.outcome == "failed"]
 
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": SCHEMA,
-            "platform": self.platform,
+            "variant": self.variant,
+            "arch": self.arch,
             "profile": self.profile,
             "image": self.image.to_json(),
             "manifest_digest": self.manifest_digest,
@@ -149,7 +155,8 @@ class SmokeReport:
             raise ConfigError(
                 f"{source}: report.schema: {schema} is not {SCHEMA}; update twinbuild"
             )
-        platform = top.choice("platform", PLATFORMS)
+        variant = top.match("variant", NAME_RE, "a variant name")
+        arch = top.choice("arch", ARCHS)
         profile = top.choice("profile", PROFILES)
         image = top.obj("image")
         ref = ImageRef(
@@ -172,8 +179,8 @@ class SmokeReport:
                 f"({counts.describe()}); the report is inconsistent, re-run the smoke tests"
             )
         return cls(
-            platform=platform, profile=profile, image=ref, manifest_digest=manifest_digest,
-            gpu=gpu, tests=tests, counts=counts, holds=holds,
+            variant=variant, arch=arch, profile=profile, image=ref,
+            manifest_digest=manifest_digest, gpu=gpu, tests=tests, counts=counts, holds=holds,
         )  # fmt: skip
 
     @classmethod
@@ -182,14 +189,14 @@ class SmokeReport:
         return cls.from_json(strictjson.load(path), str(path))
 
     def save(self, report_dir: Path, *, keyed: bool = False) -> dict[str, Path]:
-        """Write ``smoke-<platform>-<profile>[-host|-<image>].json`` and ``.junit.xml``.
+        """Write ``smoke-<variant>-<arch>-<profile>[-host|-<image>].json`` and ``.junit.xml``.
 
         ``keyed`` adds the image id (12 hex) to the name: an image other than the one the last
         build recorded (``smoke --image``) gets its own report instead of overwriting the built
         one's.
         """
         report_dir.mkdir(parents=True, exist_ok=True)
-        stem = f"smoke-{self.platform}-{self.profile}"
+        stem = f"smoke-{self.image_key.name}-{self.profile}"
         if self.image.id is None:
             stem += "-host"
         elif keyed:
@@ -202,7 +209,7 @@ class SmokeReport:
 
 def summary(
     *,
-    platform: Platform,
+    image_key: ImageKey,
     profile: Profile,
     image: ImageRef,
     manifest_digest: str,
@@ -212,8 +219,9 @@ def summary(
 ) -> SmokeReport:
     """The report of one run: its tests counted, what the image holds sorted by pin."""
     return SmokeReport(
-        platform=platform, profile=profile, image=image, manifest_digest=manifest_digest, gpu=gpu,
-        tests=tuple(tests), counts=Counts.of(tests), holds=dict(sorted(holds.items())),
+        variant=image_key.variant, arch=image_key.arch, profile=profile, image=image,
+        manifest_digest=manifest_digest, gpu=gpu, tests=tuple(tests), counts=Counts.of(tests),
+        holds=dict(sorted(holds.items())),
     )  # fmt: skip
 
 
@@ -228,7 +236,7 @@ def read_results(path: Path) -> tuple[tuple[SmokeTest, ...], dict[str, str]]:
 
 def collected(report_dir: Path) -> list[SmokeReport]:
     """Every report under ``report_dir``, by file name: ``smoke.md`` lists them all, so a run
-    for one platform or one image does not drop what earlier runs found."""
+    for one variant or one image does not drop what earlier runs found."""
     found = []
     for path in sorted(report_dir.glob("smoke-*.json")):
         try:
@@ -242,7 +250,7 @@ def junit_xml(data: SmokeReport) -> str:
     tests = data.tests
     suite = ET.Element(
         "testsuite",
-        name=f"twinbuild-smoke-{data.platform}-{data.profile}",
+        name=f"twinbuild-smoke-{data.image_key.name}-{data.profile}",
         tests=str(len(tests)),
         failures=str(data.counts.failed),
         errors="0",
@@ -280,21 +288,21 @@ def markdown(summaries: Sequence[SmokeReport]) -> str:
     out = [
         "## twinbuild smoke",
         "",
-        "| platform | profile | image | passed | failed | skipped | flaky | GPU |",
-        "|---|---|---|---|---|---|---|---|",
+        "| variant | arch | profile | image | passed | failed | skipped | flaky | GPU |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for s in summaries:
         c = s.counts
         image = s.image.id or "host"
         where = f"{s.gpu.count}x {s.gpu.model}" if s.gpu else "none"
         out.append(
-            f"| {s.platform} | {s.profile} | `{image[:19]}` | {c.passed} | {c.failed} "
+            f"| {s.variant} | {s.arch} | {s.profile} | `{image[:19]}` | {c.passed} | {c.failed} "
             f"| {c.skipped} | {c.flaky} | {where} |"
         )
     for s in summaries:
         bad = [t for t in s.tests if t.outcome == "failed" or t.flaky]
         if bad:
-            out += ["", f"### {s.platform} ({s.profile})", ""]
+            out += ["", f"### {s.image_key} ({s.profile})", ""]
             for t in bad:
                 tag = "FLAKY (passed on rerun)" if t.flaky else "FAILED"
                 out.append(f"- **{tag}** `{t.id}`: {_one_line(t.message)}")

@@ -19,7 +19,7 @@ from twinbuild.engine import client
 from twinbuild.engine.api import EngineAPI, GpuAccess
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, Arch, ImageKey, Manifest, Profile
 from twinbuild.smoke import cases, report, targets
 from twinbuild.smoke.gpu import GpuInfo, access, detect
 from twinbuild.smoke.report import SmokeReport
@@ -61,7 +61,7 @@ def smoke_target(
     started = time.monotonic()
     if echo:
         print(targets.heading(target), flush=True)
-    vendor = manifest.platforms[target.platform].vendor
+    vendor = manifest.variant(target.image.variant).vendor
     info = detect(vendor)
     if gpu is True and info is None:
         raise ConfigError(f"--gpu: no {vendor} GPU on this machine; drop --gpu")
@@ -75,7 +75,7 @@ def smoke_target(
         try:
             if target.image_id is not None:
                 assert eng is not None  # noqa: S101 -- an image target always comes with an engine
-                shm = manifest.platforms[target.platform].shm_size
+                shm = manifest.variant(target.image.variant).shm_size
                 given = None if gcase.skip else access(vendor, shm_size=shm)
                 cid = start_container(eng, target.image_id, given)
                 hostspec = f"docker://{cid}"
@@ -103,7 +103,7 @@ def smoke_target(
     labels = targets.labels_of(target.inspect)
     digests = [str(d) for d in target.inspect.get("RepoDigests") or ()]
     data = report.summary(
-        platform=target.platform,
+        image_key=target.image,
         profile=target.profile,
         image=report.ImageRef(
             id=target.image_id,
@@ -126,7 +126,8 @@ class SmokeOptions:
 
     manifest: Path = DEFAULT_PATH
     root: Path = Path()
-    platform: Platform | None = None  # None: both
+    variant: str | None = None  # None: the local profile's variants (every one in production)
+    arch: Arch | None = None  # None: every architecture of the variants
     profile: Profile | None = None  # None: local for built images, production for --image/--host
     image: str | None = None  # any image, resolved to its id first
     host: bool = False  # this machine, through testinfra's local backend
@@ -140,7 +141,7 @@ class SmokeOptions:
 def smoke_images(options: SmokeOptions) -> list[Outcome]:
     """Load the manifest and smoke what ``options`` names (see :func:`smoke`)."""
     return smoke(
-        load(options.manifest), root=options.root, platform=options.platform,
+        load(options.manifest), root=options.root, variant=options.variant, arch=options.arch,
         profile=options.profile, image=options.image, host=options.host, gpu=options.gpu,
         python=options.python, rerun_failed_once=options.rerun_failed_once,
         report_dir=options.report_dir, verbose=options.verbose,
@@ -151,7 +152,8 @@ def smoke(
     manifest: Manifest,
     *,
     root: Path,
-    platform: Platform | None = None,
+    variant: str | None = None,
+    arch: Arch | None = None,
     profile: Profile | None = None,
     image: str | None = None,
     host: bool = False,
@@ -163,7 +165,8 @@ def smoke(
     verbose: bool = False,
     connect: Callable[[], EngineAPI] = client.connect,
 ) -> list[Outcome]:
-    """``twinbuild smoke``: each platform's built image, ``--image REF``, or ``--host``.
+    """``twinbuild smoke``: each built image (a variant's, on each architecture), ``--image REF``
+    (by digest: one architecture's image), or ``--host``.
 
     Writes the markdown summary to ``report_dir/smoke.md`` (and appends it to
     ``$GITHUB_STEP_SUMMARY``); raises FindingsError naming the failures when any test failed.
@@ -172,13 +175,19 @@ def smoke(
         raise ConfigError("--image and --host exclude each other; pick one")
     if python is not None and not host:
         raise ConfigError("--python names this machine's interpreter; it needs --host")
-    platforms = [platform] if platform is not None else list(PLATFORMS)
     outcomes: list[Outcome] = []
     if host:
-        for plat in platforms:
-            target = targets.host_target(
-                plat, profile or "production", python, gpu_only=gpu is True
-            )
+        from twinbuild.engine.binfmt import host_arch
+
+        here = arch or host_arch()
+        names = [variant] if variant is not None else list(manifest.variants)
+        hosts = [
+            ImageKey(variant=manifest.variant(n).name, arch=here)
+            for n in names
+            if variant is not None or here in manifest.variant(n).archs
+        ]
+        for key in hosts:
+            target = targets.host_target(key, profile or "production", python, gpu_only=gpu is True)
             outcomes.append(
                 smoke_target(
                     manifest,
@@ -195,10 +204,16 @@ def smoke(
     else:
         eng = connect()
         try:
-            if image is not None:
-                found = [targets.image_target(eng, root, image, platform, profile)]  # else labels
+            if image is not None:  # variant, arch, profile: from flags, else its labels
+                found = [targets.image_target(eng, root, image, manifest, variant, arch, profile)]
             else:
-                found = [targets.built_target(eng, root, p, profile or "local") for p in platforms]
+                from twinbuild.builder.image import wanted_images
+
+                chosen = profile or "local"
+                found = [
+                    targets.built_target(eng, root, i, chosen)
+                    for i in wanted_images(manifest, variant, arch, chosen)
+                ]
             for target in found:
                 outcomes.append(
                     smoke_target(
@@ -222,7 +237,7 @@ def smoke(
     )
     github.append_summary(github.step_summary(), md)
     failures = [
-        f"{o.summary.platform} ({o.summary.profile}): {t.message or t.id}"
+        f"{o.summary.image_key} ({o.summary.profile}): {t.message or t.id}"
         for o in outcomes
         for t in o.summary.failures
     ]

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twinbuild.manifest.model import BandwidthFloor, ResolvedPin, Values
+from twinbuild.manifest.model import BandwidthFloor, ImageKey, ResolvedPin, Values
 
-SCHEMA = 1
+SCHEMA = 2
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,18 +43,19 @@ class BaseCase:
 class GpuCase:
     skip: str | None  # why GPU checks do not run; None when the container has the GPUs
     vendor: str  # "nvidia" | "amd"
-    perf_binary: str | None  # the all-reduce perf binary (PlatformSpec.binaries), if any
+    perf_binary: str | None  # the all-reduce perf binary (Variant.binaries), if any
     info: Mapping[str, Any] | None = None
-    toolkit: str = ""  # platforms.<p>.toolkit: the CUDA or ROCm release the image is built on
-    archs: list[str] = field(default_factory=list)  # platforms.<p>.gpu_archs
+    toolkit: str = ""  # variants.<v>.toolkit: the CUDA or ROCm release the image is built on
+    archs: list[str] = field(default_factory=list)  # variants.<v>.gpu_archs
     kernel_modules: list[str] = field(default_factory=list)  # none on a bare host
-    floors: list[BandwidthFloor] = field(default_factory=list)  # platforms.<p>.all_reduce_floors
+    floors: list[BandwidthFloor] = field(default_factory=list)  # variants.<v>.all_reduce_floors
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SuiteSpec:
     hostspec: str  # "docker://<container id>" or "local://"
-    platform: str
+    variant: str
+    arch: str  # linux/amd64 | linux/arm64
     profile: str
     python: str
     manifest: str
@@ -96,4 +97,6 @@ class SuiteSpec:
 
 
 def _pin(data: dict[str, Any]) -> ResolvedPin:
-    return ResolvedPin(**{**data, "values": Values(**data["values"])})
+    return ResolvedPin(
+        **{**data, "values": Values(**data["values"]), "image": ImageKey(**data["image"])}
+    )

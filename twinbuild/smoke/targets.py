@@ -14,7 +14,7 @@ from typing import Any
 from twinbuild.builder.record import BuildRecord, record_path
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import PLATFORMS, PROFILES, Platform, Profile
+from twinbuild.manifest.model import ARCH_NAMES, ARCHS, PROFILES, Arch, ImageKey, Manifest, Profile
 
 LOCAL_PYTHON = "/opt/venv/bin/python"
 PRODUCTION_PYTHON = "python3"
@@ -25,24 +25,26 @@ LABEL = "org.twinbuild."
 class Target:
     """One thing to smoke: an image (by id) or this machine (``image_id`` None)."""
 
-    platform: Platform
+    image: ImageKey  # which variant, on which architecture
     profile: Profile
     image_id: str | None
     python: str
     inspect: Mapping[str, Any] = field(default_factory=dict)
-    record: BuildRecord | None = None  # build/<profile>/<platform>/image.json, if it is this image
+    record: BuildRecord | None = (
+        None  # build/<profile>/<variant>/<arch>/image.json, if it is this image
+    )
     digest: str | None = None  # REPOSITORY@sha256:... this image was asked for (or pushed) as
     gpu_only: bool = False  # a bare GPU host (--host --gpu): its GPUs, not an image's contents
 
 
-def built_target(eng: EngineAPI, root: Path, platform: Platform, profile: Profile) -> Target:
-    """The image the last ``twinbuild build`` recorded for ``platform`` and ``profile``."""
-    path = record_path(root, profile, platform)
+def built_target(eng: EngineAPI, root: Path, image: ImageKey, profile: Profile) -> Target:
+    """The image the last ``twinbuild build`` recorded for ``image`` and ``profile``."""
+    path = record_path(root, profile, image)
     record = BuildRecord.load(path)
     if record is None:
         raise ConfigError(
-            f"{path}: no build record; run `twinbuild build --platform {platform} --profile "
-            f"{profile}` first, or pass --image REF"
+            f"{path}: no build record; run `twinbuild build --variant {image.variant} --arch "
+            f"{image.arch} --profile {profile}` first, or pass --image REF"
         )
     image_id = record.image_id
     inspect = eng.inspect_image(image_id)
@@ -51,7 +53,7 @@ def built_target(eng: EngineAPI, root: Path, platform: Platform, profile: Profil
             f"{path}: names {image_id}, which the engine at {eng.docker_host} lacks; rebuild it"
         )
     return Target(
-        platform=platform,
+        image=image,
         profile=profile,
         image_id=str(inspect["Id"]),
         python=record.python or python_for(profile),
@@ -64,13 +66,18 @@ def image_target(
     eng: EngineAPI,
     root: Path,
     ref: str,
-    platform: Platform | None,
+    manifest: Manifest,
+    variant: str | None,
+    arch: Arch | None,
     profile: Profile | None,
 ) -> Target:
-    """Any image, resolved to its id first: platform and profile from flags, else its labels.
+    """Any image, resolved to its id first: variant, architecture and profile from flags, else
+    its labels; the architecture must be the image's own.
 
     A ``REPOSITORY@sha256:...`` the engine lacks is pulled by that digest (the GPU job of CI gets
-    the image the build job pushed, never a rebuild), and the report names exactly that digest.
+    the image the build job pushed, never a rebuild; an index's digest names one image per
+    architecture, so CI passes each architecture's own digest), and the report names exactly
+    that digest.
     """
     inspect = eng.inspect_image(ref)
     if inspect is None and "@sha256:" in ref:
@@ -79,23 +86,35 @@ def image_target(
     if inspect is None:
         raise ConfigError(f"--image {ref}: the engine at {eng.docker_host} has no such image")
     labels = labels_of(inspect)
-    plat = platform or labels.get(LABEL + "platform")
-    if plat not in PLATFORMS:
+    name = variant or labels.get(LABEL + "variant")
+    if name is None:
         raise ConfigError(
-            f"--image {ref}: no org.twinbuild.platform label; pass --platform cuda|rocm"
+            f"--image {ref}: no org.twinbuild.variant label; pass --variant NAME "
+            f"({', '.join(manifest.variants)})"
         )
+    own = f"linux/{inspect.get('Architecture', '')}"
+    wanted = arch or labels.get(LABEL + "arch") or own
+    if wanted not in ARCHS:
+        raise ConfigError(
+            f"--image {ref}: architecture {wanted!r} is not one of {', '.join(ARCHS)}"
+        )
+    if own in ARCHS and own != wanted:
+        raise ConfigError(
+            f"--image {ref}: is a {own} image, not {wanted}; pass that architecture's digest"
+        )
+    image = manifest.image(manifest.variant(name).name, wanted)
     found = profile or labels.get(LABEL + "profile") or "production"
     if found not in PROFILES:
         raise ConfigError(
             f"--image {ref}: unknown profile {found!r}; pass --profile local|production"
         )
     prof: Profile = found
-    record = BuildRecord.load(record_path(root, prof, plat))
+    record = BuildRecord.load(record_path(root, prof, image))
     if record is not None and record.image_id != inspect["Id"]:
         record = None  # the record describes another image
     python = record.python if record and record.python else python_for(prof)
     return Target(
-        platform=plat,
+        image=image,
         profile=prof,
         image_id=str(inspect["Id"]),
         python=python,
@@ -105,12 +124,10 @@ def image_target(
     )
 
 
-def host_target(
-    platform: Platform, profile: Profile, python: str | None, *, gpu_only: bool
-) -> Target:
+def host_target(image: ImageKey, profile: Profile, python: str | None, *, gpu_only: bool) -> Target:
     """This machine, through testinfra's local backend (``--host``)."""
     return Target(
-        platform=platform,
+        image=image,
         profile=profile,
         image_id=None,
         python=python or python_for(profile),
@@ -137,8 +154,8 @@ def repo_digest(target: Target, digests: list[str]) -> str | None:
 
 
 def heading(target: Target) -> str:
-    """The line above each suite's output: which platform, and which image (id and tag)."""
-    what = f"smoke {target.platform} ({target.profile})"
+    """The line above each suite's output: which image, and which one it is (id and tag)."""
+    what = f"smoke {target.image.variant} {ARCH_NAMES[target.image.arch]} ({target.profile})"
     if target.image_id is None:
         return f"== {what}: this machine =="
     tags = list(target.inspect.get("RepoTags") or [])

@@ -407,3 +407,14 @@ class _TimedReader(io.RawIOBase):
         if not self.closed:
             self._owner.reader_closed()
         super().close()
+
+
+def internal_host(host: str) -> bool:
+    """An address no registry should send twinbuild to: loopback, private, link-local..."""
+    if host.lower() == "localhost" or host.lower().endswith(".localhost"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return not ip.is_global

@@ -26,7 +26,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "gpu: needs a GPU of the image's platform")
+    config.addinivalue_line("markers", "gpu: needs a GPU of the image's vendor")
     spec = SuiteSpec.read(Path(str(config.getoption("--twinbuild-spec"))))
     config.stash[SPEC] = spec
     config.stash[HOLDS] = {}

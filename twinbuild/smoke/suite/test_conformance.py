@@ -1,4 +1,4 @@
-"""One test per pin of the platform: the image holds exactly what the manifest pins."""
+"""One test per pin of the image: the image holds exactly what the manifest pins."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GPU checks: only where a GPU of the image's platform is present and handed to the container.
+"""GPU checks: only where a GPU of the image's vendor is present and handed to the container.
 
 Each test is one ``gpu_probe`` check (the GPU proof runs the same ones): it measures in the image
 through testinfra and lets ``gpu_checks``/``gpu_arch``/``gpu_collective`` decide; every command
@@ -32,7 +32,7 @@ def probe(spec: SuiteSpec) -> Probe:
     gpu = spec.gpu
     assert gpu is not None  # noqa: S101 -- the autouse fixture skipped otherwise
     return Probe(
-        vendor=gpu.vendor, platform=spec.platform, python=spec.python, toolkit=gpu.toolkit,
+        vendor=gpu.vendor, variant=spec.variant, python=spec.python, toolkit=gpu.toolkit,
         archs=tuple(gpu.archs), kernel_modules=tuple(gpu.kernel_modules),
         perf=gpu.perf_binary, floors=tuple(gpu.floors),
         host_driver=str((gpu.info or {}).get("driver") or ""),
