@@ -35,10 +35,14 @@ def test_bake_file_uses_only_documented_keys(root: Path) -> None:
     data = json.loads((root / "docker-bake.json").read_text())
     assert data == result.definition
     assert set(data) <= TOP_LEVEL
-    assert data["group"] == {"default": {"targets": ["cuda", "rocm"]}}
+    assert data["group"] == {
+        "default": {"targets": ["cuda-amd64", "rocm-amd64"]},
+        "cuda": {"targets": ["cuda-amd64"]},
+        "rocm": {"targets": ["rocm-amd64"]},
+    }
     for group in data["group"].values():
         assert set(group) <= GROUP_ATTRS
-    assert set(data["target"]) == {"cuda", "rocm"}
+    assert set(data["target"]) == {"cuda-amd64", "rocm-amd64"}
     for target in data["target"].values():
         assert set(target) <= TARGET_ATTRS
         assert all(isinstance(v, str) for v in target["args"].values())
@@ -49,43 +53,44 @@ def test_bake_file_uses_only_documented_keys(root: Path) -> None:
 
 def test_targets_carry_render_args_labels_and_cache(root: Path) -> None:
     manifest = load(root / "pins/manifest.toml")
-    target = definition(manifest, repository=REPO)["target"]["rocm"]
-    short = manifest.platform_digest("rocm").removeprefix("sha256:")[:12]
+    target = definition(manifest, repository=REPO)["target"]["rocm-amd64"]
+    short = manifest.image_digest(image("rocm")).removeprefix("sha256:")[:12]
     assert target == {
-        "context": ".twinbuild/bake/rocm",
+        "context": ".twinbuild/bake/rocm-amd64",
         "dockerfile": "images/rocm/Dockerfile",
         "args": render(manifest, image("rocm"), "production").args,
         "labels": {
-            "org.twinbuild.platform": "rocm",
+            "org.twinbuild.variant": "rocm",
+            "org.twinbuild.arch": "linux/amd64",
             "org.twinbuild.profile": "production",
             "org.twinbuild.manifest-hash": manifest.digest(),
             "org.twinbuild.base-digest": "sha256:" + "2" * 64,
             "org.opencontainers.image.source": "https://github.com/example/twinbuild",
-            "org.opencontainers.image.title": "twinbuild-rocm",
+            "org.opencontainers.image.title": "twinbuild-rocm-amd64",
         },
         "platforms": ["linux/amd64"],
-        "tags": [f"{REPO}:rocm", f"{REPO}:rocm-{short}"],
-        "cache-from": [f"type=registry,ref={REPO}:buildcache-rocm"],
-        "cache-to": [f"type=registry,ref={REPO}:buildcache-rocm,mode=max"],
+        "tags": [f"{REPO}:rocm-amd64", f"{REPO}:rocm-amd64-{short}"],
+        "cache-from": [f"type=registry,ref={REPO}:buildcache-rocm-amd64"],
+        "cache-to": [f"type=registry,ref={REPO}:buildcache-rocm-amd64,mode=max"],
     }
     assert target["args"]["BASE_IMAGE"] == ("rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:" + "2" * 64)
 
 
 def test_each_platform_gets_its_own_generated_files(root: Path) -> None:
     manifest = load(root / "pins/manifest.toml")
-    (root / ".twinbuild/bake/cuda/stale.txt").parent.mkdir(parents=True)
-    (root / ".twinbuild/bake/cuda/stale.txt").write_text("old")
+    (root / ".twinbuild/bake/cuda-amd64/stale.txt").parent.mkdir(parents=True)
+    (root / ".twinbuild/bake/cuda-amd64/stale.txt").write_text("old")
     result = bake(manifest, root, repository=REPO)
     for platform in ("cuda", "rocm"):
-        context = result.contexts[platform]
-        assert context == root / ".twinbuild/bake" / platform
+        context = result.contexts[f"{platform}-amd64"]
+        assert context == root / ".twinbuild/bake" / f"{platform}-amd64"
         dockerfile = context / "images" / platform / "Dockerfile"
         assert dockerfile.read_text() == (root / "images" / platform / "Dockerfile").read_text()
-        for name, body in render(manifest, platform, "production").files.items():
+        for name, body in render(manifest, image(platform), "production").files.items():
             assert (context / name).read_text() == body
-    assert not (root / ".twinbuild/bake/cuda/stale.txt").exists()
-    cuda_pins = (result.contexts["cuda"] / ".twinbuild/pip/pins.txt").read_text()
-    rocm_pins = (result.contexts["rocm"] / ".twinbuild/pip/pins.txt").read_text()
+    assert not (root / ".twinbuild/bake/cuda-amd64/stale.txt").exists()
+    cuda_pins = (result.contexts["cuda-amd64"] / ".twinbuild/pip/pins.txt").read_text()
+    rocm_pins = (result.contexts["rocm-amd64"] / ".twinbuild/pip/pins.txt").read_text()
     assert "numba==0.65.1" in rocm_pins
     assert "numba" not in cuda_pins
 
@@ -95,12 +100,12 @@ def test_out_path_and_report(root: Path) -> None:
     assert (root / "ci/bake.json").is_file()
     assert result.report() == (
         f"wrote {root}/ci/bake.json\n"
-        f"  cuda: context {root}/.twinbuild/bake/cuda\n"
-        f"  rocm: context {root}/.twinbuild/bake/rocm\n"
+        f"  cuda-amd64: context {root}/.twinbuild/bake/cuda-amd64\n"
+        f"  rocm-amd64: context {root}/.twinbuild/bake/rocm-amd64\n"
         f"build: docker buildx bake -f {root}/ci/bake.json (from the repository root)\n"
     )
-    default = json.loads((root / "ci/bake.json").read_text())["target"]["cuda"]
-    assert default["tags"][0] == "ghcr.io/owner/twinbuild:cuda"
+    default = json.loads((root / "ci/bake.json").read_text())["target"]["cuda-amd64"]
+    assert default["tags"][0] == "ghcr.io/owner/twinbuild:cuda-amd64"
 
 
 @pytest.mark.parametrize("bad", ["ghcr.io/x/y:latest", "ghcr.io/x/y@sha256:00", "Bad Name", ""])
@@ -124,5 +129,5 @@ def test_missing_recipe_writes_no_bake_file(root: Path) -> None:
 def test_the_manifests_source_labels_the_bake_targets(root: Path) -> None:
     path = root / "pins/manifest.toml"
     path.write_text('source = "https://git.example.org/team/tb"\n' + path.read_text())
-    labels = definition(load(path), repository=REPO)["target"]["cuda"]["labels"]
+    labels = definition(load(path), repository=REPO)["target"]["cuda-amd64"]["labels"]
     assert labels["org.opencontainers.image.source"] == "https://git.example.org/team/tb"

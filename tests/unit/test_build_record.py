@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_engine import FakeEngine
-from tests.helpers import edit, mini_project
+from tests.helpers import edit, image, mini_project
 from tests.unit.test_build import GOOD, _build, holding
 from twinbuild.builder.record import BaseRef, BuildRecord, PushRecord, SkippedPin, record_path
 from twinbuild.errors import ConfigError
@@ -19,7 +19,7 @@ PUSHED = PushRecord(ref="r:5000/twinbuild/rocm@sha256:" + "2" * 64, registry="r:
 
 def test_a_record_saves_and_loads_back(tmp_path: Path) -> None:
     made = BuildRecord(
-        image_id=IMAGE, platform="rocm", profile="local", tag="twinbuild/rocm:local",
+        image_id=IMAGE, variant="rocm", arch="linux/amd64", profile="local", tag="twinbuild/rocm:local-amd64",
         inputs_hash="sha256:i", manifest_digest="sha256:m", base=BaseRef(ref="b:1", id="sha256:b"),
         skipped=(SkippedPin(pin="tms", reason="needs nvcc"),), python="/opt/venv/bin/python",
         log="build.log", pushed=PUSHED,
@@ -62,7 +62,7 @@ def test_an_unusable_record_is_one_line(tmp_path: Path, text: str, message: str)
 def test_an_up_to_date_build_keeps_the_push_and_a_new_image_drops_it(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     first = _build(root, FakeEngine(build_chunks=GOOD))
-    path = record_path(root, "production", "rocm")
+    path = record_path(root, "production", image("rocm"))
     loaded = BuildRecord.load(path)
     assert loaded is not None
     loaded.with_push(PUSHED).save(path)  # what `twinbuild push` does once the registry confirmed

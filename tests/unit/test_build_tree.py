@@ -17,7 +17,7 @@ from twinbuild.builder.inputs import builder_settings, image_inputs, input_files
 from twinbuild.builder.tree import CommitTree, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.render import render
+from twinbuild.manifest.render import recipe_path, render
 
 pytestmark = needs_git
 
@@ -41,7 +41,7 @@ def _hash(tree: Tree | Path, root: Path) -> str:
     manifest = load(root / "pins/manifest.toml")
     rendered = render(manifest, image("cuda"), "production")
     return inputs_hash(
-        tree, rendered, base_id=manifest.platforms["cuda"].base.digest,
+        tree, rendered, base_id=manifest.variants["cuda"].base.digest,
         builder=builder_settings(rendered),
     )  # fmt: skip
 
@@ -50,10 +50,16 @@ def test_the_working_tree_and_its_commit_hash_alike(root: Path) -> None:
     (root / "twinbuild/builder/__pycache__").mkdir(exist_ok=True)
     (root / "twinbuild/builder/__pycache__/image.cpython-311.pyc").write_bytes(b"\0compiled")
     assert _hash(root, root) == _hash(CommitTree(root, "HEAD"), root)
-    paths = [e.path for e in input_files(CommitTree(root, "HEAD"), "cuda", "production")]
+    paths = [
+        e.path
+        for e in input_files(
+            CommitTree(root, "HEAD"), recipe_path("cuda", "production"), "production"
+        )
+    ]
     assert paths == ["images/common/a.sh", "images/cuda/Dockerfile"]  # the glob, not b.txt
-    hashed = [e.path for e in image_inputs(root, "cuda", "production")]
-    assert hashed == [e.path for e in image_inputs(CommitTree(root, "HEAD"), "cuda", "production")]
+    rendered = render(load(root / "pins/manifest.toml"), image("cuda"), "production")
+    hashed = [e.path for e in image_inputs(root, rendered)]
+    assert hashed == [e.path for e in image_inputs(CommitTree(root, "HEAD"), rendered)]
     assert {"pyproject.toml", "twinbuild/manifest/render.py", "images/common/b.txt"} <= set(hashed)
     assert not any("__pycache__" in p or p.startswith("images/rocm/") for p in hashed)
 
@@ -110,13 +116,13 @@ def test_only_the_listed_paths_do_not_move_it(root: Path, path: str, moves: bool
     (root / path).write_text("changed\n")
     commit_all(root, "change")
     assert (_hash(CommitTree(root, "HEAD"), root) != before) is moves
-    assert is_input(path, "cuda") is moves
+    assert is_input(path, "cuda", ("cuda", "rocm")) is moves
 
 
 def test_the_build_refuses_a_symlinked_input_too(root: Path) -> None:
     (root / "images/common/c.sh").symlink_to("/etc/hostname")
     with pytest.raises(ConfigError) as info:
-        input_files(WorkTree(root), "cuda", "production")
+        input_files(WorkTree(root), recipe_path("cuda", "production"), "production")
     assert str(info.value) == (
         f"{root}:images/common/c.sh: a symlink (mode 120000) among the image inputs (copied by "
         "images/cuda/Dockerfile:10); commit the file itself, the gate hashes only what the commit "
@@ -130,7 +136,7 @@ def test_a_copy_from_outside_the_repository_is_refused(root: Path) -> None:
     with pytest.raises(
         ConfigError, match=r"images/cuda/Dockerfile:11: copies \.\./secrets, outside"
     ):
-        input_files(root, "cuda", "production")
+        input_files(root, recipe_path("cuda", "production"), "production")
 
 
 def test_the_not_inputs_are_the_documented_list() -> None:

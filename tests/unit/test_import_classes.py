@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 
+from tests.helpers import image
 from twinbuild.errors import ConfigError
 from twinbuild.importer import draft, report, run
 from twinbuild.manifest import loader
@@ -58,7 +59,7 @@ def test_git_url_pin_is_named_after_the_repository_and_renders(tmp_path: Path) -
     )
     path.write_text(text.replace('python = "x"', 'python = "3.12"'))
     for line in (
-        render(loader.load(path), "cuda", "production")
+        render(loader.load(path), image("cuda"), "production")
         .files[".twinbuild/pip/pins.txt"]
         .splitlines()
     ):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import edit, image, mini_project
+from tests.helpers import edit, image, mini_project, repo_image
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.inputs_reference import NOT_INPUTS as REFERENCE_NOT_INPUTS
 from tests.unit.inputs_reference import copied_by_regex, every_input, reference
@@ -24,13 +24,13 @@ from twinbuild.builder.inputs import builder_settings, image_inputs, input_files
 from twinbuild.builder.tree import CommitTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import Manifest, Platform, Profile
-from twinbuild.manifest.render import Rendered, render
+from twinbuild.manifest.model import Manifest, Profile
+from twinbuild.manifest.render import Rendered, recipe_path, render
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = Path("pins/manifest.toml")
 BASE_ID = "sha256:" + "a" * 64
-CASES: list[tuple[Profile, Platform]] = [
+CASES: list[tuple[Profile, str]] = [
     ("production", "cuda"),
     ("production", "rocm"),
     ("local", "cuda"),
@@ -55,23 +55,23 @@ def repo(tmp_path: Path) -> Path:
 
 def _hash(
     root: Path,
-    platform: Platform,
+    platform: str,
     profile: Profile = "production",
     *,
     base_id: str = BASE_ID,
     choice: str = "auto",
 ) -> str:
     manifest = load(root / MANIFEST)
-    rendered = render(manifest, platform, profile)
+    # the mini project names its variants after their recipes; the repository's do not
+    key = image(platform) if platform in manifest.variants else repo_image(platform)
+    rendered = render(manifest, key, profile)
     builder = builder_settings(rendered, choice)  # type: ignore[arg-type]
     return inputs_hash(root, rendered, base_id=base_id, builder=builder)
 
 
 @pytest.mark.parametrize(("profile", "platform"), CASES)
-def test_the_hash_is_the_documented_format(
-    repo: Path, profile: Profile, platform: Platform
-) -> None:
-    rendered = render(load(repo / MANIFEST), platform, profile)
+def test_the_hash_is_the_documented_format(repo: Path, profile: Profile, platform: str) -> None:
+    rendered = render(load(repo / MANIFEST), repo_image(platform), profile)
     builder = builder_settings(rendered)
     expected = reference(repo, rendered, BASE_ID, builder)
     assert inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder) == expected
@@ -79,26 +79,24 @@ def test_the_hash_is_the_documented_format(
 
 @pytest.mark.parametrize(("profile", "platform"), CASES)
 def test_input_files_are_the_recipe_and_what_it_copies(
-    repo: Path, profile: Profile, platform: Platform
+    repo: Path, profile: Profile, platform: str
 ) -> None:
-    rendered = render(load(repo / MANIFEST), platform, profile)
-    files = {e.path for e in input_files(repo, platform, profile)}
+    rendered = render(load(repo / MANIFEST), repo_image(platform), profile)
+    files = {e.path for e in input_files(repo, recipe_path(platform, profile), profile)}
     assert files == copied_by_regex(repo, repo / rendered.recipe)
 
 
 def test_the_production_recipes_copy_the_common_scripts(repo: Path) -> None:
     """Guards the regex reference above: it must see the bind-mounted scripts, not only recipes."""
-    files = {e.path for e in input_files(repo, "cuda", "production")}
+    files = {e.path for e in input_files(repo, recipe_path("cuda", "production"), "production")}
     assert {"images/cuda/Dockerfile", "images/common/checkout.sh"} <= files
     assert "images/rocm/Dockerfile" not in files
 
 
 @pytest.mark.parametrize(("profile", "platform"), CASES)
-def test_each_file_of_the_image_moves_its_hash(
-    repo: Path, profile: Profile, platform: Platform
-) -> None:
+def test_each_file_of_the_image_moves_its_hash(repo: Path, profile: Profile, platform: str) -> None:
     before = _hash(repo, platform, profile)
-    files = input_files(repo, platform, profile)
+    files = input_files(repo, recipe_path(platform, profile), profile)
     assert files  # at least the recipe
     for entry in files:
         rel = entry.path
@@ -121,9 +119,7 @@ def test_the_other_platforms_recipe_is_not_an_input(repo: Path) -> None:
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
-def test_readme_docs_tests_and_manifest_comments_are_not_inputs(
-    repo: Path, platform: Platform
-) -> None:
+def test_readme_docs_tests_and_manifest_comments_are_not_inputs(repo: Path, platform: str) -> None:
     before = _hash(repo, platform)
     (repo / "README.md").write_text("# another readme\n")
     (repo / "docs/building.md").write_text("# another page\n")
@@ -140,11 +136,15 @@ def test_a_file_no_recipe_copies_is_still_an_input(repo: Path) -> None:
     assert all(_hash(repo, p) != before[p] for p in ("cuda", "rocm"))
 
 
-def _pin_for(manifest: Manifest, *, platforms: tuple[Platform, ...], install: str) -> str:
-    """The first pin with exactly these platforms, installed this way, with a version."""
-    resolved = {r.name: r for r in manifest.resolve(platforms[0])}
+def _pin_for(manifest: Manifest, *, platforms: tuple[str, ...], install: str) -> str:
+    """The first pin on exactly the variants of these groups (or variants), installed this way,
+    with a version."""
+    variants = tuple(v for g in platforms for v in manifest.members(g))
+    resolved = {r.name: r for r in manifest.resolve(manifest.images((variants[0],))[0])}
     for pin in manifest.pins.values():
-        same = tuple(pin.platforms) == platforms and resolved[pin.name].install == install
+        if pin.name not in resolved:
+            continue
+        same = tuple(pin.variants) == variants and resolved[pin.name].install == install
         if same and pin.common.version is not None and not pin.overrides:
             return pin.name
     raise AssertionError(f"no {install} pin on {platforms} with a version in the manifest")
@@ -162,9 +162,7 @@ def _bump_version(root: Path, name: str) -> None:
 
 
 @pytest.mark.parametrize(("only", "other"), [("cuda", "rocm"), ("rocm", "cuda")])
-def test_a_pin_of_one_platform_moves_that_platform_only(
-    repo: Path, only: Platform, other: Platform
-) -> None:
+def test_a_pin_of_one_platform_moves_that_platform_only(repo: Path, only: str, other: str) -> None:
     name = _pin_for(load(repo / MANIFEST), platforms=(only,), install="pip")
     before = {p: _hash(repo, p) for p in ("cuda", "rocm")}
     _bump_version(repo, name)
@@ -177,13 +175,13 @@ def test_a_generated_pip_file_is_an_input(repo: Path) -> None:
     name = _pin_for(load(repo / MANIFEST), platforms=("cuda", "rocm"), install="pip")
     before = _hash(repo, "cuda")
     _bump_version(repo, name)
-    after = render(load(repo / MANIFEST), "cuda", "production")
-    assert after.args == render(load(repo / MANIFEST), "cuda", "production").args
+    after = render(load(repo / MANIFEST), repo_image("cuda"), "production")
+    assert after.args == render(load(repo / MANIFEST), repo_image("cuda"), "production").args
     assert _hash(repo, "cuda") != before
 
 
 def _rendered(profile: Profile = "production") -> tuple[Path, Rendered]:
-    return REPO, render(load(REPO / MANIFEST), "cuda", profile)
+    return REPO, render(load(REPO / MANIFEST), repo_image("cuda"), profile)
 
 
 def _direct(rendered: Rendered, **kw: object) -> str:
@@ -219,7 +217,9 @@ def test_a_checkout_pin_moves_the_hash_through_its_build_args(repo: Path) -> Non
     before = _hash(repo, "cuda")
     manifest = load(repo / MANIFEST)
     pin = next(
-        p for p in manifest.resolve(image("cuda")) if p.install == "checkout" and p.values.commit
+        p
+        for p in manifest.resolve(repo_image("cuda"))
+        if p.install == "checkout" and p.values.commit
     )
     commit = pin.values.commit
     assert commit is not None
@@ -236,7 +236,7 @@ def test_the_base_digest_moves_the_hash(repo: Path) -> None:
 def test_the_base_pin_in_the_manifest_moves_the_hash(repo: Path) -> None:
     """The production base ref (repository:tag@digest) is the BASE_IMAGE build arg."""
     before = _hash(repo, "rocm")
-    digest = load(repo / MANIFEST).platforms["rocm"].base.digest
+    digest = load(repo / MANIFEST).variants["rocm720-mi35x"].base.digest
     edit(repo / MANIFEST, digest, "sha256:" + "c" * 64)
     assert _hash(repo, "rocm") != before
 
@@ -297,7 +297,7 @@ def test_copied_folders_globs_and_files_are_listed(tmp_path: Path) -> None:
         "COPY --from=builder /x /y\n"
         "ADD https://example.org/f.tar /tmp/\n",
     )
-    assert [e.path for e in input_files(root, "cuda", "production")] == [
+    assert [e.path for e in input_files(root, recipe_path("cuda", "production"), "production")] == [
         "images/common/a.sh",
         "images/common/sub/b.sh",
         "images/cuda/Dockerfile",
@@ -312,13 +312,13 @@ def test_a_file_in_a_copied_folder_moves_the_hash(tmp_path: Path) -> None:
     (root / "images/common/sub/b.sh").write_text("b2\n")
     assert _hash(root, "cuda") != before
     (root / "images/common/sub/new.sh").write_text("new\n")
-    assert len(input_files(root, "cuda", "production")) == 4
+    assert len(input_files(root, recipe_path("cuda", "production"), "production")) == 4
 
 
 def test_a_missing_copied_file_names_the_recipe_line(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY images/common/gone.sh /opt/\n")
     with pytest.raises(ConfigError) as info:
-        input_files(root, "cuda", "production")
+        input_files(root, recipe_path("cuda", "production"), "production")
     assert str(info.value) == (
         f"images/cuda/Dockerfile:10: copies images/common/gone.sh, which does not exist under "
         f"{root}"
@@ -328,19 +328,21 @@ def test_a_missing_copied_file_names_the_recipe_line(tmp_path: Path) -> None:
 def test_a_glob_that_matches_nothing_is_refused(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY images/cuda/*.diff /tmp/\n")
     with pytest.raises(ConfigError, match=r"Dockerfile:10: copies images/cuda/\*\.diff"):
-        input_files(root, "cuda", "production")
+        input_files(root, recipe_path("cuda", "production"), "production")
 
 
 def test_an_absolute_copy_source_is_the_repository_path(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY /images/common/a.sh /opt/\n")
-    assert "images/common/a.sh" in {e.path for e in input_files(root, "cuda", "production")}
+    assert "images/common/a.sh" in {
+        e.path for e in input_files(root, recipe_path("cuda", "production"), "production")
+    }
 
 
 @pytest.mark.parametrize("choice", ["classic", "buildkit"])
 def test_builder_settings_hash_in_key_order(repo: Path, choice: str) -> None:
     """{"builder", "target", "kind"} is hashed as sorted JSON: the order a dict was built in
     must not move the hash (the gate rebuilds the dict to compare)."""
-    rendered = render(load(repo / MANIFEST), "cuda", "production")
+    rendered = render(load(repo / MANIFEST), repo_image("cuda"), "production")
     builder = builder_settings(rendered, choice)  # type: ignore[arg-type]
     assert list(builder) == ["builder", "target", "kind"]
     reordered = dict(reversed(builder.items()))
@@ -386,8 +388,8 @@ def test_build_outputs_and_caches_are_not_inputs_of_a_working_tree(repo: Path) -
 
 def test_the_hashed_files_are_every_file_but_the_list(repo: Path) -> None:
     for platform in ("cuda", "rocm"):
-        rendered = render(load(repo / MANIFEST), platform, "production")
-        found = {e.path for e in image_inputs(repo, platform, "production")}
+        rendered = render(load(repo / MANIFEST), repo_image(platform), "production")
+        found = {e.path for e in image_inputs(repo, rendered)}
         copied = copied_by_regex(repo, repo / rendered.recipe)
         assert found == every_input(repo, platform) | copied
         assert all(is_input(p, platform) for p in found - copied)
@@ -407,7 +409,7 @@ def test_gitattributes_above_an_input_move_the_hash(repo: Path, where: str) -> N
     before = _hash(repo, "cuda")
     (repo / where).write_text("*.sh text eol=crlf\n")
     assert _hash(repo, "cuda") != before
-    rendered = render(load(repo / MANIFEST), "cuda", "production")
+    rendered = render(load(repo / MANIFEST), repo_image("cuda"), "production")
     builder = builder_settings(rendered)
     assert inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder) == reference(
         repo, rendered, BASE_ID, builder
@@ -423,7 +425,9 @@ def test_gitattributes_elsewhere_are_not_inputs(repo: Path) -> None:
 
 def test_url_sources_are_not_repository_files(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY https://example.org/f.tar /tmp/\n")
-    assert [e.path for e in input_files(root, "cuda", "production")] == ["images/cuda/Dockerfile"]
+    assert [e.path for e in input_files(root, recipe_path("cuda", "production"), "production")] == [
+        "images/cuda/Dockerfile"
+    ]
 
 
 def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) -> None:
@@ -432,7 +436,7 @@ def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) ->
     (root / "Xtra").mkdir()
     (root / "Xtra/a.sh").write_text("a\n")
     (root / "Xtra/one.txt").write_text("1\n")
-    assert [e.path for e in input_files(root, "cuda", "production")] == [
+    assert [e.path for e in input_files(root, recipe_path("cuda", "production"), "production")] == [
         "Xtra/a.sh",
         "Xtra/one.txt",
         "images/cuda/Dockerfile",
@@ -462,8 +466,8 @@ def test_absolute_sources_are_repository_paths_globbed_or_not(tmp_path: Path) ->
         ("images/common/checkout.sh", "rocm", True),
     ],
 )
-def test_is_input(path: str, platform: Platform, expected: bool) -> None:
-    assert is_input(path, platform) is expected
+def test_is_input(path: str, platform: str, expected: bool) -> None:
+    assert is_input(path, platform, ("cuda", "rocm")) is expected
 
 
 def test_a_symlink_among_the_inputs_or_attributes_is_refused(repo: Path) -> None:
@@ -493,7 +497,7 @@ def test_a_commit_hashes_like_its_working_tree(repo: Path, monkeypatch: pytest.M
     init(repo)
     commit_all(repo, "all of it")
     for platform in ("cuda", "rocm"):
-        rendered = render(load(repo / MANIFEST), platform, "production")
+        rendered = render(load(repo / MANIFEST), repo_image(platform), "production")
         builder = builder_settings(rendered)
         commit = inputs_hash(CommitTree(repo, "HEAD"), rendered, base_id=BASE_ID, builder=builder)
         assert commit == inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder)
@@ -503,7 +507,7 @@ def test_a_commit_hashes_like_its_working_tree(repo: Path, monkeypatch: pytest.M
 def test_a_glob_in_the_first_segment(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY *.txt /opt/\n")
     (root / "top.txt").write_text("t\n")
-    assert [e.path for e in input_files(root, "cuda", "production")] == [
+    assert [e.path for e in input_files(root, recipe_path("cuda", "production"), "production")] == [
         "images/cuda/Dockerfile",
         "top.txt",
     ]
@@ -512,7 +516,7 @@ def test_a_glob_in_the_first_segment(tmp_path: Path) -> None:
 def test_a_glob_in_a_middle_segment_skips_shallower_files(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY images/*/x.patch /tmp/\n")
     (root / "images/ALPHA.md").write_text("sorted before images/cuda/, one level up\n")
-    assert [e.path for e in input_files(root, "cuda", "production")] == [
+    assert [e.path for e in input_files(root, recipe_path("cuda", "production"), "production")] == [
         "images/cuda/Dockerfile",
         "images/cuda/x.patch",
     ]
@@ -520,7 +524,7 @@ def test_a_glob_in_a_middle_segment_skips_shallower_files(tmp_path: Path) -> Non
 
 def test_a_glob_that_names_folders_takes_everything_below(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY images/comm* /opt/\n")
-    assert [e.path for e in input_files(root, "cuda", "production")] == [
+    assert [e.path for e in input_files(root, recipe_path("cuda", "production"), "production")] == [
         "images/common/a.sh",
         "images/common/sub/b.sh",
         "images/cuda/Dockerfile",
@@ -535,15 +539,15 @@ def test_a_symlinked_recipe_is_refused(repo: Path) -> None:
     with pytest.raises(ConfigError) as info:
         _hash(repo, "cuda")
     assert str(info.value) == (
-        f"{repo}:images/cuda/Dockerfile: a symlink (mode 120000) among the image inputs (the cuda "
-        "recipe); commit the file itself, the gate hashes only what the commit holds"
+        f"{repo}:images/cuda/Dockerfile: a symlink (mode 120000) among the image inputs (the recipe "
+        "images/cuda/Dockerfile); commit the file itself, the gate hashes only what the commit holds"
     )
 
 
 def test_a_missing_recipe_names_the_profile(repo: Path) -> None:
     (repo / "images/cuda/Dockerfile").unlink()
     with pytest.raises(ConfigError) as info:
-        input_files(repo, "cuda", "production")
+        input_files(repo, recipe_path("cuda", "production"), "production")
     assert (
         str(info.value)
         == f"{repo}: no images/cuda/Dockerfile; the production profile builds from it"
@@ -554,7 +558,7 @@ def test_a_missing_recipe_names_the_profile(repo: Path) -> None:
 def test_a_copy_from_outside_the_repository_is_refused(tmp_path: Path, source: str) -> None:
     root = _mini_with(tmp_path, f"COPY {source} /opt/\n")
     with pytest.raises(ConfigError) as info:
-        input_files(root, "cuda", "production")
+        input_files(root, recipe_path("cuda", "production"), "production")
     assert str(info.value) == (
         f"images/cuda/Dockerfile:10: copies {source}, outside the repository; copy from it"
     )
@@ -565,13 +569,18 @@ def test_copying_the_whole_context_takes_every_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     root = _mini_with(tmp_path, "COPY . /src/\n")
-    files = {e.path for e in input_files(root, "cuda", "production")}
+    files = {e.path for e in input_files(root, recipe_path("cuda", "production"), "production")}
     assert {"pins/manifest.toml", "images/common/sub/b.sh", "images/rocm/Dockerfile"} <= files
     assert not any(p.startswith("./") for p in files)
     isolate_git(monkeypatch, tmp_path / "home")
     init(root)
     commit_all(root, "context")
-    committed = {e.path for e in input_files(CommitTree(root, "HEAD"), "cuda", "production")}
+    committed = {
+        e.path
+        for e in input_files(
+            CommitTree(root, "HEAD"), recipe_path("cuda", "production"), "production"
+        )
+    }
     assert committed == files
 
 
@@ -579,7 +588,7 @@ def test_a_symlink_among_copied_files_names_the_copy(tmp_path: Path) -> None:
     root = _mini_with(tmp_path, "COPY images/common/ /opt/\n")
     (root / "images/common/link.sh").symlink_to("a.sh")
     with pytest.raises(ConfigError) as info:
-        input_files(root, "cuda", "production")
+        input_files(root, recipe_path("cuda", "production"), "production")
     assert str(info.value) == (
         f"{root}:images/common/link.sh: a symlink (mode 120000) among the image inputs (copied by "
         "images/cuda/Dockerfile:10); commit the file itself, the gate hashes only what the commit "
@@ -591,7 +600,7 @@ def test_a_recipe_that_does_not_parse_is_named(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     (root / "images/cuda/Dockerfile").write_text("RUN echo before any FROM\n")
     with pytest.raises(ConfigError) as info:
-        input_files(root, "cuda", "production")
+        input_files(root, recipe_path("cuda", "production"), "production")
     assert str(info.value).startswith("images/cuda/Dockerfile:1: ")
 
 
@@ -602,7 +611,7 @@ def test_a_cache_that_cannot_be_written_costs_only_a_parse(
     cache.mkdir()
     (cache / "recipe-copies").write_text("a file where the folder would go\n")
     monkeypatch.setenv("TWINBUILD_CACHE", str(cache))
-    rendered = render(load(repo / MANIFEST), "cuda", "production")
+    rendered = render(load(repo / MANIFEST), repo_image("cuda"), "production")
     builder = builder_settings(rendered)
     assert inputs_hash(repo, rendered, base_id=BASE_ID, builder=builder) == reference(
         repo, rendered, BASE_ID, builder
@@ -619,7 +628,7 @@ def test_an_unparsable_recipe_in_a_commit_is_named(
     init(root)
     commit_all(root, "bad recipe")
     with pytest.raises(ConfigError) as info:
-        input_files(CommitTree(root, "HEAD"), "cuda", "production")
+        input_files(CommitTree(root, "HEAD"), recipe_path("cuda", "production"), "production")
     assert str(info.value).startswith("images/cuda/Dockerfile:1: ")
 
 
@@ -633,7 +642,7 @@ def test_a_commit_is_parsed_afresh_and_remembers_nothing(
     isolate_git(monkeypatch, repo.parent / "home")
     init(repo)
     commit_all(repo, "all of it")
-    input_files(CommitTree(repo, "HEAD"), "cuda", "production")
+    input_files(CommitTree(repo, "HEAD"), recipe_path("cuda", "production"), "production")
     assert not (cache / "recipe-copies").exists()
-    input_files(repo, "cuda", "production")
+    input_files(repo, recipe_path("cuda", "production"), "production")
     assert len(list((cache / "recipe-copies").iterdir())) == 1

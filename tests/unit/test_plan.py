@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import edit, mini_project
+from tests.helpers import edit, image, mini_project
 from tests.unit.github_runner import runner_outputs
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
 from twinbuild.builder.plan import Plan, plan
@@ -19,7 +21,7 @@ MANIFEST = "pins/manifest.toml"
 
 
 def builds(result: Plan) -> tuple[bool, bool]:
-    return result.builds("cuda"), result.builds("rocm")
+    return result.builds(image("cuda")), result.builds(image("rocm"))
 
 
 def test_docs_and_tests_only_plan_nothing(mini_repo: Path) -> None:
@@ -30,10 +32,13 @@ def test_docs_and_tests_only_plan_nothing(mini_repo: Path) -> None:
     assert builds(result) == (False, False)
     assert result.text() == (
         "plan: changes since HEAD (--base)\n"
-        "cuda: skip (no image input changed)\n"
-        "rocm: skip (no image input changed)\n"
+        "cuda-amd64: skip (no image input changed)\n"
+        "rocm-amd64: skip (no image input changed)\n"
     )
-    assert result.outputs() == {"cuda": "false", "rocm": "false", "any": "false", "reasons": ""}
+    assert result.outputs() == {
+        "cuda-amd64": "false", "rocm-amd64": "false", "cuda": "false", "rocm": "false",
+        "any": "false", "matrix": '{"include":[]}', "reasons": "",
+    }  # fmt: skip
 
 
 def test_cuda_only_change_plans_cuda(mini_repo: Path) -> None:
@@ -42,14 +47,14 @@ def test_cuda_only_change_plans_cuda(mini_repo: Path) -> None:
     (mini_repo / MANIFEST).write_text(
         text.replace(
             'why = "Qwen3-Next linear attention kernels"\n',
-            'why = "Qwen3-Next linear attention kernels"\ndivergence = "CUDA takes the fix first"\n'
+            'why = "Qwen3-Next linear attention kernels"\ndivergence = { cuda = "CUDA takes the fix first" }\n'
             '\n[pins.flash-linear-attention.cuda]\nversion = "0.4.3"\n',
         )
     )
     result = plan(mini_repo, "HEAD")
     assert builds(result) == (True, False)
     assert result.reasons == {
-        "cuda": [f"{MANIFEST} (production, local): pins.flash-linear-attention changed"]
+        image("cuda"): [f"{MANIFEST} (production, local): pins.flash-linear-attention changed"]
     }
 
 
@@ -57,7 +62,9 @@ def test_rocm_only_pin_change_plans_rocm(mini_repo: Path) -> None:
     edit(mini_repo / MANIFEST, 'version = "0.65.1"', 'version = "0.65.2"')
     result = plan(mini_repo, "HEAD")
     assert builds(result) == (False, True)
-    assert result.reason_lines() == [f"rocm: {MANIFEST} (production, local): pins.numba changed"]
+    assert result.reason_lines() == [
+        f"rocm-amd64: {MANIFEST} (production, local): pins.numba changed"
+    ]
 
 
 def test_absolute_manifest_path_plans_like_the_relative_one(
@@ -66,7 +73,9 @@ def test_absolute_manifest_path_plans_like_the_relative_one(
     edit(mini_repo / MANIFEST, 'version = "0.65.1"', 'version = "0.65.2"')
     result = plan(mini_repo, "HEAD", manifest=(mini_repo / MANIFEST).resolve())
     assert builds(result) == (False, True)
-    assert result.reason_lines() == [f"rocm: {MANIFEST} (production, local): pins.numba changed"]
+    assert result.reason_lines() == [
+        f"rocm-amd64: {MANIFEST} (production, local): pins.numba changed"
+    ]
     outside = tmp_path / "elsewhere.toml"
     outside.write_text("")
     with pytest.raises(ConfigError) as info:
@@ -81,12 +90,20 @@ def test_shared_pin_change_plans_both(mini_repo: Path) -> None:
     edit(mini_repo / MANIFEST, 'version = "0.4.2"', 'version = "0.4.3"')
     result = plan(mini_repo, "HEAD")
     assert builds(result) == (True, True)
-    assert result.outputs() == {
+    outputs = result.outputs()
+    assert json.loads(outputs.pop("matrix")) == {
+        "include": [
+            {"variant": v, "arch": "linux/amd64", "name": f"{v}-amd64"} for v in ("cuda", "rocm")
+        ]
+    }
+    assert outputs == {
+        "cuda-amd64": "true",
+        "rocm-amd64": "true",
         "cuda": "true",
         "rocm": "true",
         "any": "true",
-        "reasons": f"cuda: {MANIFEST} (production, local): pins.flash-linear-attention changed\n"
-        f"rocm: {MANIFEST} (production, local): pins.flash-linear-attention changed",
+        "reasons": f"cuda-amd64: {MANIFEST} (production, local): pins.flash-linear-attention changed\n"
+        f"rocm-amd64: {MANIFEST} (production, local): pins.flash-linear-attention changed",
     }
 
 
@@ -98,14 +115,14 @@ def test_why_only_manifest_change_plans_nothing(mini_repo: Path) -> None:
 def test_base_image_change_plans_that_platform(mini_repo: Path) -> None:
     edit(mini_repo / MANIFEST, 'tag = "v0.5.6-rocm700-mi35x"', 'tag = "v0.5.7-rocm700-mi35x"')
     result = plan(mini_repo, "HEAD")
-    assert result.reasons == {"rocm": [f"{MANIFEST} (production): platforms.rocm.base"]}
+    assert result.reasons == {image("rocm"): [f"{MANIFEST} (production): variants.rocm.base"]}
 
 
 def test_rocm_recipe_change_plans_rocm(mini_repo: Path) -> None:
     with (mini_repo / "images" / "rocm" / "Dockerfile").open("a") as out:
         out.write("ENV X=1\n")
     result = plan(mini_repo, "HEAD")
-    assert result.reasons == {"rocm": ["images/rocm/Dockerfile changed"]}
+    assert result.reasons == {image("rocm"): ["images/rocm/Dockerfile changed"]}
 
 
 def test_shared_inputs_plan_both(mini_repo: Path) -> None:
@@ -123,7 +140,7 @@ def test_shared_inputs_plan_both(mini_repo: Path) -> None:
         "twinbuild/lint/checks.py changed",
         "twinbuild/manifest/render.py changed",
     ]
-    assert result.reasons == {"cuda": both, "rocm": both}
+    assert result.reasons == {image("cuda"): both, image("rocm"): both}
 
 
 def test_default_base_is_previous_commit_without_origin(mini_repo: Path) -> None:
@@ -152,11 +169,11 @@ def test_unknown_base_plans_everything(mini_repo: Path) -> None:
     result = plan(mini_repo, "no-such-rev")
     assert builds(result) == (True, True)
     assert result.text() == (
-        "plan: build everything (unknown base revision 'no-such-rev')\ncuda: build\nrocm: build\n"
+        "plan: build everything (unknown base revision 'no-such-rev')\ncuda-amd64: build\nrocm-amd64: build\n"
     )
     assert result.reason_lines() == [
-        "cuda: unknown base revision 'no-such-rev'",
-        "rocm: unknown base revision 'no-such-rev'",
+        "cuda-amd64: unknown base revision 'no-such-rev'",
+        "rocm-amd64: unknown base revision 'no-such-rev'",
     ]
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project
+from tests.helpers import image, mini_project
 from tests.unit.gitrepos import git, init, isolate_git, needs_git
 from twinbuild.builder import provenance
 from twinbuild.manifest.loader import ManifestError, load
@@ -111,12 +111,14 @@ def test_the_build_labels_the_manifests_source(tmp_path: Path) -> None:
     root = manifest.parent.parent
     labels = _labels(
         load(manifest),
-        "cuda",
+        image("cuda"),
         BuildOptions(root=root),
         "sha256:" + "0" * 64,
         BaseRef(id="i", ref="r"),
     )
     assert labels["org.opencontainers.image.source"] == "https://github.com/acme/twinbuild"
     given = BuildOptions(root=root, source="https://example.org/x/y")  # the option still wins
-    labels = _labels(load(manifest), "rocm", given, "sha256:" + "0" * 64, BaseRef(id="i", ref="r"))
+    labels = _labels(
+        load(manifest), image("rocm"), given, "sha256:" + "0" * 64, BaseRef(id="i", ref="r")
+    )
     assert labels["org.opencontainers.image.source"] == "https://example.org/x/y"

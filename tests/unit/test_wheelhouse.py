@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project
+from tests.helpers import image, mini_project
 from twinbuild.builder import wheelhouse
 from twinbuild.errors import BuildFailed
 from twinbuild.manifest.loader import load
@@ -26,7 +26,7 @@ class FakePip:
         self.lock = threading.Lock()
 
     def __call__(
-        self, dest: Path, reqs: Sequence[str], index: str | None
+        self, dest: Path, reqs: Sequence[str], index: str | None, arch: str = "linux/amd64"
     ) -> subprocess.CompletedProcess[str]:
         with self.lock:
             self.calls.append(list(reqs))
@@ -45,7 +45,7 @@ def test_one_call_per_group_and_each_wheel_in_its_layer(
     pip = FakePip()
     monkeypatch.setattr(wheelhouse, "_pip", pip)
     monkeypatch.setattr(wheelhouse, "PER_CALL", 2)
-    rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), "rocm", "local",
+    rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), image("rocm"), "local",
                       local_base="x")  # fmt: skip
     pins = [p for p in rendered.installed if p.install == "pip" and p.kind != "git"]
     said: list[str] = []
@@ -53,7 +53,7 @@ def test_one_call_per_group_and_each_wheel_in_its_layer(
     assert sum(counts.values()) == len(pins)
     assert all(len(call) <= 2 for call in pip.calls)
     assert sorted(r for call in pip.calls for r in call) == sorted(requirement(p) for p in pins)
-    assert said[0] == f"wheelhouse: downloading {len(pins)} pins ({len(counts)} layers): started"
+    assert said[0] == f"wheelhouse: downloading {len(pins)} pins ({len(counts)} layers; amd64): started"
     for pin in pins:
         (wheel,) = (tmp_path / "ctx/.twinbuild/wheels" / pin.layer).glob(
             f"{(pin.values.dist or pin.name).replace('-', '_')}-*.whl"
@@ -67,7 +67,7 @@ def test_one_call_per_group_and_each_wheel_in_its_layer(
 def test_a_failing_batch_names_the_pin_at_fault(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), "rocm", "local",
+    rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), image("rocm"), "local",
                       local_base="x")  # fmt: skip
     bad = next(p for p in rendered.installed if p.install == "pip" and p.kind != "git")
     pip = FakePip(refuse=(bad.values.dist or bad.name))
@@ -99,7 +99,7 @@ def test_both_platforms_in_one_round_each_requirement_once(
     pip = FakePip()
     monkeypatch.setattr(wheelhouse, "_pip", pip)
     manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
-    renders = [render(manifest, p, "local", local_base="x") for p in ("cuda", "rocm")]
+    renders = [render(manifest, image(p), "local", local_base="x") for p in ("cuda", "rocm")]
     wanted = {
         requirement(p)
         for r in renders
@@ -123,14 +123,14 @@ def test_two_builds_at_once_fetch_each_wheel_once(
     pip = FakePip()
 
     def slow_pip(
-        dest: Path, reqs: Sequence[str], index: str | None
+        dest: Path, reqs: Sequence[str], index: str | None, arch: str = "linux/amd64"
     ) -> subprocess.CompletedProcess[str]:
         threading.Event().wait(0.05)  # long enough for the other thread to look at the cache
         return pip(dest, reqs, index)
 
     monkeypatch.setattr(wheelhouse, "_pip", slow_pip)
     manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
-    renders = [render(manifest, p, "local", local_base="x") for p in ("cuda", "rocm")]
+    renders = [render(manifest, image(p), "local", local_base="x") for p in ("cuda", "rocm")]
     wanted = sorted(
         {
             requirement(p)
@@ -179,7 +179,7 @@ def test_one_pin_at_a_time_when_asked(tmp_path: Path, monkeypatch: pytest.Monkey
     """What the benchmark's baseline asks for: one pip call per pin, one call at a time."""
     pip = FakePip()
     monkeypatch.setattr(wheelhouse, "_pip", pip)
-    rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), "rocm", "local",
+    rendered = render(load(mini_project(tmp_path) / "pins/manifest.toml"), image("rocm"), "local",
                       local_base="x")  # fmt: skip
     pins = [p for p in rendered.installed if p.install == "pip" and p.kind != "git"]
     fetched = wheelhouse.prefetch_wheels(

@@ -126,12 +126,13 @@ def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAU
     """Compare ``base`` (default: merge-base with origin/main, else HEAD~1) with the worktree."""
     if base is not None:
         rev_arg(base, option="--base")
+    tracked = _in_repository(root, manifest)  # before reading it: a stray file is refused first
     current = load(manifest if manifest.is_absolute() else root / manifest)
     images = tuple(current.images())
     local = tuple(current.images(current.local_variants()))
     if run_git(root, "rev-parse", "--is-inside-work-tree").returncode != 0:
         return _everything(base, f"{root} is not a git repository", images, local)
-    manifest = _in_repository(root, manifest)
+    manifest = tracked
     base, note = _choose_base(root, base)
     if run_git(root, "rev-parse", "--verify", "-q", f"{base}^{{commit}}").returncode != 0:
         shallow = run_git(root, "rev-parse", "--is-shallow-repository").stdout.strip() == "true"
