@@ -68,7 +68,9 @@ def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None
     assert said[0].startswith("[rocm-amd64/production] step 1/2: FROM base (cached, ")
     # a step that runs says so when it starts (a cached one only when it is done)
     assert said[1] == "[rocm-amd64/production] step 2/2: RUN pip install -r /tmp/pins.txt: started"
-    assert said[2].startswith("[rocm-amd64/production] step 2/2: RUN pip install -r /tmp/pins.txt (ran, ")
+    assert said[2].startswith(
+        "[rocm-amd64/production] step 2/2: RUN pip install -r /tmp/pins.txt (ran, "
+    )
     assert record_path(root, "production", image("rocm")).exists()
 
 
@@ -97,7 +99,9 @@ def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
     again = _build(root, engine)
     assert again.up_to_date
     assert engine.builds == []
-    assert engine.tagged == [(BUILT, "twinbuild/rocm:production-amd64")]  # found by label, then tagged
+    assert engine.tagged == [
+        (BUILT, "twinbuild/rocm:production-amd64")
+    ]  # found by label, then tagged
     # The same image is stale once a rocm pin moves: it must be built, not reused.
     edit(root / "pins/manifest.toml", 'version = "0.65.1"', 'version = "0.65.2"')
     moved = FakeEngine(build_chunks=GOOD)

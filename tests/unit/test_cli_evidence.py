@@ -14,7 +14,7 @@ from typing import cast
 
 import pytest
 
-from tests.helpers import edit, mini_project
+from tests.helpers import MINI_VARIANTS, edit, image, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, github_env, smoke_report, write_json
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
 from twinbuild.builder.image import plan_inputs
@@ -23,7 +23,6 @@ from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import PLATFORMS, Platform
 
 pytestmark = needs_git
 MANIFEST = Path("pins/manifest.toml")
@@ -49,7 +48,8 @@ class Chain:
         options = BuildOptions(root=self.repo, profile="production")
         no_engine = cast(Engine, None)  # the production profile hashes without an engine
         self.inputs = {
-            p: plan_inputs(manifest, no_engine, p, options, lambda _: None)[1] for p in PLATFORMS
+            p: plan_inputs(manifest, no_engine, p, options, lambda _: None)[1]
+            for p in MINI_VARIANTS
         }
         monkeypatch.chdir(self.repo)
         for key in ("GITHUB_EVENT_PATH", "GITHUB_ACTIONS", "TWINBUILD_EVIDENCE_KEY"):
@@ -64,7 +64,7 @@ class Chain:
              str(self.keys / "ci.pub")]
         )  # fmt: skip
 
-    def record(self, platform: Platform, *, commit: str) -> int:
+    def record(self, platform: str, *, commit: str) -> int:
         """validate-gpu.yml's record step, after a smoke run of ``commit``'s manifest."""
         folder = self.tmp / "reports" / platform
         folder.mkdir(parents=True, exist_ok=True)
@@ -83,7 +83,7 @@ class Chain:
         )  # fmt: skip
 
     def validate(self, commit: str) -> None:
-        for platform in PLATFORMS:
+        for platform in MINI_VARIANTS:
             assert self.record(platform, commit=commit) == 0
         assert self.sign(commit) == 0
         self.publish(commit)
@@ -125,7 +125,7 @@ def test_keygen_record_sign_verify_gate(chain: Chain, capsys: pytest.CaptureFixt
     assert out.startswith("keyid ")
     assert f"store {chain.private} as the secret TWINBUILD_EVIDENCE_KEY" in out
     assert (chain.private.stat().st_mode & 0o777) == 0o600
-    for platform in PLATFORMS:
+    for platform in MINI_VARIANTS:
         assert chain.record(platform, commit=chain.head) == 0
     assert capsys.readouterr().out == (
         f"cuda: verdict passed -> {chain.tmp / 'statements/cuda.statement.json'}\n"
@@ -170,7 +170,7 @@ def test_the_gate_compares_the_manifest_digest_of_the_pr_head(
     assert err == "".join(
         f"twinbuild: validate/pr-42:evidence/{p}.dsse.json: manifest: evidence tested "
         f"pins/manifest.toml {tested}, the PR head has {moved}; validate the PR head\n"
-        for p in PLATFORMS
+        for p in MINI_VARIANTS
     )
     assert (chain.tmp / "summary.md").read_text().startswith("## Evidence gate: refused\n- ")
 
@@ -207,13 +207,13 @@ def test_the_gate_refuses_evidence_when_the_head_moved_a_pin(
     capsys.readouterr()
     assert chain.gate() == 7
     err = capsys.readouterr().err.splitlines()
-    where = {p: f"twinbuild: validate/pr-42:evidence/{p}.dsse.json" for p in PLATFORMS}
+    where = {p: f"twinbuild: validate/pr-42:evidence/{p}.dsse.json" for p in MINI_VARIANTS}
     assert [line.split(": ")[2] for line in err] == ["manifest", "inputs", "manifest"]
     assert err[0].startswith(f"{where['cuda']}: manifest: ")
     assert err[0].endswith(f"the PR head has {now.manifest_digest}; validate the PR head")
     assert err[1] == (
-        f"{where['rocm']}: inputs: evidence tested inputs {chain.inputs['rocm']} (commit "
-        f"{earlier[:12]}); the PR head {chain.head[:12]} has {now.inputs['rocm']}; push the new "
+        f"{where['rocm']}: inputs: evidence tested inputs {chain.inputs[image('rocm')]} (commit "
+        f"{earlier[:12]}); the PR head {chain.head[:12]} has {now.inputs[image('rocm')]}; push the new "
         "head to validate/pr-42 to validate it"
     )
 

@@ -17,14 +17,13 @@ from typing import Any
 import pytest
 
 from tests.fake_engine import FakeEngine
-from tests.helpers import FIXTURES, edit, mini_project
+from tests.helpers import FIXTURES, MINI_VARIANTS, edit, mini_project
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.test_build import BUILT, GOOD
 from twinbuild.cli.main import build_parser, main
 from twinbuild.engine import client
 from twinbuild.errors import EngineError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import PLATFORMS
 
 NOWHERE = "unix:///nonexistent/twinbuild-test/docker.sock"
 
@@ -369,7 +368,7 @@ def test_pins_table_and_bump(root: Path, capsys: pytest.CaptureFixture[str]) -> 
     )  # fmt: skip
     assert code == 0
     resolved = {
-        p: {r.name: r for r in load(root / "pins/manifest.toml").resolve(p)} for p in PLATFORMS
+        p: {r.name: r for r in load(root / "pins/manifest.toml").resolve(p)} for p in MINI_VARIANTS
     }
     assert {p: r["flash-linear-attention"].values.version for p, r in resolved.items()} == {
         "cuda": "0.4.3",

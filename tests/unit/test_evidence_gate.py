@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import MINI_VARIANTS, image
 from tests.unit.evidence_builders import (
     HEAD,
     HEAD_INPUTS,
@@ -35,7 +36,6 @@ from tests.unit.evidence_builders import (
 )
 from twinbuild.errors import ConfigError, EvidenceRefused
 from twinbuild.evidence import GateRefused, GateResult, Policy, dsse, gate, record
-from twinbuild.manifest.model import PLATFORMS, Platform
 
 POLICY = Policy(
     base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42, required=REQUIRED
@@ -296,7 +296,7 @@ def test_another_commit_with_the_same_inputs_counts(tmp_path: Path, signer: Sign
 
 def test_another_commit_with_other_inputs_is_refused(tmp_path: Path, signer: Signer) -> None:
     cuda, rocm = _both(tmp_path, signer)
-    changed: dict[Platform, str] = {"cuda": "sha256:" + "e" * 64, "rocm": INPUTS["rocm"]}
+    changed: dict[str, str] = {"cuda": "sha256:" + "e" * 64, "rocm": INPUTS["rocm"]}
     policy = replace(POLICY, head_commit="f" * 40, head_inputs=changed)
     assert _refusals([cuda, rocm], signer, policy) == [
         f"{cuda}: inputs: evidence tested inputs {INPUTS['cuda']} (commit {HEAD[:12]}); the PR "
@@ -309,7 +309,7 @@ def test_evidence_for_the_head_itself_must_have_its_inputs(tmp_path: Path, signe
     """The head's own evidence counts for its inputs only: if the signer's hash (of an older
     default branch) differs from what this gate computes, the evidence is revalidated."""
     cuda, rocm = _both(tmp_path, signer)
-    changed: dict[Platform, str] = {"cuda": "sha256:" + "e" * 64, "rocm": INPUTS["rocm"]}
+    changed: dict[str, str] = {"cuda": "sha256:" + "e" * 64, "rocm": INPUTS["rocm"]}
     assert [
         r.split(": ")[1]
         for r in _refusals([cuda, rocm], signer, replace(POLICY, head_inputs=changed))
@@ -318,7 +318,7 @@ def test_evidence_for_the_head_itself_must_have_its_inputs(tmp_path: Path, signe
 
 def test_a_lagging_head_is_told_to_rebase(tmp_path: Path, signer: Signer) -> None:
     cuda, rocm = _both(tmp_path, signer)
-    moved: dict[Platform, str] = {"cuda": "sha256:" + "e" * 64, "rocm": "sha256:" + "9" * 64}
+    moved: dict[str, str] = {"cuda": "sha256:" + "e" * 64, "rocm": "sha256:" + "9" * 64}
     landing = f"the merge of the head {HEAD[:12]} into the base {'b' * 12}"
     policy = replace(POLICY, head_inputs=moved, landing=landing)
     assert _refusals([cuda, rocm], signer, policy) == [
@@ -326,7 +326,7 @@ def test_a_lagging_head_is_told_to_rebase(tmp_path: Path, signer: Signer) -> Non
         f"has {moved[p]}; the head lags the base, whose changes moved the image inputs, so that "
         "merge was never built: rebase the PR on the base and push the new head to "
         "validate/pr-42"
-        for path, p in zip((cuda, rocm), PLATFORMS, strict=True)
+        for path, p in zip((cuda, rocm), MINI_VARIANTS, strict=True)
     ]
 
 
@@ -419,7 +419,7 @@ def test_a_swapped_statement_type_is_refused(
 def test_an_image_digest_mismatch_is_refused(tmp_path: Path, signer: Signer) -> None:
     cuda, rocm = _both(tmp_path, signer)
     other = "ghcr.io/twinbuild/cuda@sha256:" + "9" * 64
-    policy = replace(POLICY, images={"cuda": other, "rocm": IMAGE_REFS["rocm"]})
+    policy = replace(POLICY, images={image("cuda"): other, image("rocm"): IMAGE_REFS["rocm"]})
     assert _refusals([cuda, rocm], signer, policy) == [
         f"{cuda}: image: the cuda image tested was sha256:{'3' * 64}, not {other}; evidence "
         "counts only for the image it tested"

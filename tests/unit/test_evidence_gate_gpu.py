@@ -24,15 +24,14 @@ from tests.unit.evidence_builders import (
 )
 from twinbuild.evidence import GateRefused, Policy, gate
 from twinbuild.evidence.statement import VENDORS
-from twinbuild.manifest.model import Platform
 
 POLICY = Policy(
     base_repository=REPO, base_repository_id=REPO_ID, head_commit=HEAD, pr=42, required=REQUIRED
 )
-OTHER: dict[Platform, Platform] = {"cuda": "rocm", "rocm": "cuda"}
+OTHER: dict[str, str] = {"cuda": "rocm", "rocm": "cuda"}
 
 
-def _refusals(tmp_path: Path, signer: Signer, platform: Platform, gpu: Any) -> list[str]:
+def _refusals(tmp_path: Path, signer: Signer, platform: str, gpu: Any) -> list[str]:
     wrong = evidence(tmp_path, signer, platform, report=smoke_report(platform, gpu=gpu))
     right = evidence(tmp_path, signer, OTHER[platform])
     with pytest.raises(GateRefused) as info:
@@ -59,7 +58,7 @@ def test_rocm_evidence_from_an_nvidia_gpu_is_refused(tmp_path: Path, signer: Sig
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
-def test_an_unknown_vendor_is_refused(tmp_path: Path, signer: Signer, platform: Platform) -> None:
+def test_an_unknown_vendor_is_refused(tmp_path: Path, signer: Signer, platform: str) -> None:
     gpu = {**GPUS[platform], "vendor": "intel", "model": "Arc"}
     want = VENDORS[platform]
     assert _refusals(tmp_path, signer, platform, gpu) == [
@@ -70,7 +69,7 @@ def test_an_unknown_vendor_is_refused(tmp_path: Path, signer: Signer, platform: 
 
 @pytest.mark.parametrize(("platform", "vendor"), [("cuda", "nvidia"), ("rocm", "amd")])
 def test_zero_gpus_of_the_right_vendor_is_no_gpu(
-    tmp_path: Path, signer: Signer, platform: Platform, vendor: str
+    tmp_path: Path, signer: Signer, platform: str, vendor: str
 ) -> None:
     gpu = {**GPUS[platform], "count": 0}
     assert _refusals(tmp_path, signer, platform, gpu) == [
@@ -79,9 +78,7 @@ def test_zero_gpus_of_the_right_vendor_is_no_gpu(
 
 
 @pytest.mark.parametrize("platform", ["cuda", "rocm"])
-def test_one_gpu_of_the_right_vendor_counts(
-    tmp_path: Path, signer: Signer, platform: Platform
-) -> None:
+def test_one_gpu_of_the_right_vendor_counts(tmp_path: Path, signer: Signer, platform: str) -> None:
     gpu = {**GPUS[platform], "count": 1}
     paths = [
         evidence(tmp_path, signer, platform, report=smoke_report(platform, gpu=gpu)),

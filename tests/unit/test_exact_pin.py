@@ -12,7 +12,7 @@ import pytest
 from packaging.specifiers import Specifier
 
 from tests.helpers import repin
-from twinbuild.manifest.model import ResolvedPin, Values
+from twinbuild.manifest.model import ImageKey, ResolvedPin, Values
 from twinbuild.smoke.conformance import Collected, check_pin
 from twinbuild.util import exact_pin
 
@@ -120,7 +120,7 @@ def test_verify_pins_refuses_a_missing_or_wrong_label(verify_script: Path, tmp_p
 
 PIN = ResolvedPin(
     name="flashinfer-jit-cache",
-    platform="cuda",
+    image=ImageKey(variant="cuda", arch="linux/amd64"),
     values=Values(
         kind="pypi",
         install="pip",

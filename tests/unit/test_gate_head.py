@@ -12,6 +12,7 @@ import subprocess
 
 import pytest
 
+from tests.helpers import image
 from tests.unit.gate_repos import PR, GateRepo, approved, run_gate
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.cli.main import main
@@ -25,10 +26,10 @@ def _refused_commit(gate_repo: GateRepo, head: str) -> list[str]:
     tested, now = commit_inputs(gate_repo.tested), commit_inputs(head)
     return [
         f"twinbuild: refs/heads/validate/pr-{PR}:evidence/{p}.dsse.json: inputs: evidence tested "
-        f"inputs {tested.inputs[p]} (commit {gate_repo.tested[:12]}); the PR head {head[:12]} has "
-        f"{now.inputs[p]}; push the new head to validate/pr-{PR} to validate it"
+        f"inputs {tested.inputs[image(p)]} (commit {gate_repo.tested[:12]}); the PR head {head[:12]} has "
+        f"{now.inputs[image(p)]}; push the new head to validate/pr-{PR} to validate it"
         for p in ("cuda", "rocm")
-        if tested.inputs[p] != now.inputs[p]
+        if tested.inputs[image(p)] != now.inputs[image(p)]
     ]
 
 
@@ -82,7 +83,8 @@ def test_export_subst_cannot_make_other_bytes_look_tested(
     same_attributes = commit_all(gate_repo.root, "the tested script, same attributes")
     for platform in ("cuda", "rocm"):  # images/common/ is an input of both, copied or not
         assert (
-            commit_inputs(same_attributes).inputs[platform] != commit_inputs(head).inputs[platform]
+            commit_inputs(same_attributes).inputs[image(platform)]
+            != commit_inputs(head).inputs[image(platform)]
         )
 
 
@@ -188,7 +190,7 @@ def test_a_docs_only_pr_passes_without_evidence(
     assert (code, err) == (0, [])
     assert out == [
         f"no image input changed between the base {gate_repo.base[:12]} and the head {head[:12]} "
-        f"(cuda {found.inputs['cuda']}, rocm {found.inputs['rocm']}); no GPU evidence needed"
+        f"(cuda {found.inputs[image('cuda')]}, rocm {found.inputs[image('rocm')]}); no GPU evidence needed"
     ]
 
 
@@ -212,14 +214,14 @@ def test_evidence_inputs_prints_what_the_gate_computes(
     printed = json.loads(capsys.readouterr().out)
     found = commit_inputs(gate_repo.tested)
     assert printed == {
-        "inputs": {"cuda": found.inputs["cuda"], "rocm": found.inputs["rocm"]},
+        "inputs": {"cuda": found.inputs[image("cuda")], "rocm": found.inputs[image("rocm")]},
         "manifest_digest": found.manifest_digest,
     }
     assert main(["evidence", "inputs", "--head", gate_repo.tested]) == 0
     assert capsys.readouterr().out.splitlines() == [
         f"inputs at {gate_repo.tested} (production profile):",
-        f"  cuda: {found.inputs['cuda']}",
-        f"  rocm: {found.inputs['rocm']}",
+        f"  cuda: {found.inputs[image('cuda')]}",
+        f"  rocm: {found.inputs[image('rocm')]}",
         f"  manifest: {found.manifest_digest}",
     ]
     assert commit_inputs(gate_repo.base).inputs != found.inputs  # the pin bump moved both

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import image
 from tests.unit.gate_repos import GateRepo, approved, run_gate
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.evidence.head import commit_inputs
@@ -99,7 +100,7 @@ def test_docs_tests_tools_and_the_readme_pass_with_no_evidence_and_no_approval(
     assert (code, err) == (0, [])
     assert out == [
         f"no image input changed between the base {attack_repo.base[:12]} and the head {head[:12]} "
-        f"(cuda {found.inputs['cuda']}, rocm {found.inputs['rocm']}); no GPU evidence needed"
+        f"(cuda {found.inputs[image('cuda')]}, rocm {found.inputs[image('rocm')]}); no GPU evidence needed"
     ]
 
 
@@ -119,7 +120,7 @@ def test_a_docs_file_the_recipe_copies_is_an_input(
         "twinbuild: cuda: missing: no signed cuda evidence",
         "twinbuild: rocm: missing: no signed rocm evidence",
     ]
-    assert commit_inputs(head).inputs["rocm"] == commit_inputs(base).inputs["rocm"]
+    assert commit_inputs(head).inputs[image("rocm")] == commit_inputs(base).inputs[image("rocm")]
 
 
 def test_a_symlink_outside_the_not_inputs_is_refused(

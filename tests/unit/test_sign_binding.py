@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import image
 from tests.unit.evidence_builders import github_env, smoke_report, write_json
 from tests.unit.gate_repos import PR, GateRepo
 from tests.unit.gitrepos import needs_git
@@ -78,8 +79,8 @@ def test_the_signer_refuses_an_inputs_hash_that_is_not_its_commits(
     tested = commit_inputs(repo.tested, repo=repo.root)
     assert err == [
         f"twinbuild: {statements}/cuda.statement.json: predicate.build.inputs_hash: "
-        f"{other.inputs['cuda']!r} is not the cuda inputs hash of {repo.tested[:12]}, computed "
-        f"here from its git objects ({tested.inputs['cuda']!r}); sign only what the validation "
+        f"{other.inputs[image('cuda')]!r} is not the cuda inputs hash of {repo.tested[:12]}, computed "
+        f"here from its git objects ({tested.inputs[image('cuda')]!r}); sign only what the validation "
         f"of {repo.tested[:12]} recorded"
     ]
     assert not out.exists() or not list(out.iterdir())
@@ -176,7 +177,7 @@ def test_record_takes_the_inputs_hash_from_git_objects_not_the_image_label(
     out = repo.root.parent / "statements"
     assert _record(repo, report, out) == 0
     statement = json.loads((out / "cuda.statement.json").read_text())
-    assert statement["predicate"]["build"]["inputs_hash"] == found.inputs["cuda"]
+    assert statement["predicate"]["build"]["inputs_hash"] == found.inputs[image("cuda")]
     assert statement["predicate"]["source"]["commit"] == repo.tested
     assert statement["predicate"]["source"]["ref"] == f"refs/heads/validate/pr-{PR}"
     assert statement["predicate"]["source"]["pr"] == PR

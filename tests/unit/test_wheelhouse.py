@@ -53,7 +53,10 @@ def test_one_call_per_group_and_each_wheel_in_its_layer(
     assert sum(counts.values()) == len(pins)
     assert all(len(call) <= 2 for call in pip.calls)
     assert sorted(r for call in pip.calls for r in call) == sorted(requirement(p) for p in pins)
-    assert said[0] == f"wheelhouse: downloading {len(pins)} pins ({len(counts)} layers; amd64): started"
+    assert (
+        said[0]
+        == f"wheelhouse: downloading {len(pins)} pins ({len(counts)} layers; amd64): started"
+    )
     for pin in pins:
         (wheel,) = (tmp_path / "ctx/.twinbuild/wheels" / pin.layer).glob(
             f"{(pin.values.dist or pin.name).replace('-', '_')}-*.whl"

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import edit, mini_project
+from tests.helpers import MINI_VARIANTS, edit, image, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, smoke_report
 from tests.unit.gate_repos import copy_builder_code, copy_codeowners
 from tests.unit.github_runner import runner_outputs
@@ -34,7 +34,6 @@ from tests.unit.reviews import OWNER, reviews_file
 from twinbuild.evidence import keygen, load_trusted, verify
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import PLATFORMS
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -198,13 +197,13 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
     found = commit_inputs(head, repo=work)
     images = {
         p: f"127.0.0.1:5000/twinbuild/{p}@sha256:{n * 64}"
-        for p, n in zip(PLATFORMS, "34", strict=True)
+        for p, n in zip(MINI_VARIANTS, "34", strict=True)
     }
 
     # validate.yml (the PR's code): the build job hands the pushed digest on as an artifact.
     build_env = {**env, "GITHUB_EVENT_NAME": "push", "GITHUB_SHA": head}
     artifacts = tmp_path / "artifacts"
-    for platform in PLATFORMS:
+    for platform in MINI_VARIANTS:
         build_ws = tmp_path / f"build-{platform}"
         build_ws.mkdir()
         contexts = {
@@ -248,7 +247,7 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
 
     # smoke job: default-branch twinbuild in tool/, the validated commit as git objects.
     unsigned = tmp_path / "sign" / "unsigned"
-    for platform in PLATFORMS:
+    for platform in MINI_VARIANTS:
         smoke_ws = tmp_path / f"smoke-{platform}"
         git(tmp_path, "clone", "-q", "--branch", "main", str(origin), str(smoke_ws / "tool"))
         _twinbuild_on_path(smoke_ws / ".venv" / "bin")
@@ -308,7 +307,7 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
     recorded = verify(
         sign_ws / "signed/cuda.dsse.json", trusted=load_trusted(work / "evidence/keys")
     )
-    assert recorded.statement.predicate.build.inputs_hash == found.inputs["cuda"]
+    assert recorded.statement.predicate.build.inputs_hash == found.inputs[image("cuda")]
     assert recorded.statement.predicate.source.ref == f"refs/heads/{BRANCH}"
     assert recorded.statement.predicate.run.event == "workflow_run"
 
@@ -399,6 +398,6 @@ def test_the_gate_step_refuses_a_new_key_until_a_code_owner_approves_the_head(
     assert [line.split(";")[0] for line in printed if not line.startswith("no validate/")] == [
         "trust roots: 1 changed (evidence/keys/mallory.pub)",
         f"no image input changed between the base {base[:12]} and the head {head[:12]} (cuda "
-        f"{commit_inputs(head, repo=work).inputs['cuda']}, rocm "
-        f"{commit_inputs(head, repo=work).inputs['rocm']})",
+        f"{commit_inputs(head, repo=work).inputs[image('cuda')]}, rocm "
+        f"{commit_inputs(head, repo=work).inputs[image('rocm')]})",
     ]

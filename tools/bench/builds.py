@@ -62,7 +62,9 @@ def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
     out: dict[str, tuple[Path, list[str]]] = {}
     with connect(s.env["DOCKER_HOST"]) as engine:
         for p in ("cuda", "rocm"):
-            rendered, _, _ = plan_inputs(manifest, engine, p, options, lambda _: None)
+            rendered, _, _ = plan_inputs(
+                manifest, engine, manifest.image(p, "linux/amd64"), options, lambda _: None
+            )
             ctx = Path(tempfile.mkdtemp(prefix=f"ctx-{p}-", dir=s.work))
             assemble(options, rendered, ctx, lambda _: None)
             args = [
@@ -192,7 +194,8 @@ def _prefetch(s: Session, versions: Sequence[str]) -> None:
     cache = cache_root()
     for v in versions:
         _set_click(s, v)
-        rendered = render(load(s.root / "pins/manifest.toml"), "cuda", "local")
+        manifest = load(s.root / "pins/manifest.toml")
+        rendered = render(manifest, manifest.image("cuda", "linux/amd64"), "local")
         download_wheels(rendered, Path(tempfile.mkdtemp(dir=s.work)), cache)
 
 

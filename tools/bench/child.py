@@ -119,6 +119,7 @@ def _job_build(job: dict[str, Any]) -> dict[str, Any]:
                 suite=manifest.local.suite,
                 mirror=manifest.local.mirror,
                 packages=manifest.local.packages,
+                arch="linux/amd64",
             )
             out["base"] = {
                 "seconds": time.perf_counter() - t0,
@@ -129,7 +130,9 @@ def _job_build(job: dict[str, Any]) -> dict[str, Any]:
             }
 
         def one(p: str) -> dict[str, Any]:
-            r = build_image(manifest, engine, p, options, say=lambda _: None)  # type: ignore[arg-type]
+            r = build_image(
+                manifest, engine, manifest.image(p, "linux/amd64"), options, say=lambda _: None
+            )
             return {
                 "platform": p,
                 "up_to_date": r.up_to_date,
@@ -152,7 +155,7 @@ def _job_smoke(job: dict[str, Any]) -> dict[str, Any]:
     from twinbuild.smoke.conformance import Collected, check_pin, request_for
 
     manifest = loads(Path(job["manifest"]).read_text(), Path(job["manifest"]))
-    pins = manifest.resolve("cuda")
+    pins = manifest.resolve(manifest.image("cuda", "linux/amd64"))
     with connect() as engine:
         ran = engine.exec(job["container"], collect.argv(job["python"], request_for(pins)))
     found = Collected.from_json(collect.parse(ran.output))

@@ -89,6 +89,7 @@ def _steps(s: Session) -> tuple[int, int]:
 def bench_registry_cache(s: Session) -> None:
     from twinbuild.engine import registry
     from twinbuild.engine.client import connect
+    from twinbuild.manifest.loader import load
     from twinbuild.ship.push import PushOptions, push
     from twinbuild.util.paths import cache_root
 
@@ -100,7 +101,13 @@ def bench_registry_cache(s: Session) -> None:
         s.fresh()  # this run's layers: the registry learns them from the warm-up push only
         s.build(("cuda", "rocm"), registry=address)
         with connect(s.env["DOCKER_HOST"]) as engine:
-            push(engine, PushOptions(root=s.root), address, say=lambda _: None)
+            push(
+                engine,
+                load(s.root / "pins/manifest.toml"),
+                PushOptions(root=s.root),
+                address,
+                say=lambda _: None,
+            )
 
         steps: dict[str | None, tuple[int, int]] = {}
 

@@ -21,7 +21,13 @@ def bench_smoke(s: Session) -> None:
     sample_size = 5 if s.quick else 20
     local = load(s.root / "pins/manifest.toml").local
     with connect(s.env["DOCKER_HOST"]) as engine:
-        base = ensure_base(engine, suite=local.suite, mirror=local.mirror, packages=local.packages)
+        base = ensure_base(
+            engine,
+            suite=local.suite,
+            mirror=local.mirror,
+            packages=local.packages,
+            arch="linux/amd64",
+        )
         for n in sizes:
             ctx = s.work / f"smoke-{n}"
             ctx.mkdir()

@@ -42,12 +42,11 @@ def bench_wheels(s: Session) -> None:
         return
     from twinbuild.builder.wheelhouse import prefetch_wheels
     from twinbuild.manifest.loader import load
-    from twinbuild.manifest.model import PLATFORMS
     from twinbuild.manifest.render import render
 
     root = Path(s.extra["repo_root"])
     manifest = load(root / "pins/manifest.toml")
-    renders = [render(manifest, p, "local") for p in PLATFORMS]
+    renders = [render(manifest, i, "local") for i in manifest.images(manifest.local_variants())]
     samples: dict[str, Sample] = {}
     pins = 0
     for name, jobs, per_call in (("parallel", None, None), ("one at a time", 1, 1)):
