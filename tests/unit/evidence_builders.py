@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from twinbuild.evidence import dsse, record, save, sign
 from twinbuild.evidence.keys import keyid
 from twinbuild.evidence.statement import Validated
-from twinbuild.manifest.model import ImageKey, Vendor
+from twinbuild.manifest.model import Arch, ImageKey, Vendor
 from twinbuild.util import strictjson
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
@@ -28,7 +28,7 @@ MAIN = "fedcba9876543210fedcba9876543210fedcba98"  # the default branch: its wor
 PR = 42
 WORKFLOW_REF = f"{REPO}/.github/workflows/validate-gpu.yml@refs/heads/main"
 MANIFEST = "sha256:" + "a" * 64
-AMD64 = "linux/amd64"
+AMD64: Arch = "linux/amd64"
 #: The variants of these tests (the mini project's): one image each, on amd64.
 VENDORS: dict[str, Vendor] = {"cuda": "nvidia", "rocm": "amd"}
 INPUTS: dict[str, str] = {"cuda": "sha256:" + "c" * 64, "rocm": "sha256:" + "d" * 64}

@@ -23,7 +23,7 @@ INPUTS = BaseInputs(
     mirror=MIRROR,
     packages=tuple(PACKAGES),
     mmdebstrap_version="1.3.5",
-    arch="amd64",
+    arch="linux/amd64",
 )
 
 
@@ -207,6 +207,7 @@ def test_missing_mmdebstrap_is_installed_with_apt(tmp_path: Path) -> None:
         suite=SUITE,
         mirror=MIRROR,
         packages=PACKAGES,
+        arch="linux/amd64",
         cache=tmp_path,
         run=run,
         which=lambda name: None if name == "mmdebstrap" else f"/usr/bin/{name}",

@@ -76,7 +76,9 @@ def test_render_defaults_to_the_local_profile_and_the_base_tag_build_uses(
     assert out.startswith("# twinbuild render rocm --profile local\n")
     local = load(manifest).local
     try:
-        tag = base_tag(suite=local.suite, mirror=local.mirror, packages=local.packages)
+        tag = base_tag(
+            suite=local.suite, mirror=local.mirror, packages=local.packages, arch="linux/amd64"
+        )
     except TwinbuildError:  # no mmdebstrap on this machine: render says why it cannot know
         assert "# BASE_IMAGE: unknown until mmdebstrap is installed" in out
     else:

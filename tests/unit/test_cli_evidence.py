@@ -48,7 +48,7 @@ class Chain:
         options = BuildOptions(root=self.repo, profile="production")
         no_engine = cast(Engine, None)  # the production profile hashes without an engine
         self.inputs = {
-            p: plan_inputs(manifest, no_engine, p, options, lambda _: None)[1]
+            image(p): plan_inputs(manifest, no_engine, image(p), options, lambda _: None)[1]
             for p in MINI_VARIANTS
         }
         monkeypatch.chdir(self.repo)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.fake_engine import FakeEngine
-from tests.helpers import FIXTURES, MINI_VARIANTS, edit, mini_project
+from tests.helpers import FIXTURES, MINI_VARIANTS, edit, image, mini_project
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.test_build import BUILT, GOOD
 from twinbuild.cli.main import build_parser, main
@@ -368,7 +368,8 @@ def test_pins_table_and_bump(root: Path, capsys: pytest.CaptureFixture[str]) -> 
     )  # fmt: skip
     assert code == 0
     resolved = {
-        p: {r.name: r for r in load(root / "pins/manifest.toml").resolve(p)} for p in MINI_VARIANTS
+        p: {r.name: r for r in load(root / "pins/manifest.toml").resolve(image(p))}
+        for p in MINI_VARIANTS
     }
     assert {p: r["flash-linear-attention"].values.version for p, r in resolved.items()} == {
         "cuda": "0.4.3",

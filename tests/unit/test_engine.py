@@ -242,7 +242,7 @@ def test_import_rootfs_streams_the_file_and_labels(
     tar = tmp_path / "rootfs.tar"
     tar.write_bytes(b"TAR")
     image_id = engine.import_rootfs(
-        tar, labels={"org.twinbuild.base-inputs": "ab cd"}, changes=['CMD ["/bin/bash"]']
+        tar, arch="linux/amd64", labels={"org.twinbuild.base-inputs": "ab cd"}
     )
     assert image_id == "sha256:" + "a" * 64
     # An open file, not a path string the SDK could mistake for a URL.
@@ -263,7 +263,7 @@ def test_import_rootfs_without_id_fails(engine: Engine, api: FakeAPI, tmp_path: 
     tar.write_bytes(b"")
     api.import_output = json.dumps({"status": "Downloading"}) + "\n"
     with pytest.raises(EngineError) as info:
-        engine.import_rootfs(tar)
+        engine.import_rootfs(tar, arch="linux/amd64")
     assert str(info.value) == (
         f'import {tar}: the engine returned no image id: {{"status": "Downloading"}}'
     )

@@ -71,7 +71,7 @@ def _edit(path: Path, signer: Signer, change: Callable[[dict[str, Any]], None]) 
 
 def test_both_platforms_from_a_validation_branch_pass(tmp_path: Path, signer: Signer) -> None:
     result = _gate(_both(tmp_path, signer), signer)
-    assert [a.platform for a in result.accepted] == ["cuda", "rocm"]
+    assert [a.image for a in result.accepted] == list(REQUIRED)
     assert result.lines() == [
         "cuda: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9); run 9001 attempt 1 "
         f"on refs/heads/validate/pr-42, commit {HEAD[:12]}, 2025-06-01T12:00:00Z",
@@ -296,11 +296,11 @@ def test_another_commit_with_the_same_inputs_counts(tmp_path: Path, signer: Sign
 
 def test_another_commit_with_other_inputs_is_refused(tmp_path: Path, signer: Signer) -> None:
     cuda, rocm = _both(tmp_path, signer)
-    changed: dict[str, str] = {"cuda": "sha256:" + "e" * 64, "rocm": INPUTS["rocm"]}
+    changed = {image("cuda"): "sha256:" + "e" * 64, image("rocm"): INPUTS["rocm"]}
     policy = replace(POLICY, head_commit="f" * 40, head_inputs=changed)
     assert _refusals([cuda, rocm], signer, policy) == [
         f"{cuda}: inputs: evidence tested inputs {INPUTS['cuda']} (commit {HEAD[:12]}); the PR "
-        f"head {'f' * 12} has {changed['cuda']}; push the new head to validate/pr-42 to "
+        f"head {'f' * 12} has {changed[image('cuda')]}; push the new head to validate/pr-42 to "
         "validate it"
     ]
 
@@ -309,7 +309,7 @@ def test_evidence_for_the_head_itself_must_have_its_inputs(tmp_path: Path, signe
     """The head's own evidence counts for its inputs only: if the signer's hash (of an older
     default branch) differs from what this gate computes, the evidence is revalidated."""
     cuda, rocm = _both(tmp_path, signer)
-    changed: dict[str, str] = {"cuda": "sha256:" + "e" * 64, "rocm": INPUTS["rocm"]}
+    changed = {image("cuda"): "sha256:" + "e" * 64, image("rocm"): INPUTS["rocm"]}
     assert [
         r.split(": ")[1]
         for r in _refusals([cuda, rocm], signer, replace(POLICY, head_inputs=changed))
@@ -318,12 +318,12 @@ def test_evidence_for_the_head_itself_must_have_its_inputs(tmp_path: Path, signe
 
 def test_a_lagging_head_is_told_to_rebase(tmp_path: Path, signer: Signer) -> None:
     cuda, rocm = _both(tmp_path, signer)
-    moved: dict[str, str] = {"cuda": "sha256:" + "e" * 64, "rocm": "sha256:" + "9" * 64}
+    moved = {image("cuda"): "sha256:" + "e" * 64, image("rocm"): "sha256:" + "9" * 64}
     landing = f"the merge of the head {HEAD[:12]} into the base {'b' * 12}"
     policy = replace(POLICY, head_inputs=moved, landing=landing)
     assert _refusals([cuda, rocm], signer, policy) == [
         f"{path}: inputs: evidence tested inputs {INPUTS[p]} (commit {HEAD[:12]}); {landing} "
-        f"has {moved[p]}; the head lags the base, whose changes moved the image inputs, so that "
+        f"has {moved[image(p)]}; the head lags the base, whose changes moved the image inputs, so that "
         "merge was never built: rebase the PR on the base and push the new head to "
         "validate/pr-42"
         for path, p in zip((cuda, rocm), MINI_VARIANTS, strict=True)
@@ -428,7 +428,7 @@ def test_an_image_digest_mismatch_is_refused(tmp_path: Path, signer: Signer) -> 
 
 def test_an_expected_image_given_as_a_tag_is_refused(tmp_path: Path, signer: Signer) -> None:
     cuda, rocm = _both(tmp_path, signer)
-    policy = replace(POLICY, images={"rocm": "ghcr.io/twinbuild/rocm:v1"})
+    policy = replace(POLICY, images={image("rocm"): "ghcr.io/twinbuild/rocm:v1"})
     assert _refusals([cuda, rocm], signer, policy) == [
         f"{rocm}: image: 'ghcr.io/twinbuild/rocm:v1' is a tag without a digest; tags move, "
         "evidence binds digests: pass repository@sha256:<64 hex>"

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import MINI_VARIANTS, edit
+from tests.helpers import MINI_VARIANTS, edit, image
 from tests.unit.gate_repos import PR, GateRepo, run_gate, sign_evidence
 from tests.unit.gitrepos import commit_all, git, needs_git
 from twinbuild.evidence.head import commit_inputs
+from twinbuild.manifest.model import ImageKey
 
 pytestmark = needs_git
 
@@ -35,7 +36,7 @@ def test_a_head_that_lags_a_base_which_moved_image_inputs_is_refused(
     assert (code, out) == (7, [])
     merge = f"the merge of the head {gate_repo.tested[:12]} into the base {moved[:12]}"
     assert [line.split("; ", 1)[1] for line in err] == [
-        f"{merge} has {_merged_inputs(gate_repo, moved)[p]}; the head lags the base, whose changes "
+        f"{merge} has {_merged_inputs(gate_repo, moved)[image(p)]}; the head lags the base, whose changes "
         "moved the image inputs, so that merge was never built: rebase the PR on the base and "
         f"push the new head to validate/pr-{PR}"
         for p in MINI_VARIANTS
@@ -102,6 +103,6 @@ def test_a_docs_pr_that_lags_needs_no_evidence_for_the_bases_inputs(
     assert "merged into it" in out[0]
 
 
-def _merged_inputs(repo: GateRepo, base: str) -> dict[str, str]:
+def _merged_inputs(repo: GateRepo, base: str) -> dict[ImageKey, str]:
     tree = git(repo.root, "merge-tree", "--write-tree", "--no-messages", base, repo.tested)
     return commit_inputs(tree.splitlines()[0]).inputs

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from twinbuild.errors import ConfigError
+from twinbuild.manifest.model import ImageKey
 from twinbuild.smoke import report
 from twinbuild.smoke.report import SmokeReport
 from twinbuild.util.strictjson import Fields
@@ -29,7 +30,7 @@ TESTS: list[dict[str, Any]] = [
 
 def _summary() -> dict[str, Any]:
     return report.summary(
-        platform="cuda",
+        image_key=ImageKey(variant="cuda", arch="linux/amd64"),
         profile="local",
         image=report.ImageRef(id="sha256:abc", inputs_hash="sha256:in"),
         manifest_digest="sha256:m",

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_engine import FakeEngine
-from tests.helpers import mini_project
+from tests.helpers import image, mini_project
 from twinbuild.builder.record import BuildRecord, SkippedPin, record_path
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.manifest.loader import load
@@ -64,7 +64,7 @@ def test_local_skips_from_the_build_record_or_fixed_reasons(tmp_path: Path) -> N
         image_id="sha256:i", skipped=(SkippedPin(pin="torch_memory_saver", reason="needs nvcc"),)
     )
     target = targets.Target(
-        platform="cuda", profile="local", image_id="sha256:i", python="p", record=record
+        image=image("cuda"), profile="local", image_id="sha256:i", python="p", record=record
     )
     skips = {c.pin.name: c.skip for c in cases.pin_cases(manifest, target)}
     assert skips == {
@@ -73,7 +73,9 @@ def test_local_skips_from_the_build_record_or_fixed_reasons(tmp_path: Path) -> N
         "flash-linear-attention": None,
         "megatron-lm": None,  # the record is what the build did
     }
-    unrecorded = targets.Target(platform="cuda", profile="local", image_id="sha256:i", python="p")
+    unrecorded = targets.Target(
+        image=image("cuda"), profile="local", image_id="sha256:i", python="p"
+    )
     assert [c.skip for c in cases.pin_cases(manifest, unrecorded) if c.skip] == [
         "not in local profile: megatron-lm (checkout of https://github.com/NVIDIA/Megatron-LM "
         "needs GitHub; the local profile builds only pip installs)"
@@ -83,30 +85,32 @@ def test_local_skips_from_the_build_record_or_fixed_reasons(tmp_path: Path) -> N
 def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
     eng = FakeEngine()
     with pytest.raises(ConfigError) as err:
-        targets.built_target(eng, tmp_path, "cuda", "local")
+        targets.built_target(eng, tmp_path, image("cuda"), "local")
     assert str(err.value) == (
-        f"{tmp_path}/build/local/cuda/image.json: no build record; run `twinbuild build "
-        "--platform cuda --profile local` first, or pass --image REF"
+        f"{tmp_path}/build/local/cuda/amd64/image.json: no build record; run `twinbuild build "
+        "--variant cuda --arch linux/amd64 --profile local` first, or pass --image REF"
     )
-    path = record_path(tmp_path, "local", "cuda")
+    path = record_path(tmp_path, "local", image("cuda"))
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"image_id": "sha256:gone"}))
     with pytest.raises(ConfigError) as err:
-        targets.built_target(eng, tmp_path, "cuda", "local")
+        targets.built_target(eng, tmp_path, image("cuda"), "local")
     assert str(err.value) == (
         f"{path}: names sha256:gone, which the engine at unix:///fake.sock lacks; rebuild it"
     )
 
 
 def test_image_target_resolves_to_the_id_and_reads_labels(tmp_path: Path) -> None:
-    inspect = {"Id": "sha256:abc", "Config": {"Labels": {"org.twinbuild.platform": "rocm"}}}
+    manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
+    labels = {"org.twinbuild.variant": "rocm", "org.twinbuild.arch": "linux/amd64"}
+    inspect = {"Id": "sha256:abc", "Architecture": "amd64", "Config": {"Labels": labels}}
     eng = FakeEngine(images={"twinbuild/rocm:local": inspect})
-    target = targets.image_target(eng, tmp_path, "twinbuild/rocm:local", None, None)
-    assert (target.image_id, target.platform, target.profile, target.python) == (
-        "sha256:abc", "rocm", "production", "python3",
+    target = targets.image_target(eng, tmp_path, "twinbuild/rocm:local", manifest, None, None, None)
+    assert (target.image_id, target.image, target.profile, target.python) == (
+        "sha256:abc", image("rocm"), "production", "python3",
     )  # fmt: skip
     with pytest.raises(ConfigError) as err:
-        targets.image_target(eng, tmp_path, "other:tag", None, None)
+        targets.image_target(eng, tmp_path, "other:tag", manifest, None, None, None)
     assert str(err.value) == "--image other:tag: the engine at unix:///fake.sock has no such image"
 
 
@@ -123,14 +127,14 @@ def test_host_mode_runs_the_suite_on_this_machine(tmp_path: Path) -> None:
     reports = tmp_path / "reports"
     with pytest.raises(FindingsError) as err:
         runner.smoke(
-            manifest, root=root, platform="cuda", host=True, gpu=False, report_dir=reports,
+            manifest, root=root, variant="cuda", host=True, gpu=False, report_dir=reports,
             echo=False,
         )  # fmt: skip
     first = "pins/manifest.toml"  # the manifest path as loaded
     assert str(err.value).startswith(
-        f"smoke: 4 failed; first: cuda (production): {root}/{first}:23"
+        f"smoke: 4 failed; first: cuda (linux/amd64) (production): {root}/{first}:29"
     )
-    data = json.loads((reports / "smoke-cuda-production-host.json").read_text())
+    data = json.loads((reports / "smoke-cuda-amd64-production-host.json").read_text())
     tests = {t["id"]: t for t in data["tests"]}
     assert data["image"]["id"] is None
     assert tests["test_conformance.py::test_base"]["message"] == (
@@ -140,7 +144,7 @@ def test_host_mode_runs_the_suite_on_this_machine(tmp_path: Path) -> None:
         tests["test_gpu.py::test_torch_sees_gpu"]["message"] == "GPU checks turned off (--no-gpu)"
     )
     assert tests["test_conformance.py::test_pin[flash-linear-attention]"]["message"] == (
-        f"{root}/{first}:37: pin flash-linear-attention: expected flash-linear-attention==0.4.2, "
+        f"{root}/{first}:43: pin flash-linear-attention: expected flash-linear-attention==0.4.2, "
         "found no distribution flash-linear-attention installed"
     )
     assert (reports / "smoke.md").read_text().startswith("## twinbuild smoke\n")
@@ -148,7 +152,9 @@ def test_host_mode_runs_the_suite_on_this_machine(tmp_path: Path) -> None:
 
 def test_spec_round_trips(tmp_path: Path) -> None:
     manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
-    target = targets.Target(platform="rocm", profile="production", image_id=None, python="python3")
+    target = targets.Target(
+        image=image("rocm"), profile="production", image_id=None, python="python3"
+    )
     gcase = cases.gpu_case(manifest, target, None, None)
     spec = cases.build_spec(
         None, manifest, tmp_path, target, hostspec="local://", results=tmp_path / "r.json",
@@ -160,14 +166,17 @@ def test_spec_round_trips(tmp_path: Path) -> None:
 def test_each_run_is_headed_by_its_platform_and_image() -> None:
     from twinbuild.smoke.targets import Target, heading
 
-    image = "sha256:" + "ab" * 32
-    built = Target(platform="rocm", profile="local", image_id=image, python="python3",
-                   inspect={"RepoTags": ["x:1"]}, record=BuildRecord(image_id=image, tag="twinbuild/rocm:local"))  # fmt: skip
-    assert heading(built) == "== smoke rocm (local): image abababababab (twinbuild/rocm:local) =="
-    loose = Target(platform="cuda", profile="production", image_id=image, python="python3")
-    assert heading(loose) == "== smoke cuda (production): image abababababab =="
-    host = Target(platform="cuda", profile="production", image_id=None, python="python3")
-    assert heading(host) == "== smoke cuda (production): this machine =="
+    image_id = "sha256:" + "ab" * 32
+    built = Target(image=image("rocm"), profile="local", image_id=image_id, python="python3",
+                   inspect={"RepoTags": ["x:1"]}, record=BuildRecord(image_id=image_id, tag="twinbuild/rocm:local"))  # fmt: skip
+    assert (
+        heading(built)
+        == "== smoke rocm amd64 (local): image abababababab (twinbuild/rocm:local) =="
+    )
+    loose = Target(image=image("cuda"), profile="production", image_id=image_id, python="python3")
+    assert heading(loose) == "== smoke cuda amd64 (production): image abababababab =="
+    host = Target(image=image("cuda"), profile="production", image_id=None, python="python3")
+    assert heading(host) == "== smoke cuda amd64 (production): this machine =="
 
 
 def test_bare_gpu_host_runs_only_the_gpu_checks_and_they_fail_without_a_stack(
@@ -180,7 +189,7 @@ def test_bare_gpu_host_runs_only_the_gpu_checks_and_they_fail_without_a_stack(
     root = mini_project(tmp_path)
     manifest = load(root / "pins/manifest.toml")
     target = targets.Target(
-        platform="cuda", profile="production", image_id=None, python="/nonexistent/python",
+        image=image("cuda"), profile="production", image_id=None, python="/nonexistent/python",
         gpu_only=True,
     )  # fmt: skip
     info = gpu.GpuInfo(
