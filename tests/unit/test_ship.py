@@ -17,6 +17,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.fake_engine import FakeEngine, image_doc
+from tests.helpers import MINI
 from tests.unit.evidence_builders import (
     NOW,
     REPO,
@@ -29,6 +30,8 @@ from tests.unit.evidence_builders import (
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
 from twinbuild.evidence import record, save, sign
 from twinbuild.evidence.keys import keyid
+from twinbuild.manifest.loader import load
+from twinbuild.manifest.model import ImageKey
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
 from twinbuild.ship.push import PushOptions, push
 from twinbuild.ship.release import ReleaseOptions, Trust, release, verify_attached
@@ -65,11 +68,25 @@ class FakeClient:
         self.writes.append(f"attach {image.attachment_tag}")
         return "sha256:" + hashlib.sha256(envelope).hexdigest()
 
+    def blob(self, repository: str, digest: str, *, limit: int, note: str) -> bytes:
+        assert digest == CONFIG_DIGEST, digest  # the one config these images share
+        return CONFIG
+
+
+#: An amd64 image's config: what the release reads to learn the image's architecture.
+CONFIG = json.dumps({"os": "linux", "architecture": "amd64"}).encode()
+CONFIG_DIGEST = "sha256:" + hashlib.sha256(CONFIG).hexdigest()
+
 
 def _image_manifest(seed: str) -> Manifest:
+    config = {
+        "mediaType": "application/vnd.docker.container.image.v1+json",
+        "digest": CONFIG_DIGEST,
+        "size": len(CONFIG),
+    }
     return Manifest(
         media_type="application/vnd.docker.distribution.manifest.v2+json",
-        data=json.dumps({"schemaVersion": 2, "seed": seed}).encode(),
+        data=json.dumps({"schemaVersion": 2, "config": config, "seed": seed}).encode(),
     )
 
 
@@ -100,8 +117,8 @@ def _options(
 ) -> ReleaseOptions:
     path, trust, default, _ = signed
     return ReleaseOptions(
-        platform=kw.pop("platform", "cuda"), image=image or default, tag=kw.pop("tag", "v1"),
-        evidence=path, trust=trust, now=NOW, **kw,
+        variant=kw.pop("variant", "cuda"), image=image or default, tag=kw.pop("tag", "v1"),
+        evidence=(path,), trust=trust, now=NOW, **kw,
     )  # fmt: skip
 
 
@@ -127,7 +144,7 @@ def test_evidence_is_stored_before_the_tag_moves(
     assert str(done.image) == f"127.0.0.1:5000/twinbuild/cuda@{image.digest}"
     assert done.describe().startswith(
         f"released 127.0.0.1:5000/twinbuild/cuda:v1 = {done.image}, copied from "
-        "127.0.0.1:5000/twinbuild-ci/cuda; evidence "
+        "127.0.0.1:5000/twinbuild-ci/cuda\n  evidence "
     )
 
 
@@ -156,17 +173,19 @@ def test_refusals_write_nothing(signed: tuple[Path, Trust, ImageRef, Manifest]) 
     )
     with pytest.raises(EvidenceRefused) as info:
         release(_options(signed, image=other_ref, tag="v2"), cast(Client, client))
-    assert "evidence counts only for the image it tested" in str(info.value)
+    assert f"{other_ref} is linux/amd64, and no evidence given is for that digest" in str(
+        info.value
+    )
     assert "\n" not in str(info.value)
     with pytest.raises(EvidenceRefused, match=r"already points at .*pass --force to move it"):
         release(_options(signed), cast(Client, client))
     with pytest.raises(EvidenceRefused, match="is in the cuda repository, and rocm evidence"):
-        release(_options(signed, platform="rocm"), cast(Client, client))
+        release(_options(signed, variant="rocm"), cast(Client, client))
     as_rocm = image.moved("twinbuild-ci/rocm")
     with pytest.raises(EvidenceRefused, match="is in the rocm repository, and cuda evidence"):
         release(_options(signed, image=as_rocm), cast(Client, client))
-    with pytest.raises(EvidenceRefused, match="the evidence is for cuda, not rocm"):
-        release(_options(signed, image=as_rocm, platform="rocm"), cast(Client, client))
+    with pytest.raises(EvidenceRefused, match=r"the evidence is for cuda \(linux/amd64\), not rocm \(linux/amd64\)"):
+        release(_options(signed, image=as_rocm, variant="rocm"), cast(Client, client))
     with pytest.raises(ConfigError, match="not a twinbuild image repository"):
         release(_options(signed, image=image.moved("acme/cuda")), cast(Client, client))
     missing = ImageRef.parse(f"{image.name}@sha256:{'0' * 64}")
@@ -191,31 +210,33 @@ def test_image_references_and_tags() -> None:
 
 def test_push_records_the_digest_and_writes_github_output(tmp_path: Path) -> None:
     image_id = "sha256:" + "1" * 64
-    record_file = tmp_path / "build/local/cuda/image.json"
+    record_file = tmp_path / "build/local/cuda/amd64/image.json"
     record_file.parent.mkdir(parents=True)
     record_file.write_text(json.dumps({"image_id": image_id, "inputs_hash": "x"}))
     out = tmp_path / "github_output"
     engine = FakeEngine(images={image_id: image_doc(image_id)})
-    options = PushOptions(root=tmp_path, platform="cuda", github_output=out)
+    options = PushOptions(root=tmp_path, variant="cuda", github_output=out)
     said: list[str] = []
-    results = push(engine, options, "127.0.0.1:5000", say=said.append)
+    manifest = load(MINI / "pins/manifest.toml")
+    pushes = push(engine, manifest, options, "127.0.0.1:5000", say=said.append)
+    results = pushes.images
     ref = "127.0.0.1:5000/twinbuild-ci/cuda@sha256:" + hashlib.sha256(image_id.encode()).hexdigest()
     assert [r.ref for r in results] == [ref]
-    assert engine.tagged == [(image_id, "127.0.0.1:5000/twinbuild-ci/cuda:local")]
-    assert out.read_text() == f"cuda-image={ref}\n"
-    assert said == [f"cuda: {ref} (1 layers sent, 0 already there)"]
+    assert engine.tagged == [(image_id, "127.0.0.1:5000/twinbuild-ci/cuda:local-amd64")]
+    assert pushes.outputs() == {"cuda-amd64-image": ref, "cuda-image": ref}
+    assert said == [f"cuda-amd64: {ref} (1 layers sent, 0 already there)"]
     saved = json.loads(record_file.read_text())
     assert saved["pushed"]["ref"] == ref
     assert saved["inputs_hash"] == "x"
     # Pushing the same digest again sends nothing, and says so.
-    push(engine, options, "127.0.0.1:5000", say=said.append)
-    assert said[-1] == f"cuda: {ref} (nothing transferred: the registry had every layer)"
+    push(engine, manifest, options, "127.0.0.1:5000", say=said.append)
+    assert said[-1] == f"cuda-amd64: {ref} (nothing transferred: the registry had every layer)"
 
 
 def test_push_without_a_build_record_says_build_first(tmp_path: Path) -> None:
-    options = PushOptions(root=tmp_path, platform="rocm")
+    options = PushOptions(root=tmp_path, variant="rocm")
     with pytest.raises(ConfigError, match="no build record; run `twinbuild build` first"):
-        push(FakeEngine(), options, "r.example")
+        push(FakeEngine(), load(MINI / "pins/manifest.toml"), options, "r.example")
 
 
 class AttachedClient(FakeClient):
@@ -247,6 +268,8 @@ def test_verify_image_refuses_no_evidence_and_evidence_of_another_digest(
         keys=trust.keys,
         client=cast(Client, AttachedClient(image, manifest, [path.read_bytes()])),
     )
-    assert [v.statement.predicate.platform for v in found] == ["cuda"]
+    assert [v.statement.predicate.image for v in found] == [
+        ImageKey(variant="cuda", arch="linux/amd64")
+    ]
     with pytest.raises(EvidenceRefused, match="no trusted evidence key"):
         verify_attached(image, keys={}, client=cast(Client, AttachedClient(image, manifest, [])))
