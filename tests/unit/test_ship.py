@@ -184,7 +184,9 @@ def test_refusals_write_nothing(signed: tuple[Path, Trust, ImageRef, Manifest]) 
     as_rocm = image.moved("twinbuild-ci/rocm")
     with pytest.raises(EvidenceRefused, match="is in the rocm repository, and cuda evidence"):
         release(_options(signed, image=as_rocm), cast(Client, client))
-    with pytest.raises(EvidenceRefused, match=r"the evidence is for cuda \(linux/amd64\), not rocm \(linux/amd64\)"):
+    with pytest.raises(
+        EvidenceRefused, match=r"the evidence is for cuda \(linux/amd64\), not rocm \(linux/amd64\)"
+    ):
         release(_options(signed, image=as_rocm, variant="rocm"), cast(Client, client))
     with pytest.raises(ConfigError, match="not a twinbuild image repository"):
         release(_options(signed, image=image.moved("acme/cuda")), cast(Client, client))

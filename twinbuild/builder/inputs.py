@@ -4,7 +4,8 @@ Deny by default: it covers, for one image (a variant on one architecture) and pr
 
 - every file of the tree (what a commit holds) but the few that no build installs or runs
   (:mod:`twinbuild.builder.input_paths`: docs/, tests/, evidence/, README.md, another recipe
-  family's ``images/<other>/``), each with the one mode bit git keeps (executable): the recipes, the scripts
+  family's ``images/<other>/``), each with the one mode bit git keeps (executable): the recipes,
+  the scripts
   they copy, the build tool's whole package, ``pyproject.toml``, any ``setup.py`` or ``.pth``
   file, the workflows that run the build, the ``.gitattributes`` that decide a checkout's bytes;
 - every file the recipe copies, even from that list, and the ``.gitattributes`` above it;

@@ -86,7 +86,7 @@ class Plan:
                     "reasons": list(self.reasons.get(i, [])),
                 }
                 for i in self.images
-            ],  # fmt: skip
+            ],
             "matrix": self.matrix(),
         }
 

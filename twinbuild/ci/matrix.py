@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from twinbuild.errors import ConfigError
+from twinbuild.manifest.listing import VariantsOptions, variants
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest
 from twinbuild.manifest.render import render
@@ -34,7 +36,7 @@ class MatrixOptions:
     """``twinbuild variants --matrix``: which job's matrix, for which run."""
 
     manifest: Path = DEFAULT_PATH
-    job: Job = "build"
+    job: Job | None = None  # None: no matrix was asked for (`variants` lists instead)
     scope: Scope = "pr"
     required_by: Path | None = None  # the default branch's manifest (validate-gpu.yml)
     github_output: bool = False
@@ -84,8 +86,25 @@ def matrix(
     return Matrix(entries=tuple(entries), left_out=tuple(left))
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VariantsRequest:
+    """What ``twinbuild variants`` was asked for: the listing, or with ``--matrix`` a job's."""
+
+    listing: VariantsOptions
+    matrix: MatrixOptions
+
+
+def run_variants(request: VariantsRequest) -> str:
+    """The listing (text or JSON), or the matrix ``--matrix`` asked for as one JSON line."""
+    if request.matrix.job is None:
+        return variants(request.listing)
+    return matrix_for(request.matrix).json() + "\n"
+
+
 def matrix_for(options: MatrixOptions) -> Matrix:
     """Load the manifests ``options`` names; write the outputs when asked."""
+    if options.job is None:
+        raise ConfigError("variants: --matrix build|gpu says which job's matrix")
     found = matrix(
         load(options.manifest), options.job, options.scope,
         load(options.required_by) if options.required_by is not None else None,

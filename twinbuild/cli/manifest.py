@@ -23,19 +23,18 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_variants(args: argparse.Namespace) -> int:
-    if args.matrix is not None:
-        from twinbuild.ci.matrix import MatrixOptions, matrix_for
+    from twinbuild.ci.matrix import MatrixOptions, VariantsRequest, run_variants
+    from twinbuild.manifest.listing import VariantsOptions
 
-        options = MatrixOptions(
+    request = VariantsRequest(
+        listing=VariantsOptions(manifest=manifest_path(args), format=args.format),
+        matrix=MatrixOptions(
             manifest=manifest_path(args), job=args.matrix, scope=args.scope,
             required_by=Path(args.required_by) if args.required_by else None,
             github_output=args.github_output,
-        )  # fmt: skip
-        print(matrix_for(options).json())
-        return 0
-    from twinbuild.manifest.listing import VariantsOptions, variants
-
-    sys.stdout.write(variants(VariantsOptions(manifest=manifest_path(args), format=args.format)))
+        ),
+    )  # fmt: skip
+    sys.stdout.write(run_variants(request))
     return 0
 
 

@@ -379,7 +379,8 @@ def ensure_base(
             # About a minute (several under QEMU) with nothing to show: say so before it starts.
             how = " under QEMU" if binfmt.emulated(arch) else ""
             with step(
-                f"base: mmdebstrap {suite} {ARCH_NAMES[arch]}{how} ({len(packages)} extra packages)",
+                f"base: mmdebstrap {suite} {ARCH_NAMES[arch]}{how} "
+                f"({len(packages)} extra packages)",
                 say,
             ):
                 _bootstrap(inputs, rootfs, cache, run)

@@ -240,7 +240,8 @@ def _lint_pin(
         floats += [(what, image) for what in found]
     if floats and pin.floating is None:
         out.add("TB005",
-                f"pins.{pin.name}: {_joined(manifest, floats)}; pin it, or declare floating = \"why\"",
+                f"pins.{pin.name}: {_joined(manifest, floats)}; pin it, or declare "
+                'floating = "why"',
                 *float_key)  # fmt: skip
     elif floats and pin.floating is not None:
         _floating(out, manifest, f"pins.{pin.name}: floating ({_joined(manifest, floats)}): "
@@ -371,7 +372,8 @@ def _settings_used(
             if arg not in declared.get(name, set()):
                 recipe = f"images/{variant.recipe}/Dockerfile"
                 out.add("TB106", f"variants.{name}.build_args.{arg}: {recipe} declares no ARG "
-                        f"{arg}; use it there or drop it", "variants", name, "build_args", arg)  # fmt: skip
+                        f"{arg}; use it there or drop it",
+                        "variants", name, "build_args", arg)  # fmt: skip
 
 
 def _literal_pins(out: _Collector, parsed: scan.Recipe, rel: Path) -> None:

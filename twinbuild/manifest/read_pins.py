@@ -169,7 +169,8 @@ class _PinReader:
             where = (*at, selector)
             if selector in self.arches:
                 self.r.error(where, "an architecture's values are not a divergence between "
-                             f"variants; set them in [pins.{key[-1]}.{selector}] and drop this key")  # fmt: skip
+                             f"variants; set them in [pins.{key[-1]}.{selector}] and drop "
+                             "this key")  # fmt: skip
                 continue
             members = self.members(selector)
             if not members:

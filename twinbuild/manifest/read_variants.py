@@ -93,7 +93,7 @@ def _variant(r: Reader, name: str, spec: Mapping[str, Any], key: Key) -> Variant
     runners = _runners(r, spec, (*key, "runners"))
     if validate == "pr":
         _gateable(r, key, runners, base)
-    variant = Variant(
+    return Variant(
         name=name,
         vendor=cast(Vendor, vendor or "nvidia"),
         toolkit=r.need_str(spec, (*key, "toolkit"), "set the CUDA or ROCm version, e.g. '12.9'"),
@@ -113,7 +113,6 @@ def _variant(r: Reader, name: str, spec: Mapping[str, Any], key: Key) -> Variant
         shm_size=_shm_size(r, spec, (*key, "shm_size")),
         line=r.line_of(key),
     )
-    return variant
 
 
 def _archs(r: Reader, spec: Mapping[str, Any], key: Key) -> tuple[Arch, ...]:

@@ -300,7 +300,7 @@ def _check_request(old: Manifest, request: BumpRequest) -> Pin:
 def _targets(old: Manifest, pin: Pin, request: BumpRequest) -> list[ImageKey]:
     """The images the bump moves; checks the value against each one's kind."""
     where = f"{old.where('pins', pin.name)}: pins.{pin.name}"
-    images = [i for i in old.images(pin.variants)]
+    images = list(old.images(pin.variants))
     wanted = old.members(request.variant) if request.variant is not None else pin.variants
     targets = [i for i in images if i.variant in wanted]
     field = request.field
