@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import edit, mini_project
+from tests.helpers import MINI_VARIANTS, edit, image, mini_project
 from tests.unit.gitrepos import git, init, isolate_git
 from twinbuild.builder.image import BuildResult, build_image, image_tag
 from twinbuild.builder.options import BuildOptions
@@ -22,7 +22,6 @@ from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import PLATFORMS, Platform
 
 # The session engine's tests run on one xdist worker, one after another (tests/xdist_docker.py):
 # they share the session engine, where image tags are global.
@@ -70,17 +69,17 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
-def _build(root: Path, engine: Engine, platform: Platform, *, force: bool = False) -> BuildResult:
+def _build(root: Path, engine: Engine, platform: str, *, force: bool = False) -> BuildResult:
     options = BuildOptions(root=root, profile="local", force=force)
     manifest = load(root / "pins/manifest.toml")
-    result = build_image(manifest, engine, platform, options, say=lambda _: None)
+    result = build_image(manifest, engine, image(platform), options, say=lambda _: None)
     if not result.up_to_date:  # one found up to date may be another module's: not ours to remove
         BUILT.append(result.image_id)
     return result
 
 
-def _tagged(engine: Engine, platform: Platform) -> str:
-    found = engine.inspect_image(image_tag(platform, "local"))
+def _tagged(engine: Engine, platform: str) -> str:
+    found = engine.inspect_image(image_tag(image(platform), "local"))
     assert found is not None
     return str(found["Id"])
 
@@ -88,27 +87,27 @@ def _tagged(engine: Engine, platform: Platform) -> str:
 def test_build_twice_then_cuda_only_change_rebuilds_cuda_only(
     project: Path, engine: Engine, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    first = {p: _build(project, engine, p, force=True) for p in PLATFORMS}
+    first = {p: _build(project, engine, p, force=True) for p in MINI_VARIANTS}
     for platform, result in first.items():
         labels = engine.image_labels(result.image_id)
         # render shows the base the build really used (one derivation of the tag)
         assert main(["render", platform, "--manifest", str(project / "pins/manifest.toml")]) == 0
         assert f"  BASE_IMAGE={labels['org.twinbuild.base-ref']}\n" in capsys.readouterr().out
-        assert labels["org.twinbuild.platform"] == platform
+        assert labels["org.twinbuild.variant"] == platform
         assert labels["org.twinbuild.inputs-hash"] == result.inputs_hash
         assert labels["org.opencontainers.image.source"] == "https://github.com/acme/twinbuild"
         assert labels["org.opencontainers.image.revision"] == git(project, "rev-parse", "HEAD")
-        assert (project / f"build/local/{platform}/image.json").exists()
-        assert (project / f"build/local/{platform}/build.log").read_text()
+        assert (project / f"build/local/{platform}/amd64/image.json").exists()
+        assert (project / f"build/local/{platform}/amd64/build.log").read_text()
     skipped = {s.pin for s in first["cuda"].skipped}
     assert skipped == {"torch_memory_saver", "megatron-bridge", "megatron-lm"}
 
-    again = {p: _build(project, engine, p) for p in PLATFORMS}
+    again = {p: _build(project, engine, p) for p in MINI_VARIANTS}
     assert all(r.up_to_date for r in again.values())
     assert {p: r.image_id for p, r in again.items()} == {p: r.image_id for p, r in first.items()}
 
     edit(project / "pins/manifest.toml", 'version = "8.1.7"', 'version = "8.1.8"')
-    after = {p: _build(project, engine, p) for p in PLATFORMS}
+    after = {p: _build(project, engine, p) for p in MINI_VARIANTS}
     assert after["rocm"].up_to_date
     assert after["rocm"].image_id == first["rocm"].image_id
     assert not after["cuda"].up_to_date
@@ -138,7 +137,7 @@ def test_sigterm_stops_the_build_and_tags_nothing(project: Path, engine: Engine)
     edit(recipe, "FROM common AS rocm\n", f"FROM common AS rocm\nRUN {marker}\n")
     env = {**os.environ, "DOCKER_HOST": engine.docker_host}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(project),
+        [sys.executable, "-m", "twinbuild", "build", "--variant", "rocm", "--root", str(project),
          "--manifest", str(project / "pins/manifest.toml")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
@@ -160,7 +159,7 @@ def test_two_builds_of_one_image_at_once_are_serialized(project: Path, engine: E
     marker = f"sleep 5 # {uuid.uuid4().hex}"  # a recipe never built before
     edit(recipe, "FROM common AS rocm\n", f"FROM common AS rocm\nRUN {marker}\n")
     env = {**os.environ, "DOCKER_HOST": engine.docker_host}
-    argv = [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root",
+    argv = [sys.executable, "-m", "twinbuild", "build", "--variant", "rocm", "--root",
             str(project), "--manifest", str(project / "pins/manifest.toml")]  # fmt: skip
     first = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

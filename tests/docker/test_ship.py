@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import edit, mini_project
+from tests.helpers import MINI_VARIANTS, edit, image, mini_project
 from tests.session_engine import remove, scratch
 from twinbuild import evidence
 from twinbuild.engine import registry
@@ -35,7 +35,6 @@ from twinbuild.engine.client import Engine, connect
 from twinbuild.engine.registry import RegistryPaths
 from twinbuild.errors import EngineError
 from twinbuild.evidence import Blob, Policy
-from twinbuild.manifest.model import PLATFORMS, Platform
 from twinbuild.ship.oci import Client, ImageRef
 
 pytestmark = pytest.mark.docker
@@ -44,7 +43,7 @@ REPO = "acme/twinbuild"
 REPO_ID = "424242"
 PR = 7
 SUPPLIED = "SUPPLIED BY THE TEST: no GPU in this rehearsal"
-GPUS: dict[Platform, dict[str, Any]] = {
+GPUS: dict[str, dict[str, Any]] = {
     "cuda": {"vendor": "nvidia", "model": SUPPLIED, "driver": "0", "runtime": "0", "count": 1},
     "rocm": {"vendor": "amd", "model": SUPPLIED, "driver": "0", "runtime": "0", "count": 1},
 }
@@ -76,7 +75,7 @@ class Rehearsal:
     address: str
     engine: Engine
     env: dict[str, str]
-    refs: dict[Platform, str] = field(default_factory=dict)
+    refs: dict[str, str] = field(default_factory=dict)
     head: str = ""
 
     def cli(
@@ -88,19 +87,19 @@ class Rehearsal:
         )  # fmt: skip
 
     def release(
-        self, platform: Platform, ref: str, tag: str, *more: str
+        self, platform: str, ref: str, tag: str, *more: str
     ) -> subprocess.CompletedProcess[str]:
         return self.cli(
-            "release", "--platform", platform, "--image", ref, "--tag", tag,
+            "release", "--variant", platform, "--image", ref, "--tag", tag,
             "--evidence-ref", f"origin/validate/pr-{PR}", "--keys", "evidence/keys",
             "--profile", "local", "--repository", REPO, "--repository-id", REPO_ID, *more,
         )  # fmt: skip
 
-    def released(self, platform: Platform) -> ImageRef:
+    def released(self, platform: str) -> ImageRef:
         """The pushed digest as a release names it: in twinbuild/<platform>, not twinbuild-ci/."""
         return ImageRef.parse(self.refs[platform]).moved(f"twinbuild/{platform}")
 
-    def tag_digest(self, platform: Platform, tag: str, *, ci: bool = False) -> str | None:
+    def tag_digest(self, platform: str, tag: str, *, ci: bool = False) -> str | None:
         """The digest ``tag`` names in the release repository (``ci``: in the CI namespace)."""
         image = ImageRef.parse(self.refs[platform]) if ci else self.released(platform)
         found = Client(self.address).manifest(image.repository, tag)
@@ -167,8 +166,8 @@ def _build_push_smoke(r: Rehearsal, made: list[str]) -> None:
     assert pushed.returncode == 0, pushed.stderr
     for line in out.read_text().splitlines():
         key, _, ref = line.partition("=")
-        r.refs[key.removesuffix("-image")] = ref  # type: ignore[index]
-    assert set(r.refs) == set(PLATFORMS)
+        r.refs[key.removesuffix("-image")] = ref
+    assert set(r.refs) == set(MINI_VARIANTS)
     for platform, ref in r.refs.items():
         assert ref.startswith(f"{r.address}/twinbuild-ci/{platform}@sha256:")
         assert f"{platform}: {ref} (" in pushed.stdout
@@ -195,7 +194,7 @@ def _record_sign_commit(r: Rehearsal) -> None:
         "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1", "GITHUB_ACTOR": "maintainer",
         "RUNNER_NAME": "rehearsal", "RUNNER_ENVIRONMENT": "self-hosted",
     }  # fmt: skip
-    for platform in PLATFORMS:
+    for platform in MINI_VARIANTS:
         path = r.work / f"smoke/smoke-{platform}-local.json"
         report = json.loads(path.read_text())
         # The GPU section, supplied by the test and labelled so: there is no GPU here.
@@ -212,7 +211,7 @@ def _record_sign_commit(r: Rehearsal) -> None:
         folder.mkdir()
         (folder / path.name).write_text(json.dumps(report))
         recorded = r.cli(
-            "evidence", "record", "--platform", platform, "--report-dir", str(folder),
+            "evidence", "record", "--variant", platform, "--report-dir", str(folder),
             "--out", str(r.work / "statements"), "--commit", r.head, "--pr", str(PR),
             "--repo", str(r.root), extra=env,
         )  # fmt: skip
@@ -238,22 +237,25 @@ def test_rehearsal_build_push_smoke_by_digest_sign_gate_release_verify(
     blobs: list[Path | Blob] = [
         Blob(
             name=f"validate/pr-{PR}:{p}",
-            data=git(r.root, "show", f"origin/validate/pr-{PR}:evidence/{p}.dsse.json").encode(),
+            data=git(
+                r.root, "show", f"origin/validate/pr-{PR}:evidence/{p}-amd64.dsse.json"
+            ).encode(),
         )
-        for p in PLATFORMS
+        for p in MINI_VARIANTS
     ]
     trusted = evidence.load_trusted(r.root / "evidence/keys")
     accepted = evidence.gate(
         blobs,
         policy=Policy(
             base_repository=REPO, base_repository_id=int(REPO_ID), head_commit=r.head, pr=PR,
-            profile="local", images=dict(r.refs),
+            profile="local", images={image(p): ref for p, ref in r.refs.items()},
+            required=tuple(image(p) for p in MINI_VARIANTS),
         ),
         trusted=trusted, now=datetime.now(UTC),
     )  # fmt: skip
-    assert [a.platform for a in accepted.accepted] == list(PLATFORMS)
+    assert [a.image for a in accepted.accepted] == [image(p) for p in MINI_VARIANTS]
 
-    for platform in PLATFORMS:
+    for platform in MINI_VARIANTS:
         released = r.release(platform, r.refs[platform], "v1")
         assert released.returncode == 0, released.stderr
         target = r.released(platform)
@@ -272,7 +274,7 @@ def test_rehearsal_build_push_smoke_by_digest_sign_gate_release_verify(
     # Re-pushing what the registry holds transfers nothing and names the same digest.
     again = r.cli("push")
     assert again.returncode == 0, again.stderr
-    for platform in PLATFORMS:
+    for platform in MINI_VARIANTS:
         assert f"{platform}: {r.refs[platform]} (nothing transferred" in again.stdout
 
 
@@ -282,9 +284,9 @@ def _second_cuda_digest(r: Rehearsal) -> str:
     text = recipe.read_text()
     try:
         edit(recipe, "FROM common AS cuda\n", "FROM common AS cuda\nRUN echo other > /other\n")
-        built = r.cli("build", "--platform", "cuda")
+        built = r.cli("build", "--variant", "cuda")
         assert built.returncode == 0, built.stderr
-        pushed = r.cli("push", "--platform", "cuda")
+        pushed = r.cli("push", "--variant", "cuda")
         assert pushed.returncode == 0, pushed.stderr
     finally:
         recipe.write_text(text)
@@ -382,14 +384,14 @@ def test_registry_gone_mid_push_is_exit_3_and_tags_nothing(rehearsal: Rehearsal)
         # 64 MiB of fresh random bytes: a layer the registry has never seen, slow enough to cut.
         edit(recipe, "FROM common AS cuda\n",
              f"FROM common AS cuda\nRUN head -c 67108864 /dev/urandom > /big # {time.time()}\n")  # fmt: skip
-        built = r.cli("build", "--platform", "cuda")
+        built = r.cli("build", "--variant", "cuda")
         assert built.returncode == 0, built.stderr
     finally:
         recipe.write_text(text)
     pid = _registry_pid(r.paths)
     os.kill(pid, signal.SIGSTOP)  # hold the push inside its upload ...
     proc = subprocess.Popen(
-        [sys.executable, "-m", "twinbuild", "push", "--platform", "cuda"], cwd=r.root,
+        [sys.executable, "-m", "twinbuild", "push", "--variant", "cuda"], cwd=r.root,
         env=r.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -421,19 +423,19 @@ def test_a_build_that_finds_its_image_up_to_date_keeps_what_push_recorded(
     back to the engine's first repo digest, the pushed one only while it knows one registry)."""
     r = rehearsal
     record = r.root / "build/local/rocm/image.json"
-    assert r.cli("build", "--platform", "rocm").returncode == 0
-    pushed = r.cli("push", "--platform", "rocm")
+    assert r.cli("build", "--variant", "rocm").returncode == 0
+    pushed = r.cli("push", "--variant", "rocm")
     assert pushed.returncode == 0, pushed.stderr
     ref = pushed.stdout.split("rocm: ", 1)[1].split(" ", 1)[0]
     before = json.loads(record.read_text())
     assert before["pushed"]["ref"] == ref
-    again = r.cli("build", "--platform", "rocm")
+    again = r.cli("build", "--variant", "rocm")
     assert again.returncode == 0, again.stderr
     assert "twinbuild/rocm:local: up to date" in again.stdout
     after = json.loads(record.read_text())
     assert after["image_id"] == before["image_id"]
     assert after["pushed"] == before["pushed"]
-    smoked = r.cli("smoke", "--platform", "rocm", "--report-dir", str(r.work / "smoke-noop"))
+    smoked = r.cli("smoke", "--variant", "rocm", "--report-dir", str(r.work / "smoke-noop"))
     assert smoked.returncode == 0, smoked.stderr + smoked.stdout
     report = json.loads((r.work / "smoke-noop/smoke-rocm-local.json").read_text())
     assert report["image"]["digest"] == ref
@@ -469,7 +471,7 @@ def test_missing_credentials_is_one_line_naming_the_registry_and_the_fix(
     rehearsal: Rehearsal, locked_registry: str
 ) -> None:
     r = rehearsal
-    pushed = r.cli("push", "--platform", "rocm", "--registry", locked_registry)
+    pushed = r.cli("push", "--variant", "rocm", "--registry", locked_registry)
     assert pushed.returncode == 2, pushed.stderr
     assert len(pushed.stderr.strip().splitlines()) == 1, pushed.stderr
     assert f"the registry {locked_registry} wants credentials" in pushed.stderr
@@ -540,7 +542,7 @@ def test_interrupted_release_moves_no_tag_and_evidence_is_stored_first(
     try:
         through = f"{proxy.address}/{image.repository}@{image.digest}"
         proc = subprocess.Popen(
-            [sys.executable, "-m", "twinbuild", "release", "--platform", "cuda",
+            [sys.executable, "-m", "twinbuild", "release", "--variant", "cuda",
              "--image", through, "--tag", "v-interrupted",
              "--evidence-ref", f"origin/validate/pr-{PR}", "--keys", "evidence/keys",
              "--profile", "local", "--repository", REPO, "--repository-id", REPO_ID],

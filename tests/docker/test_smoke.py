@@ -113,7 +113,9 @@ def eng() -> Iterator[client.Engine]:
 def base_id(eng: client.Engine) -> str:
     """The embedded base of the mini project's [local] table (built once, then reused)."""
     local = load(MINI / "pins/manifest.toml").local
-    found = ensure_base(eng, suite=local.suite, mirror=local.mirror, packages=local.packages)
+    found = ensure_base(
+        eng, suite=local.suite, mirror=local.mirror, packages=local.packages, arch="linux/amd64"
+    )
     return found.image_id
 
 
@@ -195,7 +197,7 @@ def images(eng: client.Engine, project: Path, base_id: str) -> Iterator[dict[str
 
 
 def _smoke(manifest: Manifest, project: Path, tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
-    runner.smoke(manifest, root=project, platform="cuda", report_dir=tmp_path, echo=False, **kwargs)
+    runner.smoke(manifest, root=project, variant="cuda", report_dir=tmp_path, echo=False, **kwargs)
     return _summary(tmp_path, kwargs.get("profile") or "local")
 
 
@@ -279,7 +281,7 @@ def test_smoke_changed_version_fails_naming_pin(
 ) -> None:
     with pytest.raises(FindingsError) as err:
         runner.smoke(
-            manifest, root=project, platform="cuda", image=images["version"], profile="local",
+            manifest, root=project, variant="cuda", image=images["version"], profile="local",
             report_dir=tmp_path, echo=False,
         )  # fmt: skip
     message = "pins/manifest.toml:25: pin tinydist: expected tinydist==1.2.3, found tinydist 1.2.4"
@@ -296,7 +298,7 @@ def test_smoke_changed_commit_fails_naming_pin(
 ) -> None:
     with pytest.raises(FindingsError):
         runner.smoke(
-            manifest, root=project, platform="cuda", image=images["commit"], profile="local",
+            manifest, root=project, variant="cuda", image=images["commit"], profile="local",
             report_dir=tmp_path, echo=False,
         )  # fmt: skip
     tests = _by_id(_summary(tmp_path, "local"))

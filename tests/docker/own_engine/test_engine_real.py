@@ -95,7 +95,13 @@ def test_base_builds_then_reuses(private: Private) -> None:
         # engine's worker may still be installing it, under the cache's base lock.
         before = set((private.user_cache / "base").glob("*.tar"))
         first = base.ensure_base(
-            eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, cache=private.user_cache, run=run
+            eng,
+            suite=SUITE,
+            mirror=MIRROR,
+            packages=PACKAGES,
+            arch="linux/amd64",
+            cache=private.user_cache,
+            run=run,
         )
         assert first.built is True  # this engine's data root is new: the image was not there
         saved = base.saved_rootfs(private.user_cache, first.inputs_hash)
@@ -113,7 +119,13 @@ def test_base_builds_then_reuses(private: Private) -> None:
 
         ran.clear()
         second = base.ensure_base(
-            eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, cache=private.user_cache, run=run
+            eng,
+            suite=SUITE,
+            mirror=MIRROR,
+            packages=PACKAGES,
+            arch="linux/amd64",
+            cache=private.user_cache,
+            run=run,
         )
         assert second.built is False
         assert "mmdebstrap" not in ran
