@@ -131,7 +131,7 @@ class FakeRegistry(http.server.ThreadingHTTPServer):
 
     def image(self, repository: str, seed: str = "a") -> tuple[str, bytes]:
         """An image (config, one layer, manifest) in ``repository``: (its digest, its manifest)."""
-        config = json.dumps({"seed": seed}).encode()
+        config = json.dumps({"seed": seed, "os": "linux", "architecture": "amd64"}).encode()
         layer = f"layer {seed}".encode()
         self.put_blob(repository, config)
         self.put_blob(repository, layer)

@@ -69,7 +69,7 @@ def _which(name: str) -> str | None:
 
 
 def _ensure(engine: FakeEngine, run: FakeRunner, cache: Path, **kw: Any) -> base.BaseResult:
-    args: dict[str, Any] = {"suite": SUITE, "mirror": MIRROR, "packages": PACKAGES}
+    args: dict[str, Any] = {"suite": SUITE, "mirror": MIRROR, "packages": PACKAGES, "arch": "linux/amd64"}
     args.update(kw)
     return base.ensure_base(engine, cache=cache, run=run, which=_which, **args)
 
@@ -81,22 +81,23 @@ def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
     assert first.built is True
     assert first.tag == f"twinbuild/base:{digest[:12]}"
     assert first.inputs_hash == digest
-    assert run.names() == ["dpkg-query", "dpkg", "mmdebstrap", "tar"]
-    mmdebstrap = run.calls[2]
-    assert mmdebstrap[:6] == [
+    assert run.names() == ["dpkg-query", "mmdebstrap", "tar"]
+    mmdebstrap = run.calls[1]
+    assert mmdebstrap[:7] == [
         "mmdebstrap",
         "--variant=minbase",
         "--mode=root",
         "--format=directory",
+        "--architectures=amd64",
         "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg",
         "--include=python3,python3-venv,python3-pip,git,ca-certificates",
     ]
-    assert (mmdebstrap[6], mmdebstrap[8]) == (SUITE, MIRROR)
+    assert (mmdebstrap[7], mmdebstrap[9]) == (SUITE, MIRROR)
     assert engine.imported == [
         (
             b"TAR",
             {"org.twinbuild.base-inputs": digest, "org.twinbuild.base-suite": SUITE},
-            ['CMD ["/bin/bash"]'],
+            ["linux/amd64", "/bin/bash"],
         )
     ]
     assert engine.tagged == [(first.image_id, first.tag)]
@@ -123,7 +124,7 @@ def test_a_fresh_engine_imports_the_saved_root_filesystem(tmp_path: Path) -> Non
         (
             b"TAR",
             {"org.twinbuild.base-inputs": first.inputs_hash, "org.twinbuild.base-suite": SUITE},
-            ['CMD ["/bin/bash"]'],
+            ["linux/amd64", "/bin/bash"],
         )
     ]
     assert engine.tagged == [(again.image_id, again.tag)]
@@ -241,7 +242,7 @@ def test_inputs_hash_covers_every_input() -> None:
         BaseInputs(**{**_fields(INPUTS), "mirror": "http://ftp.de.debian.org/debian"}),
         BaseInputs(**{**_fields(INPUTS), "packages": ("python3",)}),
         BaseInputs(**{**_fields(INPUTS), "mmdebstrap_version": "1.3.6"}),
-        BaseInputs(**{**_fields(INPUTS), "arch": "arm64"}),
+        BaseInputs(**{**_fields(INPUTS), "arch": "linux/arm64"}),
     ]
     assert len({v.digest() for v in variants}) == len(variants)
     shuffled = BaseInputs(**{**_fields(INPUTS), "packages": tuple(reversed(PACKAGES))})

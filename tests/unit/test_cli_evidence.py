@@ -71,7 +71,7 @@ class Chain:
         report = smoke_report(platform, manifest_digest=commit_inputs(commit).manifest_digest)
         write_json(folder / f"smoke-{platform}-production.json", report)
         return main(
-            ["evidence", "record", "--platform", platform, "--report-dir", str(folder),
+            ["evidence", "record", "--variant", platform, "--report-dir", str(folder),
              "--out", str(self.tmp / "statements"), "--commit", commit, "--pr", "42"]
         )  # fmt: skip
 
@@ -295,7 +295,7 @@ def test_record_refuses_a_report_of_the_other_platform(
     digest = commit_inputs(chain.head).manifest_digest
     write_json(folder / "report.json", smoke_report("rocm", manifest_digest=digest))
     code = main(
-        ["evidence", "record", "--platform", "cuda", "--report-dir", str(folder), "--out",
+        ["evidence", "record", "--variant", "cuda", "--report-dir", str(folder), "--out",
          str(chain.tmp / "out"), "--commit", chain.head, "--pr", "42"]
     )  # fmt: skip
     assert code == 2

@@ -198,7 +198,7 @@ def test_build_passes_every_option_to_the_build(
     monkeypatch.setenv("GITHUB_ACTIONS", "true")  # the revision label is GITHUB_SHA in Actions
     monkeypatch.setenv("GITHUB_SHA", "c" * 40)
     code = main(
-        ["build", "--profile", "production", "--platform", "rocm", "--builder", "classic",
+        ["build", "--profile", "production", "--variant", "rocm", "--builder", "classic",
          "--force", *_common(root)]
     )  # fmt: skip
     assert code == 0
@@ -258,7 +258,7 @@ def test_smoke_host_mode_reports_what_is_missing(
 ) -> None:
     reports = root / "reports"
     code = main(
-        ["smoke", "--host", "--platform", "cuda", "--profile", "production", "--no-gpu",
+        ["smoke", "--host", "--variant", "cuda", "--profile", "production", "--no-gpu",
          "--report-dir", str(reports), *_common(root)]
     )  # fmt: skip
     assert code == 1
@@ -377,7 +377,7 @@ def test_pins_table_and_bump(root: Path, capsys: pytest.CaptureFixture[str]) -> 
     }
     code = main(
         ["pins", "bump", "flash-linear-attention", "--version", "0.4.4", "--why", "rocm first",
-         "--platform", "rocm", *manifest]
+         "--variant", "rocm", *manifest]
     )  # fmt: skip
     assert code == 2
     assert "--diverge" in capsys.readouterr().err
@@ -398,9 +398,7 @@ def test_registry_push_and_release_without_a_registry_or_engine(
     assert main(["registry", "env"]) == 3
     assert "TWINBUILD_REGISTRY=" not in capsys.readouterr().out
     monkeypatch.setattr(client, "connect", _no_engine)
-    code = main(
-        ["push", "--root", str(tmp_path), "--platform", "cuda", "--registry", "127.0.0.1:1"]
-    )
+    code = main(["push", "--root", str(tmp_path), "--variant", "cuda", "--registry", "127.0.0.1:1"])
     assert code == 3
     assert capsys.readouterr().err == (
         f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"
@@ -408,7 +406,7 @@ def test_registry_push_and_release_without_a_registry_or_engine(
     for key in ("GITHUB_REPOSITORY", "GITHUB_REPOSITORY_ID"):
         monkeypatch.delenv(key, raising=False)
     code = main(
-        ["release", "--platform", "cuda", "--image", "ghcr.io/a/b@sha256:" + "0" * 64,
+        ["release", "--variant", "cuda", "--image", "ghcr.io/a/b@sha256:" + "0" * 64,
          "--tag", "v1", "--evidence", str(tmp_path / "cuda.dsse.json")]
     )  # fmt: skip
     assert code == 2

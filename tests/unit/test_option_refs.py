@@ -51,12 +51,12 @@ def _cases(out: Path) -> list[tuple[str, list[str]]]:
         ),
         (
             "--evidence-ref",
-            ["release", "--platform", "cuda", "--image", IMAGE, "--tag", "v1",
+            ["release", "--variant", "cuda", "--image", IMAGE, "--tag", "v1",
              f"--evidence-ref={bad}", "--keys", "."],
         ),
         (
             "--commit",
-            ["evidence", "record", "--platform", "cuda", "--report-dir", ".", "--out", "st",
+            ["evidence", "record", "--variant", "cuda", "--report-dir", ".", "--out", "st",
              f"--commit={bad}", "--pr", "42"],
         ),
         (

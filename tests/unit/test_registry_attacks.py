@@ -193,7 +193,7 @@ def release(tmp_path: Path, s: Shipped, ref: str, *more: str, platform: str = "c
     """`release` of ``ref`` as ``v1`` with ``--force``: the tag's earlier release does not stop it,
     only the registry's misbehaviour may."""
     return run_cli(
-        tmp_path, "release", "--platform", platform, "--image", ref, "--tag", "v1", "--force",
+        tmp_path, "release", "--variant", platform, "--image", ref, "--tag", "v1", "--force",
         "--evidence", str(s.evidence), "--keys", str(s.keys), "--repository", REPO,
         "--repository-id", str(REPO_ID), "--max-age-days", "100000", *more,
     )  # fmt: skip
@@ -321,7 +321,7 @@ def test_cuda_evidence_does_not_release_an_image_in_the_rocm_repository(
 
 
 def _big_image(registry: fake.FakeRegistry, size: int) -> tuple[str, bytes, str]:
-    config, layer = b'{"big": true}', os.urandom(size)
+    config, layer = b'{"big": true, "os": "linux", "architecture": "amd64"}', os.urandom(size)
     registry.put_blob("twinbuild-ci/cuda", config)
     layer_digest = registry.put_blob("twinbuild-ci/cuda", layer)
     data = fake.image_manifest(config, [layer])

@@ -163,7 +163,7 @@ def _record(repo: GateRepo, report: dict[str, object], out: Path) -> int:
     folder.mkdir()
     write_json(folder / "smoke-cuda-production.json", report)
     return main(
-        ["evidence", "record", "--platform", "cuda", "--report-dir", str(folder), "--out",
+        ["evidence", "record", "--variant", "cuda", "--report-dir", str(folder), "--out",
          str(out), "--commit", repo.tested, "--pr", str(PR), "--repo", str(repo.root)]
     )  # fmt: skip
 
