@@ -69,7 +69,12 @@ def _which(name: str) -> str | None:
 
 
 def _ensure(engine: FakeEngine, run: FakeRunner, cache: Path, **kw: Any) -> base.BaseResult:
-    args: dict[str, Any] = {"suite": SUITE, "mirror": MIRROR, "packages": PACKAGES, "arch": "linux/amd64"}
+    args: dict[str, Any] = {
+        "suite": SUITE,
+        "mirror": MIRROR,
+        "packages": PACKAGES,
+        "arch": "linux/amd64",
+    }
     args.update(kw)
     return base.ensure_base(engine, cache=cache, run=run, which=_which, **args)
 

@@ -69,9 +69,9 @@ class Chain:
         folder = self.tmp / "reports" / platform
         folder.mkdir(parents=True, exist_ok=True)
         report = smoke_report(platform, manifest_digest=commit_inputs(commit).manifest_digest)
-        write_json(folder / f"smoke-{platform}-production.json", report)
+        write_json(folder / f"smoke-{platform}-amd64-production.json", report)
         return main(
-            ["evidence", "record", "--variant", platform, "--report-dir", str(folder),
+            ["evidence", "record", "--variant", platform, "--arch", "linux/amd64", "--report-dir", str(folder),
              "--out", str(self.tmp / "statements"), "--commit", commit, "--pr", "42"]
         )  # fmt: skip
 
@@ -128,8 +128,8 @@ def test_keygen_record_sign_verify_gate(chain: Chain, capsys: pytest.CaptureFixt
     for platform in MINI_VARIANTS:
         assert chain.record(platform, commit=chain.head) == 0
     assert capsys.readouterr().out == (
-        f"cuda: verdict passed -> {chain.tmp / 'statements/cuda.statement.json'}\n"
-        f"rocm: verdict passed -> {chain.tmp / 'statements/rocm.statement.json'}\n"
+        f"cuda (linux/amd64): verdict passed -> {chain.tmp / 'statements/cuda-amd64.statement.json'}\n"
+        f"rocm (linux/amd64): verdict passed -> {chain.tmp / 'statements/rocm-amd64.statement.json'}\n"
     )
     assert chain.sign(chain.head) == 0
     signed = capsys.readouterr().out.splitlines()
@@ -148,7 +148,9 @@ def test_keygen_record_sign_verify_gate(chain: Chain, capsys: pytest.CaptureFixt
     assert chain.gate() == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines] == ["cuda", "rocm"]
-    assert lines[0].startswith("cuda: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9);")
+    assert lines[0].startswith(
+        "cuda-amd64: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9);"
+    )
     assert f"commit {chain.head[:12]}, " in lines[0]
     summary = (chain.tmp / "summary.md").read_text()
     assert summary.startswith("## Evidence gate: accepted\n- cuda: 2 passed")
@@ -168,7 +170,7 @@ def test_the_gate_compares_the_manifest_digest_of_the_pr_head(
     assert chain.gate() == 7
     err = capsys.readouterr().err
     assert err == "".join(
-        f"twinbuild: validate/pr-42:evidence/{p}.dsse.json: manifest: evidence tested "
+        f"twinbuild: validate/pr-42:evidence/{p}-amd64.dsse.json: manifest: evidence tested "
         f"pins/manifest.toml {tested}, the PR head has {moved}; validate the PR head\n"
         for p in MINI_VARIANTS
     )
@@ -207,7 +209,7 @@ def test_the_gate_refuses_evidence_when_the_head_moved_a_pin(
     capsys.readouterr()
     assert chain.gate() == 7
     err = capsys.readouterr().err.splitlines()
-    where = {p: f"twinbuild: validate/pr-42:evidence/{p}.dsse.json" for p in MINI_VARIANTS}
+    where = {p: f"twinbuild: validate/pr-42:evidence/{p}-amd64.dsse.json" for p in MINI_VARIANTS}
     assert [line.split(": ")[2] for line in err] == ["manifest", "inputs", "manifest"]
     assert err[0].startswith(f"{where['cuda']}: manifest: ")
     assert err[0].endswith(f"the PR head has {now.manifest_digest}; validate the PR head")
@@ -226,9 +228,10 @@ def test_no_evidence_on_the_ref_refuses_both_platforms(
     capsys.readouterr()
     assert chain.gate() == 7
     err = capsys.readouterr().err.splitlines()
-    assert [line.split(":")[1] for line in err] == [" cuda", " rocm"]
+    assert [line.split(":")[1] for line in err] == [" cuda-amd64", " rocm-amd64"]
     assert err[0] == (
-        "twinbuild: cuda: missing: no signed cuda evidence; both platforms must be validated, add "
+        "twinbuild: cuda-amd64: missing: no signed evidence of cuda (linux/amd64); the gate requires "
+        'every architecture of every variant with validate = "pr": add '
         "evidence/cuda-amd64.dsse.json from the validation run"
     )
 
@@ -295,12 +298,12 @@ def test_record_refuses_a_report_of_the_other_platform(
     digest = commit_inputs(chain.head).manifest_digest
     write_json(folder / "report.json", smoke_report("rocm", manifest_digest=digest))
     code = main(
-        ["evidence", "record", "--variant", "cuda", "--report-dir", str(folder), "--out",
+        ["evidence", "record", "--variant", "cuda", "--arch", "linux/amd64", "--report-dir", str(folder), "--out",
          str(chain.tmp / "out"), "--commit", chain.head, "--pr", "42"]
     )  # fmt: skip
     assert code == 2
     assert capsys.readouterr().err == (
-        f"twinbuild: {folder / 'report.json'}: the report is for rocm, not cuda\n"
+        f"twinbuild: {folder / 'report.json'}: the report is for rocm (linux/amd64), not cuda (linux/amd64)\n"
     )
 
 
@@ -346,7 +349,8 @@ def test_evidence_inputs_prints_what_the_build_hashes(
     )
     assert code == 0
     assert json.loads(capsys.readouterr().out) == {
-        "inputs": dict(chain.inputs),
+        "inputs": {i.variant: {i.arch: h} for i, h in chain.inputs.items()},
+        "required": ["cuda", "rocm"],
         "manifest_digest": chain.digest,
     }
 

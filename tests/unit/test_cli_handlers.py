@@ -74,6 +74,9 @@ COVERED = {
     ("pins", "table"): "test_pins_table_and_bump",
     ("pins", "bump"): "test_pins_table_and_bump",
     ("pins", "diff"): "test_plan_and_pins_diff_in_a_git_repository",
+    ("pins", "lock"): "test_pins_lock_moves_every_variant_and_refuses_a_partial_lock",
+    ("variants",): "test_variants_lists_and_gives_the_workflow_matrices",
+    ("binfmt",): "test_binfmt_on_the_hosts_own_architecture_installs_nothing",
     ("evidence", "record"): "test_cli_evidence.py",
     ("evidence", "sign"): "test_cli_evidence.py",
     ("evidence", "verify"): "test_cli_evidence.py",
@@ -129,15 +132,16 @@ def test_render_both_profiles(root: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["render", "cuda", "--profile", "production", *manifest]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[:2] == [
-        "# twinbuild render cuda --profile production",
+        "# twinbuild render cuda --arch linux/amd64 --profile production",
         "recipe: images/cuda/Dockerfile",
     ]
     assert "numba" not in out  # a rocm-only pin
     assert main(["render", "rocm", "--profile", "local", *manifest]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[:3] == [
-        "# twinbuild render rocm --profile local",
+    assert out.splitlines()[:4] == [
+        "# twinbuild render rocm --arch linux/amd64 --profile local",
         "recipe: images/local/Dockerfile",
+        "platform: linux/amd64",
         "target: rocm",
     ]
     assert (
@@ -206,9 +210,9 @@ def test_build_passes_every_option_to_the_build(
     assert call["builder"] == "classic"
     assert call["labels"]["org.opencontainers.image.revision"] == "c" * 40
     assert call["labels"]["org.twinbuild.profile"] == "production"
-    assert engine.tagged == [(BUILT, "twinbuild/rocm:production")]
+    assert engine.tagged == [(BUILT, "twinbuild/rocm:production-amd64")]
     last = capsys.readouterr().out.splitlines()[-1]
-    assert last.startswith("twinbuild/rocm:production: built in ")
+    assert last.startswith("twinbuild/rocm:production-amd64: built in ")
     assert f"({BUILT[:19]}, inputs sha256:" in last
     assert main(["build", "--mirror", "=x", *_common(root)]) == 2
     assert capsys.readouterr().err == (
@@ -228,8 +232,8 @@ def test_plan_and_pins_diff_in_a_git_repository(
     monkeypatch.chdir(root)
     assert main(["plan", "--base", first]) == 0
     out = capsys.readouterr().out
-    assert "cuda: skip (no image input changed)\n" in out
-    assert "rocm: build" in out
+    assert "cuda-amd64: skip (no image input changed)\n" in out
+    assert "rocm-amd64: build" in out
     assert main(["pins", "diff", first, second, "--root", str(root)]) == 0
     out = capsys.readouterr().out
     assert "numba" in out
@@ -247,8 +251,8 @@ def test_bake_writes_the_file_it_reports(root: Path, capsys: pytest.CaptureFixtu
     )
     assert code == 0
     data = json.loads(out.read_text())
-    assert sorted(data["target"]) == ["cuda", "rocm"]
-    assert data["target"]["rocm"]["tags"][0].startswith("ghcr.io/acme/twinbuild:")
+    assert sorted(data["target"]) == ["cuda-amd64", "rocm-amd64"]
+    assert data["target"]["rocm-amd64"]["tags"][0].startswith("ghcr.io/acme/twinbuild:")
     assert str(out) in capsys.readouterr().out
     assert main(["bake", "--out", str(out), "--repository", "Not A Repo", *_common(root)]) == 2
 
@@ -263,14 +267,15 @@ def test_smoke_host_mode_reports_what_is_missing(
     )  # fmt: skip
     assert code == 1
     err = capsys.readouterr().err
-    assert err.startswith("twinbuild: smoke: 4 failed; first: cuda (production): ")
-    assert (reports / "smoke-cuda-production-host.json").exists()
+    assert err.startswith("twinbuild: smoke: 4 failed; first: cuda (linux/amd64) (production): ")
+    assert (reports / "smoke-cuda-amd64-production-host.json").exists()
 
 
 def test_gpu_proof_dry_run_and_without_a_gpu(
     root: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     manifest = ["--manifest", str(root / "pins/manifest.toml")]
+    manifest += ["--variant", "cuda"]  # the mini project's CUDA variant
     assert main(["gpu-proof", "--dry-run", *manifest]) == 0
     out = capsys.readouterr().out
     assert out.startswith("| check | proves | broken case it must fail on |\n")
@@ -414,3 +419,78 @@ def test_registry_push_and_release_without_a_registry_or_engine(
         "twinbuild: release: the repository whose runs count is unknown; pass --repository "
         "OWNER/NAME (GitHub Actions sets GITHUB_REPOSITORY)\n"
     )
+
+
+def test_variants_lists_and_gives_the_workflow_matrices(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manifest = str(root / "pins/manifest.toml")
+    assert main(["variants", "--manifest", manifest, "--format", "json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [v["name"] for v in listed["variants"]] == list(MINI_VARIANTS)
+    assert all(v["archs"] == ["linux/amd64"] for v in listed["variants"])
+    assert main(["variants", "--manifest", manifest, "--matrix", "gpu"]) == 0
+    gpu = json.loads(capsys.readouterr().out)
+    assert gpu["include"], "the gated variants have GPU jobs"
+    assert {e["variant"] for e in gpu["include"]} == set(MINI_VARIANTS)
+    assert [e["runner"] for e in gpu["include"]] == [
+        ["self-hosted", "gpu", "cuda", "x64"],
+        ["self-hosted", "gpu", "rocm", "x64"],
+    ]  # the variant's labels and the architecture's
+    assert main(["variants", "--manifest", manifest, "--matrix", "build", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["include"]
+    assert main(["variants", "--manifest", str(root / "nope.toml")]) == 2
+
+
+def test_binfmt_on_the_hosts_own_architecture_installs_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import platform
+
+    native = {"x86_64": "linux/amd64", "aarch64": "linux/arm64"}[platform.machine()]
+    assert main(["binfmt", "--arch", native]) == 0
+    assert capsys.readouterr().out == (
+        f"{native}: this host's own architecture; nothing to emulate\n"
+    )
+
+
+def test_pins_lock_moves_every_variant_and_refuses_a_partial_lock(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Upstream's release lock as pins: the repository's manifest, sglang, Megatron-LM and miles
+    moved to the lock's commits in every variant; a lock without a commit writes nothing."""
+    repo_manifest = Path(__file__).resolve().parents[2] / "pins/manifest.toml"
+    manifest = tmp_path / "pins/manifest.toml"
+    manifest.parent.mkdir()
+    manifest.write_text(repo_manifest.read_text())
+    before = manifest.read_text()
+    commits = {k: c * 40 for k, c in (("sglang", "a"), ("megatron", "b"), ("miles", "c"))}
+    lock = {
+        "release_branch": "release/v1",
+        "sglang_commit": commits["sglang"], "sglang_repo": "sgl-project/sglang",
+        "megatron_commit": commits["megatron"], "megatron_repo": "radixark/Megatron-LM",
+        "miles_commit": commits["miles"], "miles_repo": "radixark/miles",
+    }  # fmt: skip
+    path = tmp_path / "release-lock.json"
+    path.write_text(json.dumps(lock))
+    argv = ["pins", "lock", str(path), "--why", "release v1", "--manifest", str(manifest)]
+    assert main([*argv, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"pins.sglang: cu13, cu12-x86, rocm720-mi35x, rocm700-mi35x, rocm700-mi30x: -> {commits['sglang']}"
+        in out
+    )
+    assert manifest.read_text() == before  # a dry run writes nothing
+    assert main(argv) == 0
+    capsys.readouterr()
+    moved = load(manifest)
+    for name, key in (("sglang", "sglang"), ("megatron-lm", "megatron"), ("miles", "miles")):
+        for key_image in moved.images(moved.pins[name].variants):
+            pin = next(r for r in moved.resolve(key_image) if r.name == name)
+            assert pin.values.commit == commits[key], (name, key_image)
+    del lock["sglang_commit"]
+    path.write_text(json.dumps(lock))
+    written = manifest.read_text()
+    assert main(argv) == 2
+    assert "lock.sglang_commit" in capsys.readouterr().err
+    assert manifest.read_text() == written

@@ -73,9 +73,9 @@ def test_both_platforms_from_a_validation_branch_pass(tmp_path: Path, signer: Si
     result = _gate(_both(tmp_path, signer), signer)
     assert [a.image for a in result.accepted] == list(REQUIRED)
     assert result.lines() == [
-        "cuda: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9); run 9001 attempt 1 "
+        "cuda-amd64: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9); run 9001 attempt 1 "
         f"on refs/heads/validate/pr-42, commit {HEAD[:12]}, 2025-06-01T12:00:00Z",
-        "rocm: 2 passed, 0 skipped on 8x AMD Instinct MI300X (driver 6.10.5, 6.4.1); run 9001 "
+        "rocm-amd64: 2 passed, 0 skipped on 8x AMD Instinct MI300X (driver 6.10.5, 6.4.1); run 9001 "
         f"attempt 1 on refs/heads/validate/pr-42, commit {HEAD[:12]}, 2025-06-01T12:00:00Z",
     ]
     assert result.flaky == ()
@@ -85,9 +85,9 @@ def test_a_flaky_pass_counts_and_is_reported(tmp_path: Path, signer: Signer) -> 
     tests = [entry("test_mm", attempts=2, flaky=True), entry("test_ok")]
     cuda = evidence(tmp_path, signer, "cuda", report=smoke_report("cuda", tests=tests))
     result = _gate([cuda, evidence(tmp_path, signer, "rocm")], signer)
-    assert result.flaky == ("cuda: tests/smoke/test_gpu.py::test_mm",)
+    assert result.flaky == ("cuda-amd64: tests/smoke/test_gpu.py::test_mm",)
     assert result.lines()[0].startswith(
-        "cuda: 2 passed, 0 skipped, 1 flaky: tests/smoke/test_gpu.py::test_mm on 1x NVIDIA H200"
+        "cuda-amd64: 2 passed, 0 skipped, 1 flaky: tests/smoke/test_gpu.py::test_mm on 1x NVIDIA H200"
     )
 
 
@@ -250,8 +250,8 @@ def test_both_platforms_must_be_one_commits_evidence(tmp_path: Path, signer: Sig
     cuda = evidence(tmp_path, signer, "cuda")
     rocm = evidence(tmp_path, signer, "rocm", commit="e" * 40)
     assert _refusals([cuda, rocm], signer, policy) == [
-        f"commit: the evidence is for two commits (cuda for {HEAD[:12]}, rocm for "
-        f"{'e' * 12}); both platforms count only from one validation of one commit: push the "
+        f"commit: the evidence is for 2 commits (cuda-amd64 for {HEAD[:12]}, rocm-amd64 for "
+        f"{'e' * 12}); the images count only from one validation of one commit: push the "
         "head to validate/pr-42 again"
     ]
 
@@ -355,7 +355,8 @@ def test_a_wrong_key_is_refused(tmp_path: Path, signer: Signer) -> None:
     assert _refusals([cuda, evidence(tmp_path, signer, "rocm")], signer) == [
         f"{cuda}: signature: key {other.keyid[:16]} is not trusted (not in evidence/keys/); "
         "sign with the workflow's key, or add its public key by a PR",
-        "cuda: missing: no signed cuda evidence; both platforms must be validated, add "
+        "cuda-amd64: missing: no signed evidence of cuda (linux/amd64); the gate requires "
+        'every architecture of every variant with validate = "pr": add '
         "evidence/cuda-amd64.dsse.json from the validation run",
     ]
 
@@ -396,7 +397,7 @@ def test_a_swapped_payload_type_is_refused(tmp_path: Path, signer: Signer) -> No
             "predicateType",
             "https://slsa.dev/provenance/v1",
             "statement.predicateType: 'https://slsa.dev/provenance/v1' is not "
-            "'https://twinbuild.dev/gpu-smoke/v1'; sign the record `twinbuild evidence record` wrote",
+            "'https://twinbuild.dev/gpu-smoke/v2'; sign the record `twinbuild evidence record` wrote",
         ),
         (
             "_type",
@@ -421,7 +422,7 @@ def test_an_image_digest_mismatch_is_refused(tmp_path: Path, signer: Signer) -> 
     other = "ghcr.io/twinbuild/cuda@sha256:" + "9" * 64
     policy = replace(POLICY, images={image("cuda"): other, image("rocm"): IMAGE_REFS["rocm"]})
     assert _refusals([cuda, rocm], signer, policy) == [
-        f"{cuda}: image: the cuda image tested was sha256:{'3' * 64}, not {other}; evidence "
+        f"{cuda}: image: the cuda (linux/amd64) image tested was sha256:{'3' * 64}, not {other}; evidence "
         "counts only for the image it tested"
     ]
 
@@ -463,7 +464,8 @@ def test_a_manifest_mismatch_is_refused(tmp_path: Path, signer: Signer) -> None:
 
 def test_missing_rocm_evidence_is_refused(tmp_path: Path, signer: Signer) -> None:
     assert _refusals([evidence(tmp_path, signer, "cuda")], signer) == [
-        "rocm: missing: no signed rocm evidence; both platforms must be validated, add "
+        "rocm-amd64: missing: no signed evidence of rocm (linux/amd64); the gate requires "
+        'every architecture of every variant with validate = "pr": add '
         "evidence/rocm-amd64.dsse.json from the validation run"
     ]
 
@@ -473,9 +475,10 @@ def test_cuda_counted_twice_is_refused(tmp_path: Path, signer: Signer) -> None:
     posing = tmp_path / "rocm.dsse.json"
     shutil.copy(cuda, posing)
     assert _refusals([cuda, posing], signer) == [
-        f"cuda: duplicate: cuda evidence appears 2 times ({cuda}, {posing}); each platform "
-        "counts once, keep one file per platform",
-        "rocm: missing: no signed rocm evidence; both platforms must be validated, add "
+        f"cuda-amd64: duplicate: evidence of cuda (linux/amd64) appears 2 times ({cuda}, "
+        f"{posing}); each image counts once, keep one file per image",
+        "rocm-amd64: missing: no signed evidence of rocm (linux/amd64); the gate requires "
+        'every architecture of every variant with validate = "pr": add '
         "evidence/rocm-amd64.dsse.json from the validation run",
     ]
 
@@ -485,8 +488,8 @@ def test_cuda_from_two_runs_is_refused(tmp_path: Path, signer: Signer) -> None:
     two = evidence(tmp_path, signer, "cuda", name="b", env=github_env(GITHUB_RUN_ID="9002"))
     refusals = _refusals([one, two, evidence(tmp_path, signer, "rocm")], signer)
     assert refusals == [
-        f"cuda: duplicate: cuda evidence appears 2 times ({one}, {two}); each platform counts "
-        "once, keep one file per platform"
+        f"cuda-amd64: duplicate: evidence of cuda (linux/amd64) appears 2 times ({one}, {two}); "
+        "each image counts once, keep one file per image"
     ]
 
 
@@ -503,8 +506,8 @@ def test_nvidia_results_for_rocm_are_refused(tmp_path: Path, signer: Signer) -> 
     )
     rocm = evidence(tmp_path, signer, "rocm", report=report)
     assert _refusals([evidence(tmp_path, signer, "cuda"), rocm], signer) == [
-        f"{rocm}: gpu: rocm evidence ran on a nvidia GPU (NVIDIA H200); rocm needs amd: run the "
-        "rocm job on a amd runner"
+        f"{rocm}: gpu: rocm (linux/amd64) evidence ran on a nvidia GPU (NVIDIA H200); rocm needs "
+        "amd: run its job on a amd runner"
     ]
 
 

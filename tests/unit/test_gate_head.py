@@ -25,7 +25,7 @@ def _refused_commit(gate_repo: GateRepo, head: str) -> list[str]:
     """The refusal for evidence of the tested commit at a head whose inputs differ."""
     tested, now = commit_inputs(gate_repo.tested), commit_inputs(head)
     return [
-        f"twinbuild: refs/heads/validate/pr-{PR}:evidence/{p}.dsse.json: inputs: evidence tested "
+        f"twinbuild: refs/heads/validate/pr-{PR}:evidence/{p}-amd64.dsse.json: inputs: evidence tested "
         f"inputs {tested.inputs[image(p)]} (commit {gate_repo.tested[:12]}); the PR head {head[:12]} has "
         f"{now.inputs[image(p)]}; push the new head to validate/pr-{PR} to validate it"
         for p in ("cuda", "rocm")
@@ -45,8 +45,8 @@ def test_the_tested_commit_passes(gate_repo: GateRepo, capsys: pytest.CaptureFix
     code, out, err = _gate(capsys, gate_repo, gate_repo.tested)
     assert (code, err) == (0, [])
     assert [line.split(";")[0] for line in out] == [
-        "cuda: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9)",
-        "rocm: 2 passed, 0 skipped on 8x AMD Instinct MI300X (driver 6.10.5, 6.4.1)",
+        "cuda-amd64: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9)",
+        "rocm-amd64: 2 passed, 0 skipped on 8x AMD Instinct MI300X (driver 6.10.5, 6.4.1)",
     ]
 
 
@@ -190,7 +190,8 @@ def test_a_docs_only_pr_passes_without_evidence(
     assert (code, err) == (0, [])
     assert out == [
         f"no image input changed between the base {gate_repo.base[:12]} and the head {head[:12]} "
-        f"(cuda {found.inputs[image('cuda')]}, rocm {found.inputs[image('rocm')]}); no GPU evidence needed"
+        f"(cuda-amd64 {found.inputs[image('cuda')][:19]}, rocm-amd64 "
+        f"{found.inputs[image('rocm')][:19]}); no GPU evidence needed"
     ]
 
 
@@ -201,8 +202,8 @@ def test_a_pin_change_without_evidence_is_refused(
     code, _, err = run_gate(capsys, gate_repo.tested, "--base", gate_repo.base)
     assert code == 7
     assert [line.split(";")[0] for line in err] == [
-        "twinbuild: cuda: missing: no signed cuda evidence",
-        "twinbuild: rocm: missing: no signed rocm evidence",
+        "twinbuild: cuda-amd64: missing: no signed evidence of cuda (linux/amd64)",
+        "twinbuild: rocm-amd64: missing: no signed evidence of rocm (linux/amd64)",
     ]
 
 
@@ -214,14 +215,18 @@ def test_evidence_inputs_prints_what_the_gate_computes(
     printed = json.loads(capsys.readouterr().out)
     found = commit_inputs(gate_repo.tested)
     assert printed == {
-        "inputs": {"cuda": found.inputs[image("cuda")], "rocm": found.inputs[image("rocm")]},
+        "inputs": {
+            "cuda": {"linux/amd64": found.inputs[image("cuda")]},
+            "rocm": {"linux/amd64": found.inputs[image("rocm")]},
+        },
+        "required": ["cuda", "rocm"],
         "manifest_digest": found.manifest_digest,
     }
     assert main(["evidence", "inputs", "--head", gate_repo.tested]) == 0
     assert capsys.readouterr().out.splitlines() == [
         f"inputs at {gate_repo.tested} (production profile):",
-        f"  cuda: {found.inputs[image('cuda')]}",
-        f"  rocm: {found.inputs[image('rocm')]}",
+        f"  cuda-amd64: {found.inputs[image('cuda')]} (the gate requires it)",
+        f"  rocm-amd64: {found.inputs[image('rocm')]} (the gate requires it)",
         f"  manifest: {found.manifest_digest}",
     ]
     assert commit_inputs(gate_repo.base).inputs != found.inputs  # the pin bump moved both

@@ -78,8 +78,8 @@ def test_a_change_to_any_installed_or_run_file_needs_evidence(
     # A code owner approved the head: what is left is the image input the change made.
     code, out, err = run_gate(capsys, head, "--base", attack_repo.base, approved(attack_repo, head))
     assert [line.split(";")[0] for line in err] == [
-        "twinbuild: cuda: missing: no signed cuda evidence",
-        "twinbuild: rocm: missing: no signed rocm evidence",
+        "twinbuild: cuda-amd64: missing: no signed evidence of cuda (linux/amd64)",
+        "twinbuild: rocm-amd64: missing: no signed evidence of rocm (linux/amd64)",
     ]
     assert code == 7
     assert not any("no image input changed" in line for line in out)
@@ -100,7 +100,8 @@ def test_docs_tests_tools_and_the_readme_pass_with_no_evidence_and_no_approval(
     assert (code, err) == (0, [])
     assert out == [
         f"no image input changed between the base {attack_repo.base[:12]} and the head {head[:12]} "
-        f"(cuda {found.inputs[image('cuda')]}, rocm {found.inputs[image('rocm')]}); no GPU evidence needed"
+        f"(cuda-amd64 {found.inputs[image('cuda')][:19]}, rocm-amd64 "
+        f"{found.inputs[image('rocm')][:19]}); no GPU evidence needed"
     ]
 
 
@@ -117,8 +118,8 @@ def test_a_docs_file_the_recipe_copies_is_an_input(
     code, _, err = run_gate(capsys, head, "--base", base)
     assert code == 7
     assert [line.split(";")[0] for line in err] == [
-        "twinbuild: cuda: missing: no signed cuda evidence",
-        "twinbuild: rocm: missing: no signed rocm evidence",
+        "twinbuild: cuda-amd64: missing: no signed evidence of cuda (linux/amd64)",
+        "twinbuild: rocm-amd64: missing: no signed evidence of rocm (linux/amd64)",
     ]
     assert commit_inputs(head).inputs[image("rocm")] == commit_inputs(base).inputs[image("rocm")]
 

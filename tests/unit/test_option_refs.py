@@ -56,7 +56,7 @@ def _cases(out: Path) -> list[tuple[str, list[str]]]:
         ),
         (
             "--commit",
-            ["evidence", "record", "--variant", "cuda", "--report-dir", ".", "--out", "st",
+            ["evidence", "record", "--variant", "cuda", "--arch", "linux/amd64", "--report-dir", ".", "--out", "st",
              f"--commit={bad}", "--pr", "42"],
         ),
         (

@@ -42,7 +42,7 @@ def _statement(repo: GateRepo, out: Path, about: Validated) -> Path:
     path = write_json(repo.root.parent / "smoke.json", report)
     statement = record(path, env=github_env(), now=datetime.now(UTC), validated=about)
     out.mkdir(parents=True, exist_ok=True)
-    save(statement, out / "cuda.statement.json")
+    save(statement, out / "cuda-amd64.statement.json")
     return out
 
 
@@ -57,7 +57,7 @@ def _sign(repo: GateRepo, statements: Path, out: Path, commit: str, *extra: str)
 def _about(commit: str, root: Path, **change: object) -> Validated:
     found = commit_inputs(commit, repo=root)
     fields: dict[str, object] = {
-        "commit": commit, "pr": PR, "inputs": found.inputs,
+        "commit": commit, "pr": PR, "inputs": found.inputs, "vendors": found.vendors,
         "manifest_digest": found.manifest_digest,
     }  # fmt: skip
     fields.update(change)
@@ -78,8 +78,8 @@ def test_the_signer_refuses_an_inputs_hash_that_is_not_its_commits(
     err = capsys.readouterr().err.splitlines()
     tested = commit_inputs(repo.tested, repo=repo.root)
     assert err == [
-        f"twinbuild: {statements}/cuda.statement.json: predicate.build.inputs_hash: "
-        f"{other.inputs[image('cuda')]!r} is not the cuda inputs hash of {repo.tested[:12]}, computed "
+        f"twinbuild: {statements}/cuda-amd64.statement.json: predicate.build.inputs_hash: "
+        f"{other.inputs[image('cuda')]!r} is not the cuda (linux/amd64) inputs hash of {repo.tested[:12]}, computed "
         f"here from its git objects ({tested.inputs[image('cuda')]!r}); sign only what the validation "
         f"of {repo.tested[:12]} recorded"
     ]
@@ -108,7 +108,7 @@ def test_the_signer_refuses_a_statement_about_anything_else(
     assert _sign(repo, statements, repo.root.parent / "out", repo.tested) == 7
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1
-    assert f"cuda.statement.json: predicate.{field}: " in err[0]
+    assert f"cuda-amd64.statement.json: predicate.{field}: " in err[0]
 
 
 def test_a_statement_of_the_validated_commit_is_signed(
@@ -161,9 +161,9 @@ def _record(repo: GateRepo, report: dict[str, object], out: Path) -> int:
     folder = repo.root.parent / "reports"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
-    write_json(folder / "smoke-cuda-production.json", report)
+    write_json(folder / "smoke-cuda-amd64-production.json", report)
     return main(
-        ["evidence", "record", "--variant", "cuda", "--report-dir", str(folder), "--out",
+        ["evidence", "record", "--variant", "cuda", "--arch", "linux/amd64", "--report-dir", str(folder), "--out",
          str(out), "--commit", repo.tested, "--pr", str(PR), "--repo", str(repo.root)]
     )  # fmt: skip
 
@@ -176,7 +176,7 @@ def test_record_takes_the_inputs_hash_from_git_objects_not_the_image_label(
     report["image"]["inputs_hash"] = "sha256:" + "f" * 64  # what the PR's build labelled
     out = repo.root.parent / "statements"
     assert _record(repo, report, out) == 0
-    statement = json.loads((out / "cuda.statement.json").read_text())
+    statement = json.loads((out / "cuda-amd64.statement.json").read_text())
     assert statement["predicate"]["build"]["inputs_hash"] == found.inputs[image("cuda")]
     assert statement["predicate"]["source"]["commit"] == repo.tested
     assert statement["predicate"]["source"]["ref"] == f"refs/heads/validate/pr-{PR}"

@@ -265,9 +265,9 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
                     report = smoke_report(platform, manifest_digest=digest)
                     report["image"]["digest"] = images[platform]
                     (smoke_ws / f"smoke-{platform}").mkdir()
-                    (smoke_ws / f"smoke-{platform}/smoke-{platform}-production.json").write_text(
-                        json.dumps(report)
-                    )
+                    (
+                        smoke_ws / f"smoke-{platform}/smoke-{platform}-amd64-production.json"
+                    ).write_text(json.dumps(report))
                 continue
             _run_steps([step], smoke_ws, privileged_env, contexts)
             done.append(name)
