@@ -141,19 +141,22 @@ def test_keygen_record_sign_verify_gate(chain: Chain, capsys: pytest.CaptureFixt
         main(["evidence", "verify", str(chain.repo / "evidence"), "--keys", str(chain.keys)]) == 0
     )
     verified = capsys.readouterr().out.splitlines()
-    assert [line.split(": ", 1)[1].split(" signed")[0] for line in verified] == ["cuda", "rocm"]
+    assert [line.split(": ", 1)[1].split(" signed")[0] for line in verified] == [
+        "cuda (linux/amd64)",
+        "rocm (linux/amd64)",
+    ]
     assert all(line.endswith(", verdict passed") for line in verified)
     chain.publish(chain.head)
 
     assert chain.gate() == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["cuda", "rocm"]
+    assert [line.split(":")[0] for line in lines] == ["cuda-amd64", "rocm-amd64"]
     assert lines[0].startswith(
         "cuda-amd64: 2 passed, 0 skipped on 1x NVIDIA H200 (driver 570.86, 12.9);"
     )
     assert f"commit {chain.head[:12]}, " in lines[0]
     summary = (chain.tmp / "summary.md").read_text()
-    assert summary.startswith("## Evidence gate: accepted\n- cuda: 2 passed")
+    assert summary.startswith("## Evidence gate: accepted\n- cuda-amd64: 2 passed")
 
 
 def test_the_gate_compares_the_manifest_digest_of_the_pr_head(

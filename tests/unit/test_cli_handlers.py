@@ -356,7 +356,7 @@ def test_rerun_decision_report_and_guard(
 def test_pins_table_and_bump(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     manifest = ["--manifest", str(root / "pins/manifest.toml")]
     assert main(["pins", "table", *manifest]) == 0
-    assert capsys.readouterr().out.startswith("### Pins (6 pins: ")
+    assert capsys.readouterr().out.startswith("### Pins (6 pins, 2 variants: ")
     before = (root / "pins/manifest.toml").read_text()
     code = main(
         ["pins", "bump", "flash-linear-attention", "--version", "0.4.3", "--why", "fla 0.4.3",
@@ -403,7 +403,11 @@ def test_registry_push_and_release_without_a_registry_or_engine(
     assert main(["registry", "env"]) == 3
     assert "TWINBUILD_REGISTRY=" not in capsys.readouterr().out
     monkeypatch.setattr(client, "connect", _no_engine)
-    code = main(["push", "--root", str(tmp_path), "--variant", "cuda", "--registry", "127.0.0.1:1"])
+    proj = mini_project(tmp_path)
+    code = main(
+        ["push", "--root", str(proj), "--manifest", str(proj / "pins/manifest.toml"),
+         "--variant", "cuda", "--registry", "127.0.0.1:1"]
+    )  # fmt: skip
     assert code == 3
     assert capsys.readouterr().err == (
         f"twinbuild: {NOWHERE}: no Docker engine answers; run `twinbuild engine up`\n"

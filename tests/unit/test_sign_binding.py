@@ -117,7 +117,7 @@ def test_a_statement_of_the_validated_commit_is_signed(
     statements = _statement(repo, repo.root.parent / "unsigned", _about(repo.tested, repo.root))
     out = repo.root.parent / "out"
     assert _sign(repo, statements, out, repo.tested) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["cuda.dsse.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["cuda-amd64.dsse.json"]
 
 
 def test_the_signer_does_not_write_through_a_linked_folder(
@@ -126,7 +126,7 @@ def test_the_signer_does_not_write_through_a_linked_folder(
     # The validated branch commits evidence/ as a link to the trusted keys of the tool checkout.
     tool_keys = repo.root.parent / "tool" / "evidence" / "keys"
     tool_keys.mkdir(parents=True)
-    (tool_keys / "cuda.dsse.json").write_text("a trusted file\n")
+    (tool_keys / "cuda-amd64.dsse.json").write_text("a trusted file\n")
     branch = repo.root.parent / "branch"
     branch.mkdir()
     (branch / "evidence").symlink_to(tool_keys)
@@ -138,7 +138,7 @@ def test_the_signer_does_not_write_through_a_linked_folder(
         f"twinbuild: {branch / 'evidence'}: {branch / 'evidence'} is a symlink (to {tool_keys}); "
         "refusing to write through it, write into a plain folder"
     ]
-    assert (tool_keys / "cuda.dsse.json").read_text() == "a trusted file\n"
+    assert (tool_keys / "cuda-amd64.dsse.json").read_text() == "a trusted file\n"
 
 
 def test_the_signer_does_not_write_through_a_linked_file(
@@ -148,7 +148,7 @@ def test_the_signer_does_not_write_through_a_linked_file(
     outside.write_text("a trusted key\n")
     out = repo.root.parent / "out"
     out.mkdir()
-    (out / "cuda.dsse.json").symlink_to(outside)
+    (out / "cuda-amd64.dsse.json").symlink_to(outside)
     statements = _statement(repo, repo.root.parent / "unsigned", _about(repo.tested, repo.root))
     capsys.readouterr()
     assert _sign(repo, statements, out, repo.tested) == 2
