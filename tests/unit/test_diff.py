@@ -35,18 +35,16 @@ def test_moved_shared_pin_text_and_markdown(mini_repo: Path) -> None:
     assert result.text() == (
         f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
         "changed torch_memory_saver\n"
-        f"  cuda: {TMS}@{OLD_SHA} -> {TMS}@{NEW_SHA}\n"
-        f"  rocm: {TMS}@{OLD_SHA} -> {TMS}@{NEW_SHA}\n"
-        "rebuild: cuda (production, local), rocm (production, local)\n"
+        f"  cuda, rocm: {TMS}@{OLD_SHA} -> {TMS}@{NEW_SHA}\n"
+        "rebuild: cuda, rocm (production, local)\n"
     )
     assert result.markdown() == (
         "### Pin changes `HEAD~1`..`HEAD`\n\n"
-        "| pin | change | platform | old | new |\n"
+        "| pin | change | variants | old | new |\n"
         "|---|---|---|---|---|\n"
-        f"| `torch_memory_saver` | changed | cuda | `{TMS}@{OLD_SHA}` | `{TMS}@{NEW_SHA}` |\n"
-        f"| `torch_memory_saver` | changed | rocm | `{TMS}@{OLD_SHA}` | `{TMS}@{NEW_SHA}` |\n"
+        f"| `torch_memory_saver` | changed | cuda, rocm | `{TMS}@{OLD_SHA}` | `{TMS}@{NEW_SHA}` |\n"
         "\n"
-        "**Images to rebuild:** cuda (production, local), rocm (production, local)\n"
+        "**Images to rebuild:** cuda, rocm (production, local)\n"
     )
 
 
@@ -66,7 +64,7 @@ def test_added_removed_and_rocm_only(mini_repo: Path) -> None:
         "  rocm: <2 -> <1.27\n"
         "added tilelang\n"
         "  cuda: (absent) -> ==0.1.8\n"
-        "rebuild: cuda (production, local), rocm (production, local)\n"
+        "rebuild: cuda, rocm (production, local)\n"
     )
     assert "| `numba` | removed | rocm | `==0.65.1` | — |" in result.markdown()
 
@@ -89,11 +87,10 @@ def test_settings_and_layer_changes(mini_repo: Path) -> None:
     result = diff_revs("HEAD~1", "HEAD", repo=mini_repo)
     assert result.text() == (
         f"pins diff HEAD~1..HEAD ({MANIFEST})\n"
-        "setting platforms.cuda.toolkit: 12.9 -> 13.0\n"
+        "setting variants.cuda.toolkit: 12.9 -> 13.0\n"
         "changed torch_memory_saver\n"
-        "  cuda: layer='late' -> layer='pins'\n"
-        "  rocm: layer='late' -> layer='pins'\n"
-        "rebuild: cuda (production, local), rocm (production, local)\n"
+        "  cuda, rocm: layer='late' -> layer='pins'\n"
+        "rebuild: cuda, rocm (production, local)\n"
     )
 
 
@@ -142,7 +139,7 @@ def test_uncommitted_bump_against_head_like_git_diff(
     assert out.startswith(
         f"pins diff HEAD..working tree ({MANIFEST})\nchanged torch_memory_saver\n"
     )
-    assert f"  cuda: {TMS}@{OLD_SHA} -> {TMS}@{NEW_SHA}\n" in out
+    assert f"  cuda, rocm: {TMS}@{OLD_SHA} -> {TMS}@{NEW_SHA}\n" in out
     commit_all(mini_repo, "bump tms")
     assert main(["pins", "diff"]) == 0  # committed: the working tree is HEAD again
     assert "no pin changes\n" in capsys.readouterr().out

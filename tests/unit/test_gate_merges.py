@@ -57,7 +57,7 @@ def test_after_a_rebase_and_a_new_validation_it_passes(
     sign_evidence(gate_repo.root, rebased, gate_repo.signer)
     code, out, err = run_gate(capsys, rebased, "--base", moved)
     assert (code, err) == (0, [])
-    assert [line.split(":")[0] for line in out] == ["cuda", "rocm"]
+    assert [line.split(":")[0] for line in out] == ["cuda-amd64", "rocm-amd64"]
 
 
 def test_a_lagging_head_keeps_its_evidence_while_the_base_moved_no_input(

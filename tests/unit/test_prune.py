@@ -17,7 +17,11 @@ MIB = 2**20
 def _image(
     n: int, platform: str, *, tags: tuple[str, ...] = (), profile: str = "local"
 ) -> ImageSummary:
-    labels = {"org.twinbuild.platform": platform, "org.twinbuild.profile": profile}
+    labels = {
+        "org.twinbuild.variant": platform,
+        "org.twinbuild.arch": "linux/amd64",
+        "org.twinbuild.profile": profile,
+    }
     return ImageSummary(id=f"sha256:{n:064x}", tags=tags, labels=labels, size=n * MIB, created=n)
 
 
