@@ -96,7 +96,7 @@ def test_unfilled_draft_is_refused_by_the_lint(tmp_path: Path) -> None:
     codes = {f.code for f in findings}
     assert codes == {"TB007", "TB008", "TB009"}
     assert (
-        f"{tmp_path}/m.toml:7: TB008 platforms.cuda.base.digest: 'TODO' is not "
+        f"{tmp_path}/m.toml:11: TB008 variants.cuda.base.digest: 'TODO' is not "
         "'sha256:<64 hex>'; pin lmsysorg/sglang:v0.5.5-cu129-amd64 by digest" in map(str, findings)
     )
 

@@ -47,10 +47,10 @@ def _report(data: dict[str, Any]) -> SmokeReport:
 def test_summary_shape() -> None:
     data = _summary()
     assert list(data) == [
-        "schema", "platform", "profile", "image", "manifest_digest", "gpu", "tests", "counts",
-        "holds",
+        "schema", "variant", "arch", "profile", "image", "manifest_digest", "gpu", "tests",
+        "counts", "holds",
     ]  # fmt: skip
-    assert data["schema"] == 1
+    assert data["schema"] == 2
     assert data["image"] == {
         "id": "sha256:abc",
         "digest": None,
@@ -64,8 +64,8 @@ def test_summary_shape() -> None:
 def test_write_json_and_junit(tmp_path: Path) -> None:
     paths = _report(_summary()).save(tmp_path)
     assert paths == {
-        "json": tmp_path / "smoke-cuda-local.json",
-        "junit": tmp_path / "smoke-cuda-local.junit.xml",
+        "json": tmp_path / "smoke-cuda-amd64-local.json",
+        "junit": tmp_path / "smoke-cuda-amd64-local.junit.xml",
     }
     assert json.loads(paths["json"].read_text()) == _summary()
     suite = ET.parse(paths["junit"]).getroot()  # noqa: S314 -- our own file
@@ -85,10 +85,10 @@ def test_write_json_and_junit(tmp_path: Path) -> None:
 def test_markdown_lists_failures_and_flaky() -> None:
     assert report.markdown([_report(_summary())]) == (
         "## twinbuild smoke\n\n"
-        "| platform | profile | image | passed | failed | skipped | flaky | GPU |\n"
-        "|---|---|---|---|---|---|---|---|\n"
-        "| cuda | local | `sha256:abc` | 2 | 1 | 1 | 1 | none |\n\n"
-        "### cuda (local)\n\n"
+        "| variant | arch | profile | image | passed | failed | skipped | flaky | GPU |\n"
+        "|---|---|---|---|---|---|---|---|---|\n"
+        "| cuda | linux/amd64 | local | `sha256:abc` | 2 | 1 | 1 | 1 | none |\n\n"
+        "### cuda (linux/amd64) (local)\n\n"
         "- **FLAKY (passed on rerun)** `test_gpu.py::test_matmul_matches_cpu`: \n"
         "- **FAILED** `test_conformance.py::test_pin[fla]`: " + TESTS[2]["message"] + "\n"
     )
@@ -98,14 +98,14 @@ def test_another_image_gets_its_own_report_and_smoke_md_keeps_both(tmp_path: Pat
     built = _summary()
     other = {**_summary(), "image": {**built["image"], "id": "sha256:" + "9" * 64}}
     first = _report(built).save(tmp_path)
-    second = _report(other).save(tmp_path, keyed=True)  # `smoke --image X --platform cuda`
-    assert first["json"].name == "smoke-cuda-local.json"
-    assert second["json"].name == "smoke-cuda-local-999999999999.json"
+    second = _report(other).save(tmp_path, keyed=True)  # `smoke --image X --variant cuda`
+    assert first["json"].name == "smoke-cuda-amd64-local.json"
+    assert second["json"].name == "smoke-cuda-amd64-local-999999999999.json"
     assert json.loads(first["json"].read_text())["image"]["id"] == "sha256:abc"  # not overwritten
-    (tmp_path / "smoke-rocm-local.json").write_text("{")  # a run that died mid-write
+    (tmp_path / "smoke-rocm-amd64-local.json").write_text("{")  # a run that died mid-write
     rows = [line for line in report.markdown(report.collected(tmp_path)).splitlines()
             if line.startswith("| cuda ")]  # fmt: skip
-    assert sorted(row.split(" | ")[2] for row in rows) == ["`sha256:999999999999`", "`sha256:abc`"]
+    assert sorted(row.split(" | ")[3] for row in rows) == ["`sha256:999999999999`", "`sha256:abc`"]
 
 
 def test_a_report_saves_and_loads_back_as_the_same_record(tmp_path: Path) -> None:
