@@ -14,6 +14,7 @@ from twinbuild.cli.main import build_parser, main
 COMMANDS = {
     "lint", "render", "engine", "base", "build", "smoke", "gpu-proof", "import", "workflows",
     "rerun-decision", "evidence", "pins", "plan", "bake", "registry", "push", "release", "prune",
+    "variants", "binfmt",
 }  # fmt: skip
 
 
@@ -26,7 +27,7 @@ def test_every_command_is_wired() -> None:
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["pins", "--help"], ["table", "bump", "diff"]),
+        (["pins", "--help"], ["table", "bump", "diff", "lock"]),
         (["evidence", "--help"], ["record", "sign", "verify", "gate", "keygen"]),
     ],
 )
@@ -73,7 +74,7 @@ def test_render_defaults_to_the_local_profile_and_the_base_tag_build_uses(
     manifest = root / "pins/manifest.toml"
     assert main(["render", "rocm", "--manifest", str(manifest)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("# twinbuild render rocm --profile local\n")
+    assert out.startswith("# twinbuild render rocm --arch linux/amd64 --profile local\n")
     local = load(manifest).local
     try:
         tag = base_tag(
@@ -94,7 +95,9 @@ def test_pins_table_marks_one_platform_and_floating_pins(
     root = mini_project(tmp_path)
     assert main(["pins", "table", "--manifest", str(root / "pins/manifest.toml")]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("### Pins (6 pins: 0 divergent, 2 one-platform, 1 floating)\n")
+    assert out.startswith(
+        "### Pins (6 pins, 2 variants: 0 divergent, 2 not on every variant, 1 floating)\n"
+    )
     assert (
         "| numpy | pypi | — | `<2` | only rocm: ROCm wheels are built against numpy 1.x; 🔓 floating:"
         in out

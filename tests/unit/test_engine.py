@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import os
+import tarfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -17,6 +19,7 @@ import requests.exceptions
 
 import twinbuild.engine.client
 from tests.conftest import gpu_vendors
+from twinbuild.engine import archive
 from twinbuild.engine.api import EngineAPI, GpuAccess, ImageSummary, RunResult
 from twinbuild.engine.client import Engine
 from twinbuild.errors import ConfigError, EngineError
@@ -236,37 +239,49 @@ def test_images_by_label(engine: Engine, api: FakeAPI) -> None:
     assert api.calls[-1] == ("images", (True, {"label": "k"}))
 
 
-def test_import_rootfs_streams_the_file_and_labels(
+def test_import_rootfs_loads_an_archive_naming_its_architecture(
+    engine: Engine, api: FakeAPI, tmp_path: Path
+) -> None:
+    """`docker import` cannot say which architecture a root filesystem is for: the engine gets
+    a one-layer `docker load` archive whose config names it, with the labels and command."""
+    tar = tmp_path / "rootfs.tar"
+    tar.write_bytes(b"TAR")
+
+    def load(data: Any) -> list[dict[str, str]]:
+        api.calls.append(("load_image", data.read()))
+        return []
+
+    api.load_image = load  # type: ignore[attr-defined]
+    expected = archive.write(
+        tar,
+        tmp_path / "expected.tar",
+        arch="linux/arm64",
+        labels={"org.twinbuild.base-inputs": "ab cd"},
+    )
+    api.images_db[expected.image_id] = {"Id": expected.image_id}
+    image_id = engine.import_rootfs(
+        tar, arch="linux/arm64", labels={"org.twinbuild.base-inputs": "ab cd"}
+    )
+    assert image_id == expected.image_id
+    (name, sent), *_ = api.calls
+    assert name == "load_image"
+    with tarfile.open(fileobj=io.BytesIO(sent)) as loaded:
+        config = json.loads(loaded.extractfile(f"{image_id.removeprefix('sha256:')}.json").read())  # type: ignore[union-attr]
+        assert loaded.extractfile("layer/layer.tar").read() == b"TAR"  # type: ignore[union-attr]
+    assert (config["os"], config["architecture"]) == ("linux", "arm64")
+    assert config["config"]["Labels"] == {"org.twinbuild.base-inputs": "ab cd"}
+    assert config["config"]["Cmd"] == ["/bin/bash"]
+
+
+def test_import_rootfs_that_the_engine_refuses_fails(
     engine: Engine, api: FakeAPI, tmp_path: Path
 ) -> None:
     tar = tmp_path / "rootfs.tar"
-    tar.write_bytes(b"TAR")
-    image_id = engine.import_rootfs(
-        tar, arch="linux/amd64", labels={"org.twinbuild.base-inputs": "ab cd"}
-    )
-    assert image_id == "sha256:" + "a" * 64
-    # An open file, not a path string the SDK could mistake for a URL.
-    assert api.calls == [
-        (
-            "import_image",
-            (
-                "BufferedReader",
-                b"TAR",
-                ['CMD ["/bin/bash"]', 'LABEL org.twinbuild.base-inputs="ab cd"'],
-            ),
-        )
-    ]
-
-
-def test_import_rootfs_without_id_fails(engine: Engine, api: FakeAPI, tmp_path: Path) -> None:
-    tar = tmp_path / "rootfs.tar"
     tar.write_bytes(b"")
-    api.import_output = json.dumps({"status": "Downloading"}) + "\n"
+    api.load_image = lambda data: [{"error": "invalid tar header"}]  # type: ignore[attr-defined]
     with pytest.raises(EngineError) as info:
         engine.import_rootfs(tar, arch="linux/amd64")
-    assert str(info.value) == (
-        f'import {tar}: the engine returned no image id: {{"status": "Downloading"}}'
-    )
+    assert str(info.value) == f"load {tar}: invalid tar header"
 
 
 def test_tag_splits_repository(engine: Engine, api: FakeAPI) -> None:
