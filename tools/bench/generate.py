@@ -6,16 +6,22 @@ from __future__ import annotations
 from pathlib import Path
 
 LAYERS = ("l0", "l1", "l2", "late")
-HEADER = """schema = 1
+HEADER = """schema = 2
 
-[platforms.cuda]
+[variants.cuda]
+archs = ["linux/amd64"]
+recipe = "cuda"
+runners = { build = ["self-hosted", "builder", "cuda"], gpu = ["self-hosted", "gpu", "cuda"] }
 base = { repository = "lmsysorg/sglang", tag = "v0", digest = "sha256:%s" }
 python = "3.11"
 toolkit = "12.9"
 vendor = "nvidia"
 gpu_archs = ["9.0"]
 
-[platforms.rocm]
+[variants.rocm]
+archs = ["linux/amd64"]
+recipe = "rocm"
+runners = { build = ["self-hosted", "builder", "rocm"], gpu = ["self-hosted", "gpu", "rocm"] }
 base = { repository = "rocm/sgl-dev", tag = "v0", digest = "sha256:%s" }
 python = "3.11"
 toolkit = "7.0"
@@ -48,13 +54,14 @@ def generate_manifest(n: int) -> str:
         elif i % 10 == 3:
             plat = "cuda" if i % 20 == 3 else "rocm"
             parts.append(
-                f'\n[pins.{name}]\nkind = "pypi"\nversion = "1.0.{i}"\nplatforms = ["{plat}"]\n'
+                f'\n[pins.{name}]\nkind = "pypi"\nversion = "1.0.{i}"\nvariants = ["{plat}"]\n'
                 f'asymmetry = "bench: {plat} only"\nlayer = "late"\nwhy = "bench pin {i}"\n'
             )
         elif i % 10 == 7:
             parts.append(
                 f'\n[pins.{name}]\nkind = "pypi"\nlayer = "late"\nwhy = "bench pin {i}"\n'
-                f'divergence = "bench: each platform has its own build"\n'
+                f'divergence = {{ cuda = "bench: each variant has its own build", '
+                f'rocm = "bench: each variant has its own build" }}\n'
                 f'[pins.{name}.cuda]\nversion = "1.0.{i}"\n'
                 f'[pins.{name}.rocm]\nversion = "1.1.{i}"\n'
             )
