@@ -28,11 +28,17 @@ from twinbuild.util.git import rev_arg, run_git
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommitInputs:
-    """The production inputs hash per platform and the manifest digest at one commit."""
+    """The production inputs hash per platform and the manifest digest at one commit.
+
+    ``claims`` is, per platform, the digest of all the manifest says about the image
+    (:meth:`~twinbuild.manifest.model.Manifest.claims_digest`): what the smoke run checks,
+    including what no build arg carries. The gate needs evidence when either moves.
+    """
 
     commit: str
     inputs: dict[Platform, str]
     manifest_digest: str
+    claims: dict[Platform, str]
 
     def to_dict(self) -> dict[str, object]:
         return {"inputs": dict(self.inputs), "manifest_digest": self.manifest_digest}
@@ -62,13 +68,16 @@ def commit_inputs(
         )
     parsed = load_bytes(tree.read([rel], max_bytes=MAX_BYTES)[rel], Path(f"{commit}:{rel}"))
     hashes: dict[Platform, str] = {}
+    claims = {platform: parsed.claims_digest(platform) for platform in PLATFORMS}
     for platform in PLATFORMS:
         rendered = render(parsed, platform, "production")
         hashes[platform] = inputs_hash(
             tree, rendered, base_id=parsed.platforms[platform].base.digest,
             builder=builder_settings(rendered), manifest=rel,
         )  # fmt: skip
-    return CommitInputs(commit=commit, inputs=hashes, manifest_digest=parsed.digest())
+    return CommitInputs(
+        commit=commit, inputs=hashes, manifest_digest=parsed.digest(), claims=claims
+    )
 
 
 def validated(commit: str, pr: int, *, repo: Path, manifest: Path = DEFAULT_PATH) -> Validated:

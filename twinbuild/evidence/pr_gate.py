@@ -88,6 +88,8 @@ def judge(
         match_inputs=not options.same_commit,
         base_commit=base,
         base_inputs=at_base.inputs,
+        head_claims=landed.claims,
+        base_claims=at_base.claims,
         manifest_digest=landed.manifest_digest,
         max_age=timedelta(days=options.max_age_days),
     )

@@ -262,11 +262,21 @@ class Manifest:
 
         A CUDA-only pin change leaves the ROCm digest unchanged; so does a change to a ``why``.
         """
+        return self._digest(platform, profile, skip=("line", *SMOKE_ONLY))
+
+    def claims_digest(self, platform: Platform) -> str:
+        """Hash of all this manifest says about ``platform``'s production image: what its build
+        takes (:meth:`platform_digest`) and what the smoke run holds it to (:data:`SMOKE_ONLY`,
+        and the versions and architectures no build arg carries). Not a ``why``, not a comment.
+        """
+        return self._digest(platform, "production", skip=("line",))
+
+    def _digest(self, platform: Platform, profile: Profile, *, skip: tuple[str, ...]) -> str:
         setting: object = self.platforms[platform] if profile == "production" else self.local
         data = {
             "platform": platform,
             "profile": profile,
-            "setting": _plain(setting, skip=("line", *SMOKE_ONLY)),
+            "setting": _plain(setting, skip=skip),
             "pins": [_skip(p.flat(), ("line", "why", "floating")) for p in self.resolve(platform)],
         }
         blob = json.dumps(data, sort_keys=True, default=lambda o: _plain(o, skip=("line",)))
