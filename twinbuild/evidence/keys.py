@@ -77,11 +77,18 @@ def _raw32(text: bytes, source: str, kind: str) -> bytes:
 
 
 def load_trusted(directory: Path = KEYS_DIR) -> dict[str, Ed25519PublicKey]:
-    """Every ``*.pub`` in ``directory`` by keyid; a missing folder means no trusted key."""
+    """Every ``*.pub`` in ``directory`` by keyid; a missing folder means no trusted key.
+
+    The folder and each key are read only as what they are, never through a link: the keys come
+    from a checkout of the default branch, where a committed link would let its target (docs/,
+    say: no trust root) decide who may sign.
+    """
     keys: dict[str, Ed25519PublicKey] = {}
+    _not_a_link(directory)
     if not directory.is_dir():
         return keys
     for path in sorted(directory.glob("*.pub")):
+        _not_a_link(path)
         key = parse_public_key(_read_small(path), source=str(path))
         keys[keyid(key)] = key
     return keys
@@ -166,6 +173,14 @@ def _check_public_target(path: Path) -> None:
             f"{path}: exists and is not an ed25519 public key; keygen replaces only a public "
             "key it wrote: pass a new path, e.g. evidence/keys/NAME.pub"
         ) from None
+
+
+def _not_a_link(path: Path) -> None:
+    if path.is_symlink():
+        raise ConfigError(
+            f"{path}: a symlink; a trusted key is a file committed in evidence/keys/ (a link lets "
+            "what it points at, which is no trust root, decide): replace the link with the key"
+        )
 
 
 def _read_small(path: Path) -> bytes:
