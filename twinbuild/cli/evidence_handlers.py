@@ -58,13 +58,11 @@ def sign(options: SignOptions) -> int:
         raise ConfigError(
             f"{options.statements}: no *.statement.json to sign; run `evidence record` first"
         )
-    for path in found:
-        platform = path.name.removesuffix(".statement.json")
-        signed = evidence.sign(
-            path, options.out / f"{platform}.dsse.json", key=key, validated=about,
-            env=os.environ if in_actions else None,
-        )  # fmt: skip
-        print(f"{signed.path}: signed by {signed.keyid[:16]}")
+    signed = evidence.sign_all(
+        found, options.out, key=key, validated=about, env=os.environ if in_actions else None
+    )
+    for one in signed:
+        print(f"{one.path}: signed by {one.keyid[:16]}")
     return 0
 
 
