@@ -8,6 +8,9 @@ in the middle of:
 1. ``--image`` must be a ``<platform>`` repository of twinbuild (the repository a CUDA digest sits
    in decides nothing: the platform of the evidence must be the repository's), and the digest must
    exist in the registry (else exit 2);
+   ``--image`` must also be one image: an index of several (linux/amd64 and linux/arm64, say)
+   holds images the GPU run never started (its engine pulled one), so it is refused (exit 7);
+   an index of one image and BuildKit's attestations (``unknown/unknown``) is that image;
 2. the evidence must verify against the trusted keys and pass the gate's checks for exactly that
    digest (source, branch, age, a GPU of the platform's vendor, GPU tests passed), else exit 7;
 3. the tag must not point at another digest, unless ``--force``;
@@ -35,7 +38,7 @@ from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
 from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile
-from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
+from twinbuild.ship.oci import MAX_INDEX_ENTRIES, Client, ImageRef, Manifest, check_tag, json_object
 from twinbuild.util import strictjson
 from twinbuild.util.activity import Say
 
@@ -185,6 +188,7 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
             f"--image {image}: the registry {image.registry} has no such digest in "
             f"{image.repository}; release a digest that `twinbuild push` printed"
         )
+    _one_image(image, subject)
     envelope, accepted = load_evidence(
         options.evidence, platform=options.platform, image=image, trust=options.trust,
         now=options.now,
@@ -217,6 +221,26 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
         image=target, source=image, tag=tag, attachment=attachment, moved_from=moved_from,
         accepted=accepted,
     )  # fmt: skip
+
+
+def _one_image(image: ImageRef, subject: Manifest) -> None:
+    """Refuse an index listing more than one image an engine would run (exit 7)."""
+    items = json_object(subject.data, f"read {image}").get("manifests")
+    if not isinstance(items, list):
+        return  # an image manifest (the copy refuses anything else, naming it)
+    runnable = []
+    for item in items[: MAX_INDEX_ENTRIES + 1]:
+        found = item.get("platform") if isinstance(item, dict) else None
+        platform = found if isinstance(found, dict) else {}
+        parts = [str(platform.get(k, "?"))[:40] for k in ("os", "architecture", "variant")]
+        if parts[:2] != ["unknown", "unknown"]:  # an attestation: no engine runs it
+            runnable.append("/".join(parts if "variant" in platform else parts[:2]))
+    if len(runnable) > 1:
+        raise EvidenceRefused(
+            f"--image {image}: an index of {len(runnable)} images ({', '.join(runnable)}); a GPU "
+            "run tests the one image its engine pulls, so the evidence does not cover the "
+            "others: release one image's own digest"
+        )
 
 
 def _move_tag(client: Client, image: ImageRef, tag: str, subject: Manifest) -> None:
