@@ -13,7 +13,8 @@ the trust model that zizmor does not know about:
 - TB-W007: the signing environment (or the signing key's secret) where a ``validate/**`` push can
   reach it: in a workflow any other event than ``workflow_run`` or ``schedule`` starts (those two
   always run the default branch's copy; a push runs the pushed branch's own copy, which a PR may
-  have written), or in a job that checks out another ref than the default branch
+  have written), or in a job that checks out another ref or repository than the default branch
+  (``actions/checkout``'s ``ref:``/``repository:``, or ``git checkout``-like commands in ``run:``)
 - TB-W008 (:mod:`twinbuild.ci.ownership`, with the repository root): a trust root that no @user
   code owner owns
 
