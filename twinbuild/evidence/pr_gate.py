@@ -6,7 +6,8 @@ everything is judged by this code, the base's:
 1. the tree the PR would land (:mod:`~twinbuild.evidence.landing`): the head, or its merge with
    the current base when it lags;
 2. the trust roots it changes (:mod:`~twinbuild.evidence.trust_roots`) need a code owner's
-   approval of the head, as the base's CODEOWNERS says (refused: exit 9);
+   approval of the head, as the base's CODEOWNERS says, and its ``pyproject.toml`` may not have
+   pip run or install a not-input (:mod:`~twinbuild.evidence.packaging`) (refused: exit 9);
 3. when the landing tree's image inputs equal the base's, no evidence is needed; otherwise both
    platforms' signed evidence must be for exactly those inputs (:func:`~twinbuild.evidence.gate.
    gate`; refused: exit 7).
@@ -22,7 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from twinbuild.errors import ConfigError, EvidenceRefused, TrustRootRefused
-from twinbuild.evidence import keys, reviews, trust_roots
+from twinbuild.evidence import keys, packaging, reviews, trust_roots
 from twinbuild.evidence.gate import GateRefused, GateResult, Policy, gate
 from twinbuild.evidence.head import commit_inputs, evidence_blobs
 from twinbuild.evidence.landing import landing
@@ -75,6 +76,7 @@ def judge(
         changed, owners=trust_roots.base_codeowners(options.repo, base) if changed else None,
         reviews=found, head=head, base=base,
     )  # fmt: skip
+    installs = packaging.refusals(options.repo, lands.tree, name=lands.tree[:12])
     at_base = commit_inputs(base, repo=options.repo, manifest=options.manifest)
     landed = commit_inputs(lands.tree, repo=options.repo, manifest=options.manifest)
     policy = Policy(
@@ -100,8 +102,8 @@ def judge(
         evidence_refusals: tuple[str, ...] = ()
     except GateRefused as refused:
         result, evidence_refusals = None, refused.refusals
-    if trust.refusals:
-        raise PrGateRefused([*trust.refusals, *evidence_refusals])
+    if trust.refusals or installs:
+        raise PrGateRefused([*trust.refusals, *installs, *evidence_refusals])
     if result is None:
         raise GateRefused(evidence_refusals)
     return PrVerdict(lines=(*trust.lines(), *result.lines()), flaky=result.flaky)
