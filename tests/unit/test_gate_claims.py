@@ -28,7 +28,10 @@ CUDA = 'vendor = "nvidia"\n'
 #: Claims about the CUDA image that change no build arg and no generated file.
 CLAIMS = {
     "the toolkit version": ('toolkit = "12.9"', 'toolkit = "13.0"'),
-    "the Python version": ('python = "3.12"\ntoolkit = "12.9"', 'python = "3.11"\ntoolkit = "12.9"'),
+    "the Python version": (
+        'python = "3.12"\ntoolkit = "12.9"',
+        'python = "3.11"\ntoolkit = "12.9"',
+    ),
     "a GPU architecture": ('gpu_archs = ["9.0", "10.0"]', 'gpu_archs = ["9.0", "10.0", "10.3"]'),
     "the modules that must import": (CUDA, CUDA + 'imports = ["torch", "flash_attn"]\n'),
     "the binaries": (CUDA, CUDA + 'binaries = ["/usr/local/bin/all_reduce_perf"]\n'),

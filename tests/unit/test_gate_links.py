@@ -11,7 +11,6 @@ with real keys, judged the way gate.yml runs the gate.
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -44,7 +43,7 @@ def _linked_key(repo: GateRepo) -> str:
     """PR 1: a "new key" committed as a link into docs/, the key itself in docs/keys/."""
     (repo.root / "docs/keys").mkdir(parents=True)
     shutil.copy(_key(repo, "ops"), repo.root / "docs/keys/ops.pub")
-    os.symlink("../../docs/keys/ops.pub", repo.root / "evidence/keys/ops.pub")
+    (repo.root / "evidence/keys/ops.pub").symlink_to("../../docs/keys/ops.pub")
     return commit_all(repo.root, "evidence: trust the ops key")
 
 
@@ -52,7 +51,9 @@ def test_a_key_that_links_out_of_the_keys_folder_is_refused_even_when_approved(
     attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     head = _linked_key(attack_repo)
-    code, out, err = _gate_yml(attack_repo, capsys, head, attack_repo.base, approved(attack_repo, head))
+    code, out, err = _gate_yml(
+        attack_repo, capsys, head, attack_repo.base, approved(attack_repo, head)
+    )
     assert (code, out) == (9, [])
     assert err == [
         "twinbuild: evidence/keys/ops.pub: trust root: a symlink (mode 120000); a link lets what "
@@ -93,7 +94,7 @@ def test_the_keys_folder_itself_as_a_link_is_a_trust_root(
     (attack_repo.root / "docs/keys").mkdir(parents=True)
     shutil.copy(_key(attack_repo, "mallory"), attack_repo.root / "docs/keys/m.pub")
     (attack_repo.root / "evidence").mkdir(exist_ok=True)
-    os.symlink("../docs/keys", attack_repo.root / "evidence/keys")
+    (attack_repo.root / "evidence/keys").symlink_to("../docs/keys")
     head = commit_all(attack_repo.root, "docs: where keys are described")
     code, _, err = _gate_yml(attack_repo, capsys, head, base, approved(attack_repo, head))
     assert code == 9
@@ -118,7 +119,9 @@ def test_a_submodule_at_a_trust_root_is_refused_even_when_approved(
     commit_all(sub, "the keys of the org")
     head = commit_all(attack_repo.root, "evidence: the org's shared keys")
     shutil.rmtree(sub)  # the checkout of the base has no such folder
-    code, _, err = _gate_yml(attack_repo, capsys, head, attack_repo.base, approved(attack_repo, head))
+    code, _, err = _gate_yml(
+        attack_repo, capsys, head, attack_repo.base, approved(attack_repo, head)
+    )
     assert code == 9
     assert err == [
         "twinbuild: evidence/keys/shared: trust root: a gitlink, i.e. a submodule (mode 160000); a link "

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -38,30 +37,44 @@ EDITS = {
     "an in-tree build backend in tests/": (
         BACKEND,
         BACKEND.replace('"setuptools.build_meta"\n', '"shim"\nbackend-path = ["tests/backend"]\n'),
-        ("tests/backend/shim.py", SHIM), "build-system.backend-path", "tests/backend",
+        ("tests/backend/shim.py", SHIM),
+        "build-system.backend-path",
+        "tests/backend",
     ),
     "a package installed from docs/": (
-        FIND, FIND + '\n[tool.setuptools.package-dir]\n"twinbuild.extra" = "docs/extra"\n',
-        ("docs/extra/__init__.py", ""), "tool.setuptools.package-dir", "docs/extra",
+        FIND,
+        FIND + '\n[tool.setuptools.package-dir]\n"twinbuild.extra" = "docs/extra"\n',
+        ("docs/extra/__init__.py", ""),
+        "tool.setuptools.package-dir",
+        "docs/extra",
     ),
     "a .pth installed into site-packages from docs/": (
         FIND,
         FIND + '\n[tool.setuptools.data-files]\n"lib/python3.11/site-packages" = ["docs/x.pth"]\n',
-        ("docs/x.pth", "import os\n"), "tool.setuptools.data-files", "docs/x.pth",
+        ("docs/x.pth", "import os\n"),
+        "tool.setuptools.data-files",
+        "docs/x.pth",
     ),
     "dependencies read from a file in docs/": (
         "[tool.setuptools.dynamic]\n",
         '[tool.setuptools.dynamic]\ndependencies = { file = ["docs/requirements.txt"] }\n',
-        ("docs/requirements.txt", "docker\n"), "tool.setuptools.dynamic.dependencies.file",
+        ("docs/requirements.txt", "docker\n"),
+        "tool.setuptools.dynamic.dependencies.file",
         "docs/requirements.txt",
     ),
     "tools/ found as a package": (
-        FIND, FIND.replace('["twinbuild*"]', '["twinbuild*", "tools*"]'), None,
-        "tool.setuptools.packages.find.include", "tools*",
+        FIND,
+        FIND.replace('["twinbuild*"]', '["twinbuild*", "tools*"]'),
+        None,
+        "tool.setuptools.packages.find.include",
+        "tools*",
     ),
     "an entry point into tests/": (
-        SCRIPTS, SCRIPTS + 'twinbuild-check = "tests.hook:main"\n', ("tests/hook.py", ""),
-        "project.scripts.twinbuild-check", "tests.hook:main",
+        SCRIPTS,
+        SCRIPTS + 'twinbuild-check = "tests.hook:main"\n',
+        ("tests/hook.py", ""),
+        "project.scripts.twinbuild-check",
+        "tests.hook:main",
     ),
 }
 
@@ -110,7 +123,9 @@ def test_pip_really_runs_the_in_tree_backend_from_tests(attack_repo: GateRepo) -
     assert mark.read_text() == "tests/backend ran"
 
 
-def test_our_own_packaging_passes(attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]) -> None:
+def test_our_own_packaging_passes(
+    attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
+) -> None:
     (attack_repo.root / "docs").mkdir(exist_ok=True)
     (attack_repo.root / "docs/more.md").write_text("more\n")
     head = commit_all(attack_repo.root, "docs")

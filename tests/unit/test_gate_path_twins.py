@@ -1,8 +1,8 @@
 """Names that look like a not-input but are not one are inputs and trust roots (deny by default).
 
-A checkout on Linux writes a path byte for byte: ``Docs/``, ``docs `` and ``dоcs/`` (a Cyrillic
-о) are other folders than ``docs/``, so only the exact names on the list pass. Rules pinned down
-on a real repository, judged the way gate.yml runs the gate; they held already.
+A checkout on Linux writes a path byte for byte: ``Docs/``, ``docs `` and ``d\u043ecs/`` (a
+Cyrillic o) are other folders than ``docs/``, so only the exact names on the list pass. Rules
+pinned down on a real repository, judged the way gate.yml runs the gate; they held already.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ STEPS = {
         "        env:\n"
         "          COMMIT: ${{ needs.trigger.outputs.commit }}\n"
     ),
-    "git switch": '      - run: git -C tool switch --detach refs/twinbuild/branch\n',
+    "git switch": "      - run: git -C tool switch --detach refs/twinbuild/branch\n",
     "git worktree": "      - run: git -C tool worktree add ../pr refs/twinbuild/branch\n",
     "a checkout of another repository": (
         "      - uses: actions/checkout@11bd71901bbe5b1630ceea73d27597364c9af683 # v4.2.2\n"

@@ -66,7 +66,7 @@ def _named(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         for name, target in _table(project, group).items():
             yield from _strings(f"project.{group}.{name}", target)
     for group, points in _table(project, "entry-points").items():
-        for name, target in (points.items() if isinstance(points, dict) else ()):
+        for name, target in points.items() if isinstance(points, dict) else ():
             yield from _strings(f"project.entry-points.{group}.{name}", target)
     tool = _table(_table(data, "tool"), "setuptools")
     for folder in _table(tool, "package-dir").values():
@@ -77,8 +77,8 @@ def _named(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
         yield from _strings(f"tool.setuptools.{key}", tool.get(key))
     packages = tool.get("packages")
     if isinstance(packages, dict):  # packages.find / packages.find-namespace
-        for kind, finder in packages.items():
-            finder = finder if isinstance(finder, dict) else {}
+        for kind in packages:
+            finder = _table(packages, kind)
             for key in ("where", "include"):
                 yield from _strings(f"tool.setuptools.packages.{kind}.{key}", finder.get(key))
     else:
@@ -92,8 +92,10 @@ def _named(data: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
 def _reaches_not_input(key: str, value: str) -> bool:
     """Whether ``value`` (a path, a package pattern, a module or ``module:attr``) lies in a
     not-input folder."""
-    if key.endswith((".include", ".attr", "py-modules")) or key.startswith("project.") or (
-        key == "tool.setuptools.packages"
+    if (
+        key.endswith((".include", ".attr", "py-modules"))
+        or key.startswith("project.")
+        or (key == "tool.setuptools.packages")
     ):
         top = value.split(":", 1)[0].strip().split(".", 1)[0]
         return any(fnmatch.fnmatchcase(folder, top) for folder in _FOLDERS)
