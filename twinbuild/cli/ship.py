@@ -51,6 +51,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         evidence=Path(args.evidence) if args.evidence else None,
         evidence_ref=args.evidence_ref,
         keys=Path(args.keys),
+        repo=Path(args.repo),
         repository=args.repository,
         repository_id=args.repository_id,
         default_branch=args.default_branch,
@@ -94,6 +95,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     g.add_argument("--evidence", help="the DSSE envelope file (<platform>.dsse.json)")
     g.add_argument("--evidence-ref", help="git ref carrying evidence/<platform>.dsse.json")
     p.add_argument("--keys", default="evidence/keys", help="trusted public keys (default branch)")
+    p.add_argument(
+        "--repo", default=".",
+        help="the default branch's checkout: the evidence must be about its HEAD (default: .)",
+    )  # fmt: skip
     p.add_argument("--repository", help="OWNER/NAME whose runs count (default: GITHUB_REPOSITORY)")
     p.add_argument("--repository-id", help="its numeric id (default: GITHUB_REPOSITORY_ID)")
     p.add_argument("--default-branch", default="main")

@@ -13,6 +13,9 @@ in the middle of:
    an index of one image and BuildKit's attestations (``unknown/unknown``) is that image;
 2. the evidence must verify against the trusted keys and pass the gate's checks for exactly that
    digest (source, branch, age, a GPU of the platform's vendor, GPU tests passed), else exit 7;
+   and it must be about what the release checkout holds (``ship.merged``: the inputs hash and
+   manifest digest this code computes at HEAD, the validated commit in HEAD's history), else
+   exit 9: sound evidence of a PR nobody merged ships nothing;
 3. the tag must not point at another digest, unless ``--force``;
 4. the digest is copied into the release repository (blobs mounted, the manifest's exact bytes
    PUT by digest: it names the same digest), and the DSSE envelope stored next to it
@@ -38,6 +41,7 @@ from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
 from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile
+from twinbuild.ship.merged import Checkout, check_merged, checkout_at
 from twinbuild.ship.oci import MAX_INDEX_ENTRIES, Client, ImageRef, Manifest, check_tag, json_object
 from twinbuild.util import strictjson
 from twinbuild.util.activity import Say
@@ -62,6 +66,7 @@ class ReleaseOptions:
     tag: str
     evidence: Path | Blob
     trust: Trust
+    checkout: Checkout  # the default branch's checkout: what the evidence must be about
     now: datetime
     force: bool = False
 
@@ -76,6 +81,7 @@ class ReleaseRequest:
     evidence: Path | None = None  # the envelope file, or
     evidence_ref: str | None = None  # a git ref carrying evidence/<platform>.dsse.json
     keys: Path = Path("evidence/keys")
+    repo: Path = Path()  # the checkout of the default branch whose HEAD the PR was merged into
     repository: str | None = None  # None: $GITHUB_REPOSITORY
     repository_id: str | None = None  # None: $GITHUB_REPOSITORY_ID
     default_branch: str = "main"
@@ -159,9 +165,16 @@ def check_evidence(
 
 
 def load_evidence(
-    source: Path | Blob, *, platform: Platform, image: ImageRef, trust: Trust, now: datetime
+    source: Path | Blob,
+    *,
+    platform: Platform,
+    image: ImageRef,
+    trust: Trust,
+    checkout: Checkout,
+    now: datetime,
 ) -> tuple[bytes, Accepted]:
-    """The envelope's bytes and what it proves, or EvidenceRefused with one line."""
+    """The envelope's bytes and what it proves, or EvidenceRefused (TrustRootRefused when it is
+    not about what ``checkout`` holds) with one line."""
     # Read once, with the bounded reader `verify` uses (a FIFO or a huge file is refused, not
     # read): the bytes verified are the bytes stored.
     if not isinstance(source, Blob):
@@ -173,6 +186,7 @@ def load_evidence(
         )
     verified = verify(source, trusted=trust.keys)  # a bad signature: EvidenceRefused, one line
     accepted = check_evidence(verified, platform=platform, image=image, trust=trust, now=now)
+    check_merged(verified.statement, checkout, source=verified.path)
     return source.data, accepted
 
 
@@ -191,7 +205,7 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
     _one_image(image, subject)
     envelope, accepted = load_evidence(
         options.evidence, platform=options.platform, image=image, trust=options.trust,
-        now=options.now,
+        checkout=options.checkout, now=options.now,
     )  # fmt: skip
     before = client.manifest(target.repository, tag)
     moved_from = None
@@ -333,6 +347,7 @@ def release_image(
             profile=request.profile,
             max_age=timedelta(days=request.max_age_days),
         ),
+        checkout=checkout_at(request.repo),
         now=datetime.now(UTC),
         force=request.force,
     )
@@ -348,7 +363,7 @@ def _evidence(request: ReleaseRequest) -> Path | Blob:
 
     rev_arg(request.evidence_ref, option="--evidence-ref")
     name = f"{request.evidence_ref}:evidence/{request.platform}.dsse.json"
-    shown = run_git(Path(), "show", name, binary=True)
+    shown = run_git(request.repo, "show", name, binary=True)
     if shown.returncode != 0:
         detail = shown.stderr.decode(errors="replace").strip()
         raise ConfigError(f"{name}: not in git ({detail}); fetch that ref first")
