@@ -359,3 +359,14 @@ def test_trigger_outside_a_workflow_run_is_refused(
     capsys.readouterr()
     assert main(["evidence", "trigger"]) == 7
     assert capsys.readouterr().err.startswith("twinbuild: $GITHUB_EVENT_NAME: 'push' is not ")
+
+
+def test_check_push_before_a_validation_push(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chain's PR bumps a pin and adds no workflow: the maintainer may push it as it is
+    (the refusals are in tests/unit/test_check_push.py)."""
+    capsys.readouterr()
+    assert main(["evidence", "check-push", "--base", chain.base, "--head", chain.head]) == 0
+    out = capsys.readouterr().out
+    assert "no workflow or action added or changed since the merge base" in out

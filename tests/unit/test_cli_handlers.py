@@ -82,6 +82,7 @@ COVERED = {
     ("evidence", "keygen"): "test_cli_evidence.py",
     ("evidence", "trigger"): "test_cli_evidence.py",
     ("evidence", "inputs"): "test_cli_evidence.py",
+    ("evidence", "check-push"): "test_cli_evidence.py",
     ("registry",): "test_registry_push_and_release_without_a_registry_or_engine",
     ("push",): "test_registry_push_and_release_without_a_registry_or_engine",
     ("release",): "test_registry_push_and_release_without_a_registry_or_engine",

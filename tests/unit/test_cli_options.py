@@ -39,6 +39,7 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("evidence", "inputs"): "twinbuild.cli.evidence_handlers:inputs",
     ("evidence", "gate"): "twinbuild.cli.evidence_handlers:gate",
     ("evidence", "trigger"): "twinbuild.cli.evidence_handlers:trigger",
+    ("evidence", "check-push"): "twinbuild.evidence.push_check:check_push",
     ("evidence", "keygen"): "twinbuild.cli.evidence_handlers:keygen",
     ("pins", "table"): "twinbuild.manifest.table:table",
     ("pins", "bump"): "twinbuild.pins.bump:bump_pin",

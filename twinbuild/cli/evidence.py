@@ -73,6 +73,19 @@ def cmd_inputs(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_check_push(args: argparse.Namespace) -> int:
+    from twinbuild.evidence.options import CheckPushOptions
+    from twinbuild.evidence.push_check import check_push
+
+    check_push(
+        CheckPushOptions(
+            base=args.base, head=args.head, reviewed_workflows=tuple(args.reviewed_workflows),
+            repo=Path(args.repo),
+        )
+    )  # fmt: skip
+    return 0
+
+
 def cmd_trigger(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import trigger
     from twinbuild.evidence.options import TriggerOptions
@@ -162,6 +175,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--pr", type=int)
     p.add_argument("--summary", help="append the verdict as markdown to this file")
     p.set_defaults(func=cmd_gate)
+    p = ev.add_parser(
+        "check-push",
+        help="before pushing a PR head to validate/pr-N: the workflows it adds or changes",
+    )
+    p.add_argument("--base", required=True, help="the PR's base, e.g. origin/main")
+    p.add_argument("--head", required=True, help="the reviewed head, e.g. FETCH_HEAD")
+    p.add_argument(
+        "--reviewed-workflows", nargs="+", action="extend", default=[], metavar="PATH",
+        help="exactly the .github/workflows/ and .github/actions/ paths the head adds or changes, "
+        "each reviewed",
+    )  # fmt: skip
+    p.add_argument("--repo", default=".", help="the git repository holding both (default: .)")
+    p.set_defaults(func=cmd_check_push)
     p = ev.add_parser(
         "trigger", help="the validation workflow's first check: did the validation build start it?"
     )

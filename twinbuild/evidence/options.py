@@ -68,6 +68,16 @@ class InputsOptions:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CheckPushOptions:
+    """``twinbuild evidence check-push``: may the head be pushed to validate/pr-N?"""
+
+    base: str  # the PR's base branch, e.g. origin/main
+    head: str  # the reviewed head, e.g. FETCH_HEAD
+    reviewed_workflows: tuple[str, ...] = ()  # exactly the workflow paths the head adds or changes
+    repo: Path = Path()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TriggerOptions:
     """``twinbuild evidence trigger``: is the run that finished the validation build?"""
 
