@@ -231,10 +231,35 @@ def _workflow_files(paths: Sequence[Path]) -> Iterator[Path]:
 MAX_BYTES = 1024 * 1024
 """Largest workflow read: GitHub's own limit is far below; more is the wrong file."""
 
+MAX_FLOW_DEPTH = 64
+"""Deepest nesting of ``[`` and ``{`` handed to PyYAML: its scanner works per token for every
+open one (3,000 deep: seconds), and a workflow nests a few levels (``bounded`` allows 32)."""
+
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _check_flow_depth(text: str, path: Path) -> None:
+    """Refuse, before parsing, brackets nested past :data:`MAX_FLOW_DEPTH` (quoted ones count
+    too: a cheap count, and balanced ones in a script never add up)."""
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > MAX_FLOW_DEPTH:
+                line = text.count("\n", 0, match.start()) + 1
+                raise ConfigError(
+                    f"{path}:{line}: [ and {{ nested over {MAX_FLOW_DEPTH} levels deep (every "
+                    "bracket counts, quoted ones too); a workflow needs a few: is this the right "
+                    "file?"
+                )
+        elif depth:
+            depth -= 1
+
 
 def _check_file(path: Path) -> list[Finding]:
     # Unreadable input (a FIFO, /dev/zero, a binary file) is refused with ConfigError, exit 2.
     text = bounded.read_text(path, limit=MAX_BYTES, what="workflow", bom=True)
+    _check_flow_depth(text, path)
     try:
         root = bounded.parse(
             lambda: yaml.compose(text, Loader=yaml.SafeLoader), source=str(path), what="workflow"
