@@ -3,7 +3,7 @@
 PyYAML's scanner does work per token for every open ``[`` or ``{``: 3,000 of them take seconds
 (a fuzz example once ran past its deadline on a loaded runner). A workflow nests a few levels, so
 bracket nesting past :data:`~twinbuild.ci.workflows.MAX_FLOW_DEPTH` is refused before parsing,
-with one line naming the file and line; balanced brackets in a script (``[[ -n x ]]``) are not
+with the one line a parser out of stack gets; balanced brackets in a script (``[[ -n x ]]``) are not
 nesting and read as before.
 """
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from twinbuild.ci import workflows
 from twinbuild.errors import ConfigError
@@ -23,9 +24,32 @@ def test_brackets_nested_past_the_bound_are_refused_before_parsing(tmp_path: Pat
     with pytest.raises(ConfigError) as info:
         workflows.check([path])
     assert str(info.value) == (
-        f"{path}:3: [ and {{ nested over {workflows.MAX_FLOW_DEPTH} levels deep (every bracket "
-        "counts, quoted ones too); a workflow needs a few: is this the right file?"
+        f"{path}: nested too deeply to read (a workflow needs at most 32 levels); is this the "
+        "right file?"
     )
+
+
+def test_a_file_over_the_bound_is_never_handed_to_pyyaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal comes before parsing, not from PyYAML running out of stack seconds later."""
+    composed: list[str] = []
+    real = yaml.compose
+
+    def compose(text: str, Loader: type[yaml.SafeLoader]) -> object:
+        composed.append(text)
+        return real(text, Loader=Loader)
+
+    monkeypatch.setattr(yaml, "compose", compose)
+    path = tmp_path / "deep.yml"
+    path.write_text("on: " + "[" * (workflows.MAX_FLOW_DEPTH + 1) + "\n")
+    with pytest.raises(ConfigError, match="nested too deeply to read"):
+        workflows.check([path])
+    assert composed == []
+    path.write_text("on: " + "[" * workflows.MAX_FLOW_DEPTH + "]" * workflows.MAX_FLOW_DEPTH)
+    with pytest.raises(ConfigError, match="nested over 32 levels deep"):
+        workflows.check([path])
+    assert len(composed) == 1
 
 
 def test_nesting_at_the_bound_is_parsed_and_judged(tmp_path: Path) -> None:

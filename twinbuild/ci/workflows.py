@@ -239,19 +239,15 @@ _BRACKETS = re.compile(r"[\[\]{}]")
 
 
 def _check_flow_depth(text: str, path: Path) -> None:
-    """Refuse, before parsing, brackets nested past :data:`MAX_FLOW_DEPTH` (quoted ones count
-    too: a cheap count, and balanced ones in a script never add up)."""
+    """Refuse, before parsing, brackets nested past :data:`MAX_FLOW_DEPTH`, as a parser that
+    ran out of stack is refused (quoted ones count too: a cheap count, and balanced ones in a
+    script never add up)."""
     depth = 0
     for match in _BRACKETS.finditer(text):
         if match.group() in "[{":
             depth += 1
             if depth > MAX_FLOW_DEPTH:
-                line = text.count("\n", 0, match.start()) + 1
-                raise ConfigError(
-                    f"{path}:{line}: [ and {{ nested over {MAX_FLOW_DEPTH} levels deep (every "
-                    "bracket counts, quoted ones too); a workflow needs a few: is this the right "
-                    "file?"
-                )
+                raise bounded.too_deep(str(path), "workflow")
         elif depth:
             depth -= 1
 

@@ -131,15 +131,20 @@ def read_text(
     return decode(data, source=str(path), what=what, bom=bom)
 
 
+def too_deep(source: str, what: str) -> ConfigError:
+    """What a file nested past what its parser can (or may, quickly) read is told."""
+    return ConfigError(
+        f"{source}: nested too deeply to read (a {what} needs at most {MAX_DEPTH} levels); "
+        "is this the right file?"
+    )
+
+
 def parse(loader: Callable[[], _T], *, source: str, what: str) -> _T:
     """Run a parser, turning its recursion and huge-integer failures into a :class:`ConfigError`."""
     try:
         return loader()
     except RecursionError:
-        raise ConfigError(
-            f"{source}: nested too deeply to read (a {what} needs at most {MAX_DEPTH} levels); "
-            "is this the right file?"
-        ) from None
+        raise too_deep(source, what) from None
     except ValueError as exc:
         # int('9' * 5000) is refused by Python itself (sys.get_int_max_str_digits).
         if "integer string conversion" not in str(exc):
