@@ -27,6 +27,8 @@ def cmd_pins_bump(args: argparse.Namespace) -> int:
         platform=args.platform,
         diverge=args.diverge,
         reason=args.reason,
+        url=args.url,
+        sha256=args.sha256,
     )
     options = BumpOptions(
         manifest=manifest_path(args), upstream=args.upstream, dry_run=args.dry_run, request=request
@@ -69,6 +71,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="allow --platform to split a symmetric pin (needs --reason)",
     )
     p.add_argument("--reason", help="why the platforms differ (written as divergence)")
+    p.add_argument(
+        "--url", help="a url pin's new download (default: its url with the version moved)"
+    )
+    p.add_argument(
+        "--sha256", metavar="HEX",
+        help="the new download's sha256 (default: fetched and hashed where the network allows)",
+    )  # fmt: skip
     p.add_argument(
         "--upstream",
         metavar="PATH_OR_URL",

@@ -17,6 +17,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from twinbuild.lint.findings import Finding
+from twinbuild.manifest import url_version
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
@@ -64,6 +65,7 @@ CODES: dict[str, str] = {
     "TB009": "url pin's sha256 is not 64 hex",
     "TB010": "declared floating ref (fails only with --strict)",
     "TB011": "declared floating but actually pinned",
+    "TB012": "url pin's version is not the version its url carries (or `installs` says nothing)",
     "TB101": "literal pin written in a recipe",
     "TB102": "FROM not fed by the manifest",
     "TB103": "recipe needs a build input the manifest does not give",
@@ -164,7 +166,8 @@ def _lint_pin(
             f"add asymmetry = \"why the other platform does without it\"",
             *key, "platforms",
         )  # fmt: skip
-    for field_name in ("divergence", "asymmetry", "floating"):
+    _url_versions(out, pin, resolved)
+    for field_name in ("divergence", "asymmetry", "floating", "installs"):
         reason = getattr(pin, field_name)
         if reason is not None and is_placeholder(reason, name=pin.name):
             out.add("TB007", f"pins.{pin.name}.{field_name}: '{reason}' is a placeholder; "
@@ -192,6 +195,32 @@ def _lint_pin(
     elif not floats and pin.floating is not None:
         out.add("TB011", f"pins.{pin.name}: declared floating but pinned on every platform; "
                 "drop 'floating'", *key, "floating")  # fmt: skip
+
+
+def _url_versions(out: _Collector, pin: Pin, resolved: dict[Platform, ResolvedPin]) -> None:
+    """A url pin's version is the one its url carries, so a version bump that forgets the url (and
+    its sha256) fails here; a pin whose version is what the download installs says ``installs``."""
+    key = ("pins", pin.name)
+    if pin.installs is not None:
+        if not any(r.kind == "url" and r.values.version for r in resolved.values()):
+            out.add("TB012", f"pins.{pin.name}.installs: only a url pin with a version installs "
+                    "a version other than its download's; drop 'installs'", *key, "installs")  # fmt: skip
+        return
+    for platform, r in resolved.items():
+        version, url = r.values.version, r.values.url
+        if r.kind != "url" or version is None or url is None or url_version.carries(url, version):
+            continue
+        where = (*key, platform) if platform in pin.overrides else key
+        found = url_version.versions_in(url)
+        carried = f"carries {', '.join(found)}" if found else "carries no version"
+        out.add(
+            "TB012",
+            f"pins.{pin.name}.version: '{version}' but its url {carried}; move both with "
+            f"twinbuild pins bump {pin.name} --version {version} (it moves the url and takes a "
+            "new sha256), or, where the download installs that version, say so: installs = "
+            '"what it installs"',
+            *where, "version",
+        )  # fmt: skip
 
 
 def _joined(floats: list[str]) -> str:

@@ -13,6 +13,7 @@ from typing import Literal
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load, loads
 from twinbuild.manifest.model import (
+    NOTE_VALUES,
     DEFAULT_PATH,
     PLATFORMS,
     PROFILES,
@@ -25,7 +26,7 @@ from twinbuild.util.git import rev_arg, run_git
 
 Status = Literal["added", "removed", "changed"]
 #: Fields that do not reach the image (they are not in ``platform_digest``).
-_NOTES = ("line", "why", "floating")
+_NOTES = ("line", "why", "floating", *NOTE_VALUES)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
