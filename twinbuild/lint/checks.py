@@ -204,12 +204,17 @@ def _url_versions(out: _Collector, pin: Pin, resolved: dict[Platform, ResolvedPi
     if pin.installs is not None:
         if not any(r.kind == "url" and r.values.version for r in resolved.values()):
             out.add("TB012", f"pins.{pin.name}.installs: only a url pin with a version installs "
-                    "a version other than its download's; drop 'installs'", *key, "installs")  # fmt: skip
+                    "a version other than its download's; drop 'installs'",
+                    *key, "installs")  # fmt: skip
         return
     for platform, r in resolved.items():
         version, url = r.values.version, r.values.url
         if r.kind != "url" or version is None or url is None or url_version.carries(url, version):
             continue
+        try:
+            Version(version)
+        except InvalidVersion:
+            continue  # TB006 says what is wrong with it
         where = (*key, platform) if platform in pin.overrides else key
         found = url_version.versions_in(url)
         carried = f"carries {', '.join(found)}" if found else "carries no version"

@@ -75,6 +75,15 @@ class BumpResult:
     text: str
     written: bool
 
+    def to_dict(self) -> dict[str, object]:
+        """``pins bump --format json``: what moved, what rebuilds (not the manifest's text)."""
+        return {
+            "manifest": str(self.path), "pin": self.pin, "written": self.written,
+            "moved": {p: {"old": old, "new": new} for p, (old, new) in self.moved.items()},
+            "rebuild": {p: list(profiles) for p, profiles in self.rebuild.items()},
+            "upstream": self.upstream.describe() if self.upstream is not None else None,
+        }  # fmt: skip
+
     def report(self) -> str:
         lines = [f"pins.{self.pin}:"]
         for platform, (old, new) in self.moved.items():

@@ -13,8 +13,8 @@ from typing import Literal
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load, loads
 from twinbuild.manifest.model import (
-    NOTE_VALUES,
     DEFAULT_PATH,
+    NOTE_VALUES,
     PLATFORMS,
     PROFILES,
     Manifest,
@@ -247,7 +247,7 @@ class DiffOptions:
     root: Path = Path()  # the git repository
     rev_a: str | None = None  # None: HEAD
     rev_b: str | None = None  # None: the working tree
-    format: Literal["text", "markdown"] = "text"
+    format: Literal["text", "json", "markdown"] = "text"
 
 
 def diff_pins(options: DiffOptions) -> ManifestDiff:

@@ -251,8 +251,8 @@ def _too_large(request: Request, limit: int, detail: str) -> EngineError:
     note = f"; {request.limit_note}" if request.limit_note else ""
     said = f" ({detail})" if detail else ""
     return EngineError(
-        f"{request.what}: the {request.peer} {request.host} answered {request.target} with more than "
-        f"{size_text(limit)}{said}{note}; refusing it"
+        f"{request.what}: the {request.peer} {request.host} answered {request.target} with more "
+        f"than {size_text(limit)}{said}{note}; refusing it"
     )
 
 
