@@ -54,7 +54,7 @@ class _Files(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(BODY)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 (the base's name)
+    def log_message(self, format: str, *args: object) -> None:
         pass
 
 
@@ -117,7 +117,9 @@ def test_the_new_download_is_fetched_and_hashed_through_a_redirect(
     result = bump(
         manifest,
         BumpRequest(
-            name="kubectl", version="1.37.0", url=f"{server}/v1.37.0/moved",
+            name="kubectl",
+            version="1.37.0",
+            url=f"{server}/v1.37.0/moved",
             why="kubectl 1.37.0",
         ),
     )
@@ -216,7 +218,7 @@ def test_the_lint_refuses_a_url_pin_whose_version_is_not_its_urls(manifest: Path
 
 def test_installs_is_only_for_a_url_pin_with_a_version(manifest: Path) -> None:
     text = manifest.read_text().replace(
-        '[pins.numba]\n', '[pins.numba]\ninstalls = "numba itself"\n'
+        "[pins.numba]\n", '[pins.numba]\ninstalls = "numba itself"\n'
     )
     findings = lint_manifest(loads(text, manifest)).findings
     assert [f.code for f in findings] == ["TB012"]

@@ -25,10 +25,10 @@ from twinbuild.manifest.messages import (
     unknown_platform,
 )
 from twinbuild.manifest.model import (
+    BRANCH_RE,
     DEFAULT_PATH,
     INSTALLS,
     KINDS,
-    BRANCH_RE,
     MODULE_RE,
     NAME_RE,
     PIN_KEYS,
