@@ -39,6 +39,7 @@ from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform
 from twinbuild.manifest.render import GENERATED, RECIPES, Rendered
 from twinbuild.util.activity import Say, to_stderr
 from twinbuild.util.atomic import write_atomic
+from twinbuild.util.output import plain
 
 DEFAULT_OUT = Path("docker-bake.json")
 STAGE = Path(GENERATED) / "bake"
@@ -76,7 +77,7 @@ class BakeResult:
     definition: dict[str, Any] = field(repr=False)
     contexts: dict[str, Path]
     images: tuple[Image, ...] = field(repr=False)
-    built: tuple[Any, ...] = ()  # twinbuild.builder.bake_build.Built, with --build
+    built: tuple[Any, ...] = ()  # the BuildResult of each target built (--build)
 
     def report(self) -> str:
         lines = [f"wrote {self.out} ({self.profile} profile)"]
@@ -96,7 +97,7 @@ class BakeResult:
         return {
             "out": str(self.out), "profile": self.profile,
             "contexts": {k: str(v) for k, v in self.contexts.items()},
-            "definition": self.definition, "built": [b.to_dict() for b in self.built],
+            "definition": self.definition, "built": [plain(b) for b in self.built],
         }  # fmt: skip
 
 
