@@ -16,6 +16,7 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from twinbuild.lint import renovate_layout
 from twinbuild.lint.findings import Finding
 from twinbuild.manifest import url_version
 from twinbuild.manifest.loader import load
@@ -31,6 +32,7 @@ from twinbuild.manifest.model import (
 )
 from twinbuild.manifest.render import GENERATED, RECIPES, pin_args, render
 from twinbuild.recipe import scan
+from twinbuild.util import bounded
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}\Z")
 HEX_PREFIX = re.compile(r"^[0-9a-f]{4,39}\Z")
@@ -66,11 +68,13 @@ CODES: dict[str, str] = {
     "TB010": "declared floating ref (fails only with --strict)",
     "TB011": "declared floating but actually pinned",
     "TB012": "url pin's version is not the version its url carries (or `installs` says nothing)",
+    "TB013": "pin not laid out the way Renovate's managers read it (.github/renovate.json)",
     "TB101": "literal pin written in a recipe",
     "TB102": "FROM not fed by the manifest",
     "TB103": "recipe needs a build input the manifest does not give",
     "TB104": "manifest pin that no recipe uses",
     "TB105": "recipe line looks like a pin but cannot be classified",
+    "TB106": "recipe's # syntax= frontend not pinned by digest",
 }
 
 
@@ -324,8 +328,29 @@ def lint_recipes(manifest: Manifest, root: Path) -> list[Finding]:
             if path not in parsed:
                 parsed[path] = scan.parse(path)
                 _literal_pins(out, parsed[path], rel)
+                _frontend(out, path, rel)
             _inputs(out, manifest, parsed[path], rel, platform, profile, production_args)
     return out.findings
+
+
+_DIRECTIVE = re.compile(r"#\s*([A-Za-z]+)\s*=\s*(\S*)\s*$")
+_PINNED_FRONTEND = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
+
+
+def _frontend(out: _Collector, path: Path, rel: Path) -> None:
+    """The ``# syntax=`` frontend is an image BuildKit pulls and runs: a tag alone can move."""
+    text = bounded.read_text(path, limit=scan.MAX_BYTES, what="recipe")
+    for number, line in enumerate(text.splitlines(), start=1):
+        directive = _DIRECTIVE.match(line)
+        if directive is None:
+            return  # parser directives come first; the first other line ends them
+        name, value = directive.group(1).lower(), directive.group(2)
+        if name == "syntax" and not _PINNED_FRONTEND.fullmatch(value):
+            out.add_at(
+                rel, number, "TB106",
+                f"# syntax={value}: the frontend BuildKit pulls and runs is not pinned by digest; "
+                "write # syntax=IMAGE:TAG@sha256:<64 hex> (Renovate moves it)",
+            )  # fmt: skip
 
 
 def _literal_pins(out: _Collector, parsed: scan.Recipe, rel: Path) -> None:
@@ -411,6 +436,12 @@ def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:
     """The whole lint: manifest policy plus recipe drift."""
     report = lint_manifest(manifest, strict=strict)
     findings = [*report.findings, *lint_recipes(manifest, root)]
+    if (root / renovate_layout.CONFIG).is_file():  # a repository Renovate reads: TB013 too
+        laid_out = _Collector(manifest)
+        renovate_layout.check(
+            manifest, lambda n, text: laid_out.add_at(manifest.path, n, renovate_layout.CODE, text)
+        )
+        findings += laid_out.findings
     findings.sort(key=lambda f: (f.path, f.line, f.code))
     return LintReport(findings=findings, floating=report.floating)
 

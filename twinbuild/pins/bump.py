@@ -401,8 +401,41 @@ def _tidy(moved: Manifest, text: str, name: str) -> str:
     if unfloat:
         del table["floating"]
     out = tomlkit.dumps(doc)
+    if fold:
+        out = _value_after_kind(out, name)
     # The blank line added after a folded table is not wanted when that table ends the file.
     return out if text.endswith("\n\n") else re.sub(r"\n+\Z", "\n", out)
+
+
+def _key_lines(lines: list[str], start: int, end: int) -> dict[str, int]:
+    return {
+        line.split(" = ", 1)[0]: i
+        for i, line in enumerate(lines[start:end], start)
+        if " = " in line
+    }
+
+
+def _value_after_kind(text: str, name: str) -> str:
+    """A folded table got its version (or commit) last; Renovate's managers read a pin where
+    its table opens (twinbuild.lint.renovate_layout): move that line up, after kind and dist,
+    or after repo for a commit."""
+    lines = text.split("\n")
+    header = f"[pins.{name}]"
+    if header not in lines:
+        return text
+    start = lines.index(header) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("[")), len(lines))
+    keys = _key_lines(lines, start, end)
+    for value, after in (("version", ("dist", "kind")), ("range", ("dist", "kind")),
+                         ("commit", ("repo",))):  # fmt: skip
+        anchor = next((keys[a] for a in after if a in keys), None)
+        if value not in keys or anchor is None or keys[value] == anchor + 1:
+            continue
+        moved = lines.pop(keys[value])
+        at = anchor + 1 if keys[value] > anchor else anchor
+        lines.insert(at, moved)
+        keys = _key_lines(lines, start, end)
+    return "\n".join(lines)
 
 
 # -- tomlkit and model helpers -------------------------------------------------------------------
