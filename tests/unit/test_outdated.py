@@ -48,7 +48,8 @@ class _Index(http.server.BaseHTTPRequestHandler):
         if self.path.startswith(("/v2/lmsysorg/sglang/tags/list", "/v2/rocm/sgl-dev/tags/list")):
             if self.headers.get("Authorization") != "Bearer t0k":
                 self.send_response(401)
-                realm = f"http://127.0.0.1:{self.server.server_address[1]}/token"
+                port = self.server.server_address[1]  # type: ignore[index]
+                realm = f"http://127.0.0.1:{port}/token"
                 self.send_header("WWW-Authenticate", f'Bearer realm="{realm}",service="test"')
                 self.end_headers()
                 return None
