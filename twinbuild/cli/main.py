@@ -28,6 +28,8 @@ from twinbuild.cli.common import Handler, add_output_options, locate
 from twinbuild.errors import ConfigError, DiskFull, StdoutClosed, TwinbuildError
 from twinbuild.util import output
 
+#: The optional dependencies (pyproject's extras) and which extra brings each.
+EXTRAS = {"docker": "docker", "filelock": "docker", "pytest": "smoke", "testinfra": "smoke"}
 #: Command groups in the order ``twinbuild --help`` lists them.
 GROUPS = (lint, manifest, engine, build, smoke, ship, importer, ci, evidence, pins)
 
@@ -96,6 +98,16 @@ def exit_code(run: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print("twinbuild: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:  # an extra this install lacks: one line, what to install
+        extra = EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"twinbuild: {exc.name} is not installed here; this command needs twinbuild's "
+            f"{extra!r} extra: pip install 'twinbuild[{extra}]' (CI: locks/image.txt)",
+            file=sys.stderr,
+        )
+        return ConfigError.exit_code
 
 
 def _flush_after_error() -> None:
