@@ -9,7 +9,9 @@ else; and every nox session that installs does so from a lock.
 from __future__ import annotations
 
 import ast
+import importlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from tools.lock import LOCKS, LOCKS_WANTED, Lock, Locked, read_lock, requirements
+from twinbuild.cli.main import exit_code
+from twinbuild.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
@@ -122,3 +126,20 @@ def test_every_nox_session_that_installs_does_so_from_a_lock() -> None:
         lock = call.args[1]
         assert isinstance(lock, ast.Constant), ast.unparse(call)
         assert lock.value in names, ast.unparse(call)
+
+
+@pytest.mark.parametrize(("module", "extra"), [("docker", "docker"), ("testinfra", "smoke")])
+def test_a_command_without_its_extra_says_which_to_install(
+    module: str, extra: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The gate's lock has no Docker SDK: a build there is one line naming the extra."""
+    monkeypatch.setitem(sys.modules, module, None)  # import now raises ModuleNotFoundError
+
+    def run() -> int:
+        importlib.import_module(module)
+        return 0
+
+    assert exit_code(run) == ConfigError.exit_code
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert f"pip install 'twinbuild[{extra}]'" in err
