@@ -62,10 +62,13 @@ def _engine_up(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, tags=["lint"])
 def lint(session: nox.Session) -> None:
-    """Lint pins, recipes and workflows, then ruff and mypy over the code."""
+    """Lint pins, recipes (twinbuild lint, hadolint) and workflows, then ruff and mypy."""
     _install(session, "lint")
     session.run("twinbuild", "lint", *session.posargs)
     session.run("twinbuild", "workflows", "check")
+    # The recipes' Dockerfile lint; .hadolint.yaml says why each ignored rule does not apply.
+    recipes = sorted(str(path) for path in Path("images").glob("*/Dockerfile"))
+    session.run("hadolint", "--config", ".hadolint.yaml", *recipes)
     session.run("ruff", "check", "twinbuild", "tools", "tests", "noxfile.py")
     session.run("ruff", "format", "--check", "twinbuild", "tools", "tests", "noxfile.py")
     session.run("mypy")
