@@ -103,6 +103,13 @@ def test_every_workflow_pip_install_is_hash_checked_from_a_lock() -> None:
                 )
 
 
+def test_ci_run_installs_nox_from_its_lock() -> None:
+    """.ci/run, CI on a clean checkout, installs nox as the workflows do, and nothing else."""
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    installs = [line.split("#")[0].strip() for line in lines if "pip install" in line]
+    assert installs == ["python3 -m pip install -q --require-hashes -r locks/nox.txt"]
+
+
 def test_the_gate_job_installs_the_default_branch_gate_lock() -> None:
     gate = [run for where, run, _ in _run_steps() if where == "gate.yml:gate" and "pip" in run]
     assert gate == [
