@@ -71,8 +71,7 @@ def sign(options: SignOptions, fmt: Format = "text") -> int:
          "keyid": one.keyid}
         for one in signed
     ]  # fmt: skip
-    lines = "".join(f"{d['envelope']}: signed by {d['keyid'][:16]}
-" for d in done)
+    lines = "".join(f"{d['envelope']}: signed by {d['keyid'][:16]}\n" for d in done)
     output.report(done, fmt, text=lines)
     return 0
 
