@@ -113,9 +113,9 @@ def test_exactly_the_reviewed_paths_pass_and_any_other_set_is_refused(
     code, out, err = _check(capsys, "--reviewed-workflows", *both)
     assert code == 0, err
     assert out[-1] == (
-        f"2 workflow paths added or changed since the merge base {_merge_base(repo)}, each named "
-        "by --reviewed-workflows: push the head to validate/pr-N"
+        f"2 workflow paths added, changed or renamed since the merge base {_merge_base(repo)}"
     )
+    assert err == ["each named by --reviewed-workflows: push head to validate/pr-N"]
     code, _, err = _check(capsys, "--reviewed-workflows", both[0])
     assert code == 9
     assert err == [_refused(both[1], "changed", repo)]

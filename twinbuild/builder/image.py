@@ -82,12 +82,19 @@ def image_tag(platform: Platform, profile: Profile) -> str:
 
 
 def plan_inputs(
-    manifest: Manifest, engine: EngineAPI, platform: Platform, options: BuildOptions, say: Say
+    manifest: Manifest,
+    engine: EngineAPI | None,
+    platform: Platform,
+    options: BuildOptions,
+    say: Say,
 ) -> tuple[Rendered, str, BaseRef]:
-    """Render and hash; for the local profile make sure the embedded base exists first."""
+    """Render and hash; for the local profile make sure the embedded base exists first (in
+    ``engine``: only the local profile needs one here)."""
     if options.profile == "local":
         from twinbuild.engine.base import ensure_base
 
+        if engine is None:
+            raise EngineError("the local profile's base lives in an engine; none was given")
         local = manifest.local
         base = ensure_base(
             engine, suite=local.suite, mirror=local.mirror, packages=local.packages,

@@ -12,6 +12,35 @@ from twinbuild.manifest.model import DEFAULT_PATH
 Handler = Callable[[argparse.Namespace], int]
 
 
+def add_format(
+    parser: argparse.ArgumentParser,
+    *extra: str,
+    default: str = "text",
+    what: str = "the report",
+) -> None:
+    """``--format text|json`` (and ``extra``, e.g. ``markdown`` for a CI summary): the one way a
+    command chooses how its data on stdout looks (``twinbuild.util.output``)."""
+    choices = ("text", "json", *extra)
+    parser.add_argument(
+        "--format", choices=choices, default=default,
+        help=f"{what} on stdout as {', '.join(choices)} (default: %(default)s)",
+    )  # fmt: skip
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``-q``/``-v`` on every command (``main`` adds them to each parser that lacks them): how
+    much goes to stderr. Data on stdout is the same either way."""
+    flags = {flag for action in parser._actions for flag in action.option_strings}
+    if "-q" not in flags:
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", help="say nothing on stderr but errors"
+        )
+    if "-v" not in flags:
+        parser.add_argument(
+            "-v", "--verbose", action="store_true", help="say more on stderr (details, commands)"
+        )
+
+
 def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
     """``--manifest``, and ``--root`` for the commands that read images/ (``root=False``: not).
 

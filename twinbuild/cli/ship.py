@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
+from twinbuild.cli.common import add_format
 from twinbuild.manifest.model import PLATFORMS, PROFILES
+from twinbuild.util import output
 
 
 def cmd_registry(args: argparse.Namespace) -> int:
@@ -14,30 +17,35 @@ def cmd_registry(args: argparse.Namespace) -> int:
 
     options = registry.RegistryOptions(action=args.action, port=args.port)
     state = registry.run(options)
-    if args.action == "env":
-        if not state.running:
-            print(state.describe())
-            return 3
-        print(f"{registry.ENV_VAR}={state.address}")
-        return 0
-    print(state.describe())
-    if args.action == "up":
-        print(state.export_line())
-    return 0 if state.running or args.action == "down" else 3
+    ok = state.running or args.action == "down"
+    if args.format == "json":
+        output.report(state, "json")
+    elif not ok:  # `registry env >> $GITHUB_ENV` must never append an error as a line
+        print(f"twinbuild: {state.describe()}", file=sys.stderr)
+    elif args.action == "env":
+        output.data(f"{registry.ENV_VAR}={state.address}")
+    elif args.action == "up":
+        output.say(state.describe())
+        output.data(state.export_line())
+    elif args.action == "down":
+        output.say(state.describe())
+    else:
+        output.data(state.describe())
+    return 0 if ok else 3
 
 
 def cmd_push(args: argparse.Namespace) -> int:
     from twinbuild.ship.push import PushOptions, push_images
 
-    output = os.environ.get("GITHUB_OUTPUT")
+    outputs = os.environ.get("GITHUB_OUTPUT")
     options = PushOptions(
         root=Path(args.root),
         platform=args.platform,
         profile=args.profile,
         registry=args.registry,
-        github_output=Path(output) if output else None,
+        github_output=Path(outputs) if outputs else None,
     )
-    push_images(options)
+    output.report_all(push_images(options, say=output.say), args.format)
     return 0
 
 
@@ -59,7 +67,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         max_age_days=args.max_age_days,
         force=args.force,
     )
-    print(release_image(request).describe())
+    output.report(release_image(request, say=output.say), args.format)
     return 0
 
 
@@ -74,22 +82,30 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         help="port on 127.0.0.1 for `up` (default 5000; TWINBUILD_REGISTRY_PORT)",
     )
+    add_format(p, what="the registry's state")
     p.set_defaults(func=cmd_registry)
 
     p = sub.add_parser("push", help="push the built images; print REPOSITORY@sha256:DIGEST")
     p.add_argument("--root", default=".", help="repository root holding build/ (default: .)")
-    p.add_argument("--platform", choices=PLATFORMS, help="default: both")
-    p.add_argument("--profile", choices=PROFILES, default="local")
+    p.add_argument("--platform", choices=PLATFORMS, help="push only this image (default: both)")
+    p.add_argument(
+        "--profile", choices=PROFILES, default="local",
+        help="the built images of this profile (default: %(default)s)",
+    )  # fmt: skip
     p.add_argument(
         "--registry", help="a real registry HOST[:PORT] (default: TWINBUILD_REGISTRY, else private)"
     )
+    add_format(p, what="REPOSITORY@sha256:DIGEST per image")
     p.set_defaults(func=cmd_push)
 
     p = sub.add_parser(
         "release", help="tag a pushed digest, only with its signed GPU evidence stored beside it"
     )
-    p.add_argument("--platform", choices=PLATFORMS, required=True)
-    p.add_argument("--image", required=True, metavar="REPO@sha256:DIGEST")
+    p.add_argument("--platform", choices=PLATFORMS, required=True, help="the image's platform")
+    p.add_argument(
+        "--image", required=True, metavar="REPO@sha256:DIGEST",
+        help="the pushed digest to release (as `twinbuild push` printed it)",
+    )  # fmt: skip
     p.add_argument("--tag", required=True, help="the release tag to point at the digest")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--evidence", help="the DSSE envelope file (<platform>.dsse.json)")
@@ -101,8 +117,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )  # fmt: skip
     p.add_argument("--repository", help="OWNER/NAME whose runs count (default: GITHUB_REPOSITORY)")
     p.add_argument("--repository-id", help="its numeric id (default: GITHUB_REPOSITORY_ID)")
-    p.add_argument("--default-branch", default="main")
-    p.add_argument("--profile", choices=PROFILES, default="production")
-    p.add_argument("--max-age-days", type=float, default=14.0)
+    p.add_argument(
+        "--default-branch", default="main",
+        help="the branch whose validate-gpu.yml signs evidence (default: %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--profile", choices=PROFILES, default="production",
+        help="the profile the evidence must be for (default: %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-age-days", type=float, default=14.0,
+        help="oldest evidence accepted, in days (default: %(default)s)",
+    )  # fmt: skip
     p.add_argument("--force", action="store_true", help="move a tag that names another digest")
+    add_format(p, what="the release")
     p.set_defaults(func=cmd_release)

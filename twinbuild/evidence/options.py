@@ -20,6 +20,8 @@ class RecordOptions:
     pr: int  # the pull request of validate/pr-<N>
     repo: Path = Path()  # the git repository holding the commit, read as git objects
     manifest: Path = DEFAULT_PATH
+    env_file: Path | None = None  # a dry run: the GITHUB_* values a job would have
+    repository_id: str | None = None  # a dry run: GITHUB_REPOSITORY_ID
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +57,8 @@ class GateOptions:
     default_branch: str = "main"  # when the event payload does not say
     pr: int | None = None  # when the event payload does not say
     summary: Path | None = None  # step summary file to append the verdict to
+    env_file: Path | None = None  # a dry run: the GITHUB_* values a job would have
+    repository_id: str | None = None  # a dry run: GITHUB_REPOSITORY_ID
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,6 +12,7 @@ nothing. Read from git objects only; nothing is checked out.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -54,6 +55,30 @@ class PushCheck:
     def to_review(self) -> tuple[Change, ...]:
         return tuple(c for c in self.changes if c.what != "deleted")
 
+    def text(self) -> str:
+        """The diff paths, then how many need a review."""
+        mb, lines = self.merge_base[:12], []
+        if self.changes:
+            lines.append(
+                f"workflow and action files the head {self.head} changes since the merge base {mb}:"
+            )
+            lines += [c.line() for c in self.changes]
+        if self.to_review:
+            lines.append(
+                f"{len(self.to_review)} workflow paths added, changed or renamed since the merge "
+                f"base {mb}"
+            )
+        else:
+            lines.append(
+                f"no workflow or action added or changed since the merge base {mb}: the push "
+                "runs only workflows the base already had"
+            )
+        return "\n".join(lines) + "\n"
+
+
+def _print(found: PushCheck) -> None:
+    print(found.text(), end="")
+
 
 def diff(repo: Path, base: str, head: str) -> PushCheck:
     """The head's workflow and action changes since its merge base with ``base``."""
@@ -90,15 +115,14 @@ def diff(repo: Path, base: str, head: str) -> PushCheck:
     )  # fmt: skip
 
 
-def check_push(options: CheckPushOptions, say: Say = print) -> PushCheck:
-    """List the head's workflow changes; refuse (exit 9) each one ``--reviewed-workflows`` does
-    not name, each name it does not change, and every link."""
+def check_push(
+    options: CheckPushOptions, say: Say = print, show: Callable[[PushCheck], None] = _print
+) -> PushCheck:
+    """``show`` the head's workflow changes (refused or not); refuse (exit 9) each one
+    ``--reviewed-workflows`` does not name, each name it does not change, and every link."""
     found = diff(options.repo, options.base, options.head)
+    show(found)
     mb = found.merge_base[:12]
-    if found.changes:
-        say(f"workflow and action files the head {options.head} changes since the merge base {mb}:")
-        for change in found.changes:
-            say(change.line())
     reviewed = set(options.reviewed_workflows)
     wanted = {c.path for c in found.to_review}
     refusals = [
@@ -123,13 +147,5 @@ def check_push(options: CheckPushOptions, say: Say = print) -> PushCheck:
     if refusals:
         raise TrustRootRefused("\n".join(refusals))
     if wanted:
-        say(
-            f"{len(wanted)} workflow paths added or changed since the merge base {mb}, each "
-            "named by --reviewed-workflows: push the head to validate/pr-N"
-        )
-    else:
-        say(
-            f"no workflow or action added or changed since the merge base {mb}: the push runs "
-            "only workflows the base already had"
-        )
+        say(f"each named by --reviewed-workflows: push {options.head} to validate/pr-N")
     return found

@@ -25,6 +25,7 @@ from twinbuild.manifest.messages import (
     unknown_platform,
 )
 from twinbuild.manifest.model import (
+    BRANCH_RE,
     DEFAULT_PATH,
     INSTALLS,
     KINDS,
@@ -460,6 +461,7 @@ class _Reader:
             floating=self.get_str(body, (*key, "floating")),
             divergence=self.get_str(body, (*key, "divergence")),
             asymmetry=self.get_str(body, (*key, "asymmetry")),
+            installs=self.get_str(body, (*key, "installs")),
             line=self.keylines.line_of(key),
         )
         for platform in pin.platforms:
@@ -478,6 +480,22 @@ class _Reader:
                 )
         return pin
 
+    def check_track(self, v: Values, key: tuple[str, ...]) -> None:
+        """``track``: the branch a pinned commit is taken from, a plain branch name."""
+        branch = v.track or ""
+        if v.commit is None:
+            self.error(
+                (*key, "track"),
+                "tracks a branch but pins no commit; a ref already follows its branch, drop track "
+                "or pin the branch's commit",
+            )
+        elif not BRANCH_RE.fullmatch(branch) or ".." in branch or branch.endswith((".", "/")):
+            self.error(
+                (*key, "track"),
+                f"{branch!r} is not a branch name (letters, digits, '.', '_', '-' and '/'; "
+                "not starting with '-' or '/'), e.g. track = \"main\"",
+            )
+
     def require_fields(self, v: Values, key: tuple[str, ...], name: str) -> None:
         if v.kind == "git":
             if v.repo is None:
@@ -486,6 +504,8 @@ class _Reader:
                 self.error((*key, "commit"), "missing; a git pin needs a full 40-hex commit")
             if v.commit is not None and v.ref is not None:
                 self.error((*key, "ref"), "set either commit or ref, not both")
+            if v.track is not None:
+                self.check_track(v, key)
         elif v.kind == "url":
             if v.url is None:
                 self.error((*key, "url"), "missing; a url pin names what it downloads")
@@ -493,6 +513,12 @@ class _Reader:
                 self.error((*key, "sha256"), "missing; a url pin carries the artifact's sha256")
         elif v.kind in ("pypi", "apt") and v.version is not None and v.range is not None:
             self.error((*key, "range"), "set either version (exact) or range (floating), not both")
+        if v.kind != "git" and v.track is not None:
+            self.error(
+                (*key, "track"),
+                f"a {v.kind} pin tracks no branch; track names the branch a git pin's commit "
+                "is taken from, drop it",
+            )
         typed_wrong = {(*key, "version"), (*key, "range")} & self.bad_keys
         if v.kind == "pypi" and v.version is None and v.range is None and not typed_wrong:
             self.error(

@@ -34,6 +34,8 @@ TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 """A Docker tag, as the engine accepts it: no spaces, no '|' (it is printed in tables and refs)."""
 REPOSITORY_RE = re.compile(r"[a-z0-9][a-z0-9._/:-]*")
 """Loosely, an image repository: lower case, no spaces or markup (the engine checks the rest)."""
+BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+"""A branch name a git pin may ``track`` (matched whole; git's other rules are checked too)."""
 MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 """A dotted Python module name (``platforms.<p>.kernel_modules``)."""
 #: A Docker size for shm_size: digits and a unit (b, k, m, g).
@@ -114,6 +116,9 @@ class Values:
     index: str | None = None
     subdirectory: str | None = None
     local: str | None = None
+    #: The branch a git pin's commit is taken from: what `pins outdated` and Renovate compare the
+    #: commit with. Metadata, like ``why``: not in the image, its digest or the symmetry check.
+    track: str | None = None
 
 
 VALUE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Values))
@@ -123,6 +128,7 @@ PIN_KEYS: tuple[str, ...] = (
     "floating",
     "divergence",
     "asymmetry",
+    "installs",
     "platforms",
     *PLATFORMS,
 )
@@ -138,6 +144,9 @@ class Pin:
     floating: str | None = None
     divergence: str | None = None
     asymmetry: str | None = None
+    #: A url pin whose ``version`` is not its download's own but what the download installs
+    #: (rustup-init installing a toolchain) says so here; its ``--version`` bump keeps the url.
+    installs: str | None = None
     line: int = 0
     explicit_platforms: bool = False
 
@@ -197,7 +206,11 @@ class ResolvedPin:
         if self.kind == "git":
             return f"{v.repo}@{v.commit or v.ref}"
         if self.kind == "url":
-            return f"{v.url} sha256:{v.sha256}"
+            shown = f"{v.url} sha256:{v.sha256}"
+            # a version the url does not carry (what the download installs) is shown too
+            if v.version is not None and v.url is not None and v.version not in v.url:
+                shown += f" version {v.version}"
+            return shown
         if v.version is not None:
             return f"=={v.version}" if self.kind == "pypi" else v.version
         if v.range:
@@ -219,9 +232,13 @@ class ResolvedPin:
         }  # fmt: skip
 
 
+#: Values that never reach an image: the branch a commit is taken from (``track``).
+NOTE_VALUES: tuple[str, ...] = ("track",)
 #: The values that must match across platforms for a pin to be symmetric: all but where it is
-#: built (``layer``) and whether the local profile takes it (``local``).
-SYMMETRIC_KEYS: tuple[str, ...] = tuple(k for k in VALUE_KEYS if k not in ("layer", "local"))
+#: built (``layer``), whether the local profile takes it (``local``) and the notes.
+SYMMETRIC_KEYS: tuple[str, ...] = tuple(
+    k for k in VALUE_KEYS if k not in ("layer", "local", *NOTE_VALUES)
+)
 
 
 #: https://host[:port]/path, no credentials, spaces or query: what an OCI source label holds.
@@ -277,7 +294,10 @@ class Manifest:
             "platform": platform,
             "profile": profile,
             "setting": _plain(setting, skip=skip),
-            "pins": [_skip(p.flat(), ("line", "why", "floating")) for p in self.resolve(platform)],
+            "pins": [
+                _skip(p.flat(), ("line", "why", "floating", *NOTE_VALUES))
+                for p in self.resolve(platform)
+            ],
         }
         blob = json.dumps(data, sort_keys=True, default=lambda o: _plain(o, skip=("line",)))
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()

@@ -37,6 +37,16 @@ class Rendered:
     skipped: list[tuple[ResolvedPin, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what render could not know, and why
 
+    def to_dict(self) -> dict[str, object]:
+        """``twinbuild render --format json``: the same, as one JSON object."""
+        return {
+            "platform": self.platform, "profile": self.profile, "recipe": str(self.recipe),
+            "target": self.target, "args": dict(sorted(self.args.items())),
+            "files": dict(sorted(self.files.items())), "notes": list(self.notes),
+            "installed": [pin.name for pin in self.installed],
+            "skipped": [{"pin": pin.name, "reason": reason} for pin, reason in self.skipped],
+        }  # fmt: skip
+
     def text(self) -> str:
         """Exactly what the build receives, for ``twinbuild render``."""
         out = [

@@ -14,6 +14,7 @@ from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load, loads
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
+    NOTE_VALUES,
     PLATFORMS,
     PROFILES,
     Manifest,
@@ -25,7 +26,7 @@ from twinbuild.util.git import rev_arg, run_git
 
 Status = Literal["added", "removed", "changed"]
 #: Fields that do not reach the image (they are not in ``platform_digest``).
-_NOTES = ("line", "why", "floating")
+_NOTES = ("line", "why", "floating", *NOTE_VALUES)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,7 +247,7 @@ class DiffOptions:
     root: Path = Path()  # the git repository
     rev_a: str | None = None  # None: HEAD
     rev_b: str | None = None  # None: the working tree
-    format: Literal["text", "markdown"] = "text"
+    format: Literal["text", "json", "markdown"] = "text"
 
 
 def diff_pins(options: DiffOptions) -> ManifestDiff:

@@ -109,8 +109,7 @@ def push(
         # Recorded only after the registry confirmed the digest: a failed push records nothing.
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         data.with_push(PushRecord(ref=pushed.ref, registry=registry, at=at)).save(path)
-        say(result.describe())
-        results.append(result)
+        results.append(result)  # the caller prints them: data, not progress
     if options.github_output is not None:
         from twinbuild.util.github import append_outputs
 
