@@ -24,7 +24,7 @@ from tests.unit.gitrepos import commit_all, git, needs_git
 
 pytestmark = needs_git
 
-BACKEND = '[build-system]\nrequires = ["setuptools>=68"]\nbuild-backend = "setuptools.build_meta"\n'
+BACKEND = 'build-backend = "setuptools.build_meta"\n'
 SHIM = (
     "import os, pathlib\n"
     'pathlib.Path(os.environ["TB_MARK"]).write_text("tests/backend ran")\n'
@@ -36,7 +36,7 @@ SCRIPTS = '[project.scripts]\ntwinbuild = "twinbuild.cli.main:main"\n'
 EDITS = {
     "an in-tree build backend in tests/": (
         BACKEND,
-        BACKEND.replace('"setuptools.build_meta"\n', '"shim"\nbackend-path = ["tests/backend"]\n'),
+        'build-backend = "shim"\nbackend-path = ["tests/backend"]\n',
         ("tests/backend/shim.py", SHIM),
         "build-system.backend-path",
         "tests/backend",
