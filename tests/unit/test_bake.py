@@ -91,6 +91,7 @@ def test_each_platform_gets_its_own_generated_files(root: Path) -> None:
 
 
 def test_out_path_and_report(root: Path) -> None:
+    (root / "ci").mkdir()
     result = bake(load(root / "pins/manifest.toml"), root, out=Path("ci/bake.json"))
     assert (root / "ci/bake.json").is_file()
     assert result.report() == (

@@ -195,7 +195,7 @@ def release(tmp_path: Path, s: Shipped, ref: str, *more: str, platform: str = "c
     return run_cli(
         tmp_path, "release", "--platform", platform, "--image", ref, "--tag", "v1", "--force",
         "--evidence", str(s.evidence), "--keys", str(s.keys), "--repository", REPO,
-        "--repository-id", str(REPO_ID), "--max-age-days", "100000", *more,
+        "--repository-id", str(REPO_ID), "--max-age-days", "3650", *more,
     )  # fmt: skip
 
 

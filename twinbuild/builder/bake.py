@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -20,11 +21,18 @@ from typing import Any
 
 from twinbuild.errors import ConfigError, DiskFull, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile
+from twinbuild.manifest.model import (
+    DEFAULT_PATH,
+    PLATFORMS,
+    SOURCE_RE,
+    Manifest,
+    Platform,
+    Profile,
+)
 from twinbuild.manifest.render import GENERATED, RECIPES, render
-from twinbuild.util.atomic import write_atomic
+from twinbuild.util.atomic import need_folder, resolve_target, write_atomic
 
-DEFAULT_REPOSITORY = "ghcr.io/OWNER/twinbuild"
+DEFAULT_REPOSITORY = "ghcr.io/owner/twinbuild"
 DEFAULT_OUT = Path("docker-bake.json")
 STAGE = Path(GENERATED) / "bake"
 PROFILE: Profile = "production"
@@ -50,13 +58,30 @@ class BakeResult:
 
 
 def check_repository(repository: str) -> str:
-    """An image repository without tag or digest, e.g. ghcr.io/owner/twinbuild."""
-    if not _REPOSITORY.match(repository.lower()) or "@" in repository:
-        raise ConfigError(
-            f"--repository '{repository}': not an image repository; pass one without tag or "
-            "digest, e.g. ghcr.io/owner/twinbuild"
+    """An image repository without tag or digest, e.g. ghcr.io/owner/twinbuild (its path lower
+    case, as Docker and every registry want it: never folded quietly into another name)."""
+    if not _REPOSITORY.match(repository) or "@" in repository:
+        lower = repository.lower()
+        case = (
+            f" (its path must be lower case: {lower!r})"
+            if _REPOSITORY.match(lower) and "@" not in lower
+            else ""
         )
-    return repository.lower()
+        raise ConfigError(
+            f"--repository {repository!r}: not an image repository{case}; pass one without tag "
+            "or digest, e.g. ghcr.io/owner/twinbuild"
+        )
+    return repository
+
+
+def check_source(source: str) -> str:
+    """``--source``: a repository's web address, by the rule the manifest's ``source`` follows."""
+    if not SOURCE_RE.fullmatch(source):
+        raise ConfigError(
+            f"--source {source!r}: not a repository's web address; write it as "
+            "'https://github.com/OWNER/NAME' (https, no credentials, spaces or query)"
+        )
+    return source
 
 
 def source_url(repository: str) -> str:
@@ -183,9 +208,11 @@ class BakeOptions:
 
 def bake_images(options: BakeOptions) -> BakeResult:
     """Load the manifest and write the bake file ``options`` asks for."""
+    source = check_source(options.source) if options.source is not None else None
+    repository = check_repository(options.repository)
     return bake(
-        load(options.manifest), options.root, out=options.out,
-        repository=options.repository, source=options.source,
+        load(options.manifest), options.root, out=options.out, repository=repository,
+        source=source,
     )  # fmt: skip
 
 
@@ -197,12 +224,23 @@ def bake(
     repository: str = DEFAULT_REPOSITORY,
     source: str | None = None,
 ) -> BakeResult:
-    """Stage both contexts and write the bake file (a relative ``out`` is under ``root``)."""
+    """Stage both contexts and write the bake file (a relative ``out`` is under ``root``).
+
+    Every argument is checked before anything is written: the bake file stays inside the
+    repository, in a folder that exists.
+    """
     data = definition(manifest, repository=repository, source=source)
     for platform in PLATFORMS:
         if not (root / RECIPES[PROFILE][platform]).is_file():
             raise ConfigError(f"{RECIPES[PROFILE][platform]}: recipe not found under {root}")
-    contexts = _stage_all(manifest, root, PLATFORMS)
     target = out if out.is_absolute() else root / out
-    write_atomic(target, json.dumps(data, indent=2) + "\n")
+    real, inside = Path(os.path.realpath(target)), Path(os.path.realpath(root))
+    if inside not in real.parents:
+        raise ConfigError(
+            f"--out {out}: resolves to {real}, outside the repository {root}; pass a path inside it"
+        )
+    # a folder, FIFO or device there, or a missing folder, is refused before staging
+    need_folder(target, resolve_target(target, within=root).parent)
+    contexts = _stage_all(manifest, root, PLATFORMS)
+    write_atomic(target, json.dumps(data, indent=2) + "\n", within=root, parents=False)
     return BakeResult(out=target, definition=data, contexts=contexts)

@@ -6,7 +6,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest_path, mirrors, repo_manifest, root
+from twinbuild.cli.common import (
+    add_common,
+    manifest_path,
+    mirrors,
+    repo_manifest,
+    root,
+    whole_number,
+)
 from twinbuild.manifest.model import PLATFORMS, PROFILES
 
 
@@ -71,7 +78,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "-v", "--verbose", action="store_true",
         help="list each pin the profile leaves out (default: one line saying how many)",
     )  # fmt: skip
-    p.add_argument("--jobs", type=int, default=1, help="build platforms concurrently")
+    p.add_argument(
+        "--jobs", type=whole_number(1, 64), default=1, help="build platforms concurrently"
+    )
     p.add_argument(
         "--builder", choices=("auto", "buildkit", "classic"), default="auto",
         help="BuildKit where the engine has it, else the classic builder (default: auto)",
@@ -113,7 +122,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", default="docker-bake.json", help="bake file (default: %(default)s)")
     p.add_argument(
         "--repository",
-        default="ghcr.io/OWNER/twinbuild",
+        default="ghcr.io/owner/twinbuild",
         help="image repository for tags and the registry cache (default: %(default)s)",
     )
     p.add_argument(

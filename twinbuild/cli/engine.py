@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from twinbuild.cli.common import add_common, manifest_path
+from twinbuild.cli.common import add_common, manifest_path, whole_number
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
@@ -58,7 +58,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "prune", help="remove untagged twinbuild images beyond the newest N per platform"
     )
     p.add_argument(
-        "--keep", type=int, default=1, metavar="N",
+        "--keep", type=whole_number(0, 10_000), default=1, metavar="N",
         help="untagged images to keep per platform and profile, newest first: a rebuild leaves "
         "the previous one untagged, ready to re-tag for a fast revert (default: %(default)s)",
     )  # fmt: skip

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from twinbuild.cli.common import days, whole_number
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS
+
+#: A pull request number, as GitHub hands them out (a positive 32-bit integer).
+PR_NUMBER = whole_number(1, 2**31 - 1)
 
 # Each handler types its arguments; twinbuild.cli.evidence_handlers (and cryptography) load only
 # when one runs.
@@ -87,21 +91,10 @@ def cmd_keygen(args: argparse.Namespace) -> int:
     return keygen(KeygenOptions(private=Path(args.private), public=Path(args.public)))
 
 
-def _days(text: str) -> float:
-    """A positive number of days up to ten years (timedelta overflows far beyond that)."""
-    try:
-        days = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
-    if not 0 < days <= 3650:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of days from 0 to 3650")
-    return days
-
-
 def _validated_arguments(p: argparse.ArgumentParser) -> None:
     """What record and sign hold a run to: the commit and PR the trigger check established."""
     p.add_argument("--commit", required=True, help="the validated commit (40 hex)")
-    p.add_argument("--pr", type=int, required=True, help="the PR of validate/pr-<N>")
+    p.add_argument("--pr", type=PR_NUMBER, required=True, help="the PR of validate/pr-<N>")
     p.add_argument("--repo", default=".", help="the git repository holding the commit")
     p.add_argument("--manifest", default=str(DEFAULT_PATH), help="the manifest's path in it")
 
@@ -156,10 +149,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--evidence", action="append", default=[], help="an evidence file")
     p.add_argument("--keys", default="evidence/keys")
     p.add_argument("--manifest", default=str(DEFAULT_PATH))
-    p.add_argument("--max-age-days", type=_days, default=14.0)
+    p.add_argument("--max-age-days", type=days, default=14.0)
     p.add_argument("--same-commit", action="store_true", help="accept the head commit only")
     p.add_argument("--default-branch", default="main")
-    p.add_argument("--pr", type=int)
+    p.add_argument("--pr", type=PR_NUMBER)
     p.add_argument("--summary", help="append the verdict as markdown to this file")
     p.set_defaults(func=cmd_gate)
     p = ev.add_parser(

@@ -6,7 +6,6 @@ The gate reads everything about the PR head as git objects fetched by the workfl
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from twinbuild.evidence.options import (
     TriggerOptions,
     VerifyOptions,
 )
-from twinbuild.util import github
+from twinbuild.util import environ, github
 from twinbuild.util.atomic import plain_folder
 
 REPORT = "report.json"
@@ -38,7 +37,7 @@ def record(options: RecordOptions) -> int:
     found = sorted(folder.glob(f"smoke-{options.platform}-*.json"))
     report = found[0] if len(found) == 1 else folder / REPORT
     now = datetime.now(UTC)
-    statement = evidence.record(report, env=os.environ, now=now, validated=about)
+    statement = evidence.record(report, env=environ.checked(), now=now, validated=about)
     if statement.predicate.platform != options.platform:
         raise ConfigError(
             f"{report}: the report is for {statement.predicate.platform}, not {options.platform}"
@@ -51,7 +50,7 @@ def record(options: RecordOptions) -> int:
 
 def sign(options: SignOptions) -> int:
     about = validated(options.commit, options.pr, repo=options.repo, manifest=options.manifest)
-    key = evidence.load_private(env=os.environ, path=options.key)
+    key = evidence.load_private(env=environ.checked(), path=options.key)
     in_actions = github.in_actions()
     found = sorted(options.statements.rglob("*.statement.json"))
     if not found:
@@ -62,7 +61,7 @@ def sign(options: SignOptions) -> int:
         platform = path.name.removesuffix(".statement.json")
         signed = evidence.sign(
             path, options.out / f"{platform}.dsse.json", key=key, validated=about,
-            env=os.environ if in_actions else None,
+            env=environ.checked() if in_actions else None,
         )  # fmt: skip
         print(f"{signed.path}: signed by {signed.keyid[:16]}")
     return 0
@@ -116,7 +115,7 @@ def gate(options: GateOptions) -> int:
     from twinbuild.evidence.pr_gate import judge, refusals_of
 
     try:
-        verdict = judge(options, env=os.environ, event=github.event(), now=datetime.now(UTC))
+        verdict = judge(options, env=environ.checked(), event=github.event(), now=datetime.now(UTC))
     except (EvidenceRefused, TrustRootRefused) as refused:
         lines = [f"- {r}" for r in refusals_of(refused)]
         _summary(options.summary, ["## Evidence gate: refused", *lines])
@@ -135,7 +134,7 @@ def _summary(path: Path | None, lines: Sequence[str]) -> None:
 def trigger(options: TriggerOptions) -> int:
     from twinbuild.evidence.trigger import check
 
-    found = check(github.event(), env=os.environ, workflow=options.workflow)
+    found = check(github.event(), env=environ.checked(), workflow=options.workflow)
     print(found.line())
     if options.github_output:
         github.write_outputs(found.outputs(), who="evidence trigger")

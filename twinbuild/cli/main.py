@@ -24,8 +24,9 @@ from twinbuild.cli import (
     ship,
     smoke,
 )
-from twinbuild.cli.common import Handler, locate
+from twinbuild.cli.common import Handler, check_arguments, locate
 from twinbuild.errors import TwinbuildError
+from twinbuild.util.signals import stopped_by, stopping
 
 #: Command groups in the order ``twinbuild --help`` lists them.
 GROUPS = (lint, manifest, engine, build, smoke, ship, importer, ci, evidence, pins)
@@ -49,6 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     func: Handler = args.func
 
     def run() -> int:
+        check_arguments(parser, args)
         locate(args)
         return func(args)
 
@@ -56,16 +58,34 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def exit_code(run: Callable[[], int]) -> int:
-    """``run()``'s exit code; a TwinbuildError becomes its lines on stderr and its own code."""
+    """``run()``'s exit code; a TwinbuildError becomes its lines on stderr and its own code.
+
+    SIGINT and SIGTERM stop the run the same way (exit 130), after it has unwound.
+    """
     try:
-        return run()
+        with stopping():
+            return run()
     except TwinbuildError as exc:
-        for line in str(exc).splitlines() or [type(exc).__name__]:
+        for line in message_lines(str(exc)) or [type(exc).__name__]:
             # A line about a file under twinbuild/ starts with "twinbuild" too: only an already
             # prefixed line is printed as it is.
             shown = line if line.startswith("twinbuild: ") else f"twinbuild: {line}"
             print(shown, file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("twinbuild: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(
+            f"twinbuild: stopped by {stopped_by(exc)}; nothing half-done was kept", file=sys.stderr
+        )
         return 130
+
+
+def message_lines(message: str) -> list[str]:
+    """An error's lines: split at LF only (a value's U+2028 or form feed is no new line), any
+    other control character shown escaped."""
+    return [_escaped(line) for line in message.split("\n") if line]
+
+
+def _escaped(line: str) -> str:
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)

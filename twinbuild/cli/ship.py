@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
+from twinbuild.cli.common import days, whole_number
 from twinbuild.manifest.model import PLATFORMS, PROFILES
+from twinbuild.util import environ
 
 
 def cmd_registry(args: argparse.Namespace) -> int:
@@ -29,7 +30,7 @@ def cmd_registry(args: argparse.Namespace) -> int:
 def cmd_push(args: argparse.Namespace) -> int:
     from twinbuild.ship.push import PushOptions, push_images
 
-    output = os.environ.get("GITHUB_OUTPUT")
+    output = environ.text("GITHUB_OUTPUT")
     options = PushOptions(
         root=Path(args.root),
         platform=args.platform,
@@ -70,7 +71,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )  # fmt: skip
     p.add_argument(
         "--port",
-        type=int,
+        type=whole_number(1, 65535),
         help="port on 127.0.0.1 for `up` (default 5000; TWINBUILD_REGISTRY_PORT)",
     )
     p.set_defaults(func=cmd_registry)
@@ -98,6 +99,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--repository-id", help="its numeric id (default: GITHUB_REPOSITORY_ID)")
     p.add_argument("--default-branch", default="main")
     p.add_argument("--profile", choices=PROFILES, default="production")
-    p.add_argument("--max-age-days", type=float, default=14.0)
+    p.add_argument("--max-age-days", type=days, default=14.0)
     p.add_argument("--force", action="store_true", help="move a tag that names another digest")
     p.set_defaults(func=cmd_release)
