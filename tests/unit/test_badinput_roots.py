@@ -625,6 +625,35 @@ def test_bake_out_outside_the_repository(root: Path, capsys: pytest.CaptureFixtu
     assert not (root / ".twinbuild").exists()
 
 
+@pytest.mark.parametrize("named", [M, "images/cuda/Dockerfile", "README.md"])
+def test_bake_out_naming_a_file_that_is_no_bake_file(
+    root: Path, named: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the CLI fuzz suite's deep mode: ``bake --out=pins/manifest.toml`` replaced the
+    manifest with the bake file (exit 0)."""
+    target = root / named
+    if not target.exists():
+        target.write_text("# a file of the repository\n")
+    before = target.read_bytes()
+    code, _, err = run(["bake", "--root", str(root), "--out", named], capsys)
+    assert code == 2
+    assert one_line(err) == (
+        f"twinbuild: --out {named}: {target} exists and is not a bake file; nothing was "
+        "written; pass a new path (or the bake file twinbuild wrote before)"
+    )
+    assert target.read_bytes() == before
+    assert not (root / ".twinbuild").exists()
+
+
+def test_bake_out_replaces_its_own_bake_file(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for _ in range(2):
+        code, _, _ = run(["bake", "--root", str(root), "--out", "x.json"], capsys)
+        assert code == 0
+    assert "target" in json.loads((root / "x.json").read_text())
+
+
 def test_render_mirror_of_no_pin(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["render", "cuda", "--manifest", str(root / M), "--mirror", "nosuchpin=/tmp"]
     code, _, err = run(argv, capsys)

@@ -30,6 +30,7 @@ from twinbuild.manifest.model import (
     Profile,
 )
 from twinbuild.manifest.render import GENERATED, RECIPES, render
+from twinbuild.util import bounded
 from twinbuild.util.atomic import need_folder, resolve_target, write_atomic
 
 DEFAULT_REPOSITORY = "ghcr.io/owner/twinbuild"
@@ -216,6 +217,27 @@ def bake_images(options: BakeOptions) -> BakeResult:
     )  # fmt: skip
 
 
+_BAKE_FILE_LIMIT = 1 << 20
+"""Bytes of an existing ``--out`` read to see whether it is a bake file (ours are a few kB)."""
+
+
+def _replaceable(target: Path, out: Path) -> None:
+    """Refuse an ``--out`` that names an existing file other than a bake file: it is in the
+    repository, so it may be the manifest, a recipe or a README, which a bake file would replace
+    (a FIFO, folder or device there is write_atomic's to refuse)."""
+    if not target.is_file():
+        return
+    try:
+        data = json.loads(bounded.read_bytes(target, limit=_BAKE_FILE_LIMIT, what="bake file"))
+    except (TwinbuildError, ValueError, RecursionError):
+        data = None
+    if not (isinstance(data, dict) and isinstance(data.get("target"), dict)):
+        raise ConfigError(
+            f"--out {out}: {target} exists and is not a bake file; nothing was written; pass a "
+            "new path (or the bake file twinbuild wrote before)"
+        )
+
+
 def bake(
     manifest: Manifest,
     root: Path,
@@ -227,7 +249,7 @@ def bake(
     """Stage both contexts and write the bake file (a relative ``out`` is under ``root``).
 
     Every argument is checked before anything is written: the bake file stays inside the
-    repository, in a folder that exists.
+    repository, in a folder that exists, and replaces only a bake file.
     """
     data = definition(manifest, repository=repository, source=source)
     for platform in PLATFORMS:
@@ -241,6 +263,7 @@ def bake(
         )
     # a folder, FIFO or device there, or a missing folder, is refused before staging
     need_folder(target, resolve_target(target, within=root).parent)
+    _replaceable(target, out)
     contexts = _stage_all(manifest, root, PLATFORMS)
     write_atomic(target, json.dumps(data, indent=2) + "\n", within=root, parents=False)
     return BakeResult(out=target, definition=data, contexts=contexts)
