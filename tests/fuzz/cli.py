@@ -65,6 +65,25 @@ BAD = (
     "nosuchpin=/tmp", "sha256:", "{", "[[", "pins", "images", ".git", "HEAD:pins/manifest.toml",
 )  # fmt: skip
 value = st.one_of(st.sampled_from(GOOD), st.sampled_from(GOOD), st.sampled_from(BAD), fragment)
+#: Values that fit an option or positional (by its flag or its dest): a careful example gives
+#: most options one of these, so the command gets past its first checks and meets the one bad
+#: value where it is read (with ``value`` alone most examples end in argparse's usage line).
+FITTING: dict[str, tuple[str, ...]] = {
+    "--attempt": ("1", "2"), "--base": ("HEAD", "main"), "--head": ("HEAD",), "--commit": (SHA,),
+    "--current": ("jobs.json",), "--previous": ("jobs.json",), "--default-branch": ("main",),
+    "--evidence": ("evidence", "event.json"), "--evidence-ref": ("HEAD", "main"),
+    "--image": (IMAGE,), "--in": ("out",), "--jobs": ("1", "2"), "--keep": ("1", "3"),
+    "--keys": ("evidence/keys",), "--manifest": ("pins/manifest.toml",),
+    "--max-age-days": ("7", "3.5"), "--mirror": ("numba=.", "megatron-lm=."),
+    "--out": ("out", "out/x.json", "x.json"), "--port": ("5000",), "--pr": ("42", "7"),
+    "--reason": ("a fix upstream",), "--why": ("a fix upstream",), "--registry": (REGISTRY,),
+    "--repo": (".",), "--report-dir": ("smoke", "out"), "--repository": ("o/r",),
+    "--repository-id": ("7",), "--reviews": ("reviews.json",), "--root": (".",),
+    "--run": ("run.json",), "--source": ("https://github.com/o/r",), "--tag": ("v1",),
+    "--summary": ("summary.md",), "--upstream": (".",), "--version": ("0.65.2",),
+    "name": ("numba", "torch_memory_saver"), "rev_a": ("HEAD", "main"), "rev_b": ("HEAD",),
+    "cuda_dockerfile": ("images/cuda/Dockerfile",), "rocm_dockerfile": ("images/rocm/Dockerfile",),
+}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,6 +234,7 @@ def argv(draw: st.DrawFn, command: Command) -> list[str]:
     """Words for ``command``: each option present or not, with a good, bad or random value."""
     words = list(command.words)
     leaf = command.words[-1]
+    careful = draw(st.booleans())  # fitting values for most options, a bad one here and there
     dropped = DROPPED.get(leaf, set())
     positionals: list[str] = []
     for action in command.parser._actions:
@@ -222,7 +242,7 @@ def argv(draw: st.DrawFn, command: Command) -> list[str]:
             continue
         wanted = draw(st.integers(0, 9)) < (9 if action.required else 3)
         if not action.option_strings:
-            positionals += _positional(draw, command, action)
+            positionals += _positional(draw, command, action, careful=careful)
             continue
         if not wanted:
             continue
@@ -230,7 +250,7 @@ def argv(draw: st.DrawFn, command: Command) -> list[str]:
         if action.nargs == 0:
             words.append(flag)
             continue
-        text = _choice(draw, action) if action.choices else draw(value)
+        text = _choice(draw, action) if action.choices else _value(draw, flag, careful=careful)
         if draw(st.integers(0, 5)) == 0 and flag.startswith("--"):
             words.append(f"{flag}={text}")
         else:
@@ -239,7 +259,17 @@ def argv(draw: st.DrawFn, command: Command) -> list[str]:
     return words + positionals
 
 
-def _positional(draw: st.DrawFn, command: Command, action: argparse.Action) -> list[str]:
+def _value(draw: st.DrawFn, key: str, *, careful: bool) -> str:
+    """A value for the option ``key`` (or the positional of that dest)."""
+    fitting = FITTING.get(key)
+    if fitting and careful and draw(st.integers(0, 5)):
+        return draw(st.sampled_from(fitting))
+    return draw(value)
+
+
+def _positional(
+    draw: st.DrawFn, command: Command, action: argparse.Action, *, careful: bool
+) -> list[str]:
     if command.words[0] in ACTIONS:
         return [draw(st.sampled_from(ACTIONS[command.words[0]]))]
     if action.nargs in ("*", "?"):
@@ -248,7 +278,10 @@ def _positional(draw: st.DrawFn, command: Command, action: argparse.Action) -> l
         count = action.nargs if isinstance(action.nargs, int) else 1
     if command.words == ("workflows", "check"):  # the trust check alone: no zizmor, no network
         count = max(count, 1)
-    return [_choice(draw, action) if action.choices else draw(value) for _ in range(count)]
+    return [
+        _choice(draw, action) if action.choices else _value(draw, action.dest, careful=careful)
+        for _ in range(count)
+    ]
 
 
 def _choice(draw: st.DrawFn, action: argparse.Action) -> str:
