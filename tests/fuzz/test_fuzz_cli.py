@@ -55,7 +55,7 @@ def _run(
     # repository, still inside the example's folder); devices too, as in every unit test:
     # opening /dev/null (a child's stdin) or /dev/full (a step summary named there, refused once
     # open) writes no file
-    fence = (box.repo, box.cache, box.home, Path(os.devnull).parent)
+    fence = (box.repo, box.cache, box.home, Path(os.devnull).parent, *_runner_files(box, env))
     with fenced(*fence), time_bound(), cli.entered(box, env or {}):
         ran = cli.run(argv)
     cli.check(ran, box)
@@ -63,6 +63,13 @@ def _run(
         after(box)
     shutil.rmtree(box.root)  # passed: a deep run makes tens of thousands of sandboxes
     return ran
+
+
+def _runner_files(box: cli.Sandbox, env: Any) -> list[Path]:
+    """The files a runner hands over for writing ($GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY): they
+    lie where the runner puts them, outside the repository (an example may name ``../``)."""
+    named = [(env or {}).get(name) for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")]
+    return [box.repo / v for v in named if isinstance(v, str) and v and v.isprintable()]
 
 
 def test_every_command_is_generated() -> None:
