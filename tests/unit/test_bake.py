@@ -147,6 +147,7 @@ def test_the_staged_contexts_hold_everything_the_real_recipes_bind_mount(tmp_pat
 
 
 def test_out_path_and_report(root: Path) -> None:
+    (root / "ci").mkdir()
     result = _bake(root, out=Path("ci/bake.json"))
     assert (root / "ci/bake.json").is_file()
     assert result.report() == (  # type: ignore[attr-defined]

@@ -104,12 +104,13 @@ def _value(action: argparse.Action, tag: str) -> tuple[list[str], Any]:
     if action.type is float:
         return ([flag] if flag else []) + ["3.5"], 3.5
     if callable(action.type) and action.type is not str:  # a bounded number, e.g. --max-age-days
-        try:
-            bounded = action.type("3.5")
-        except (argparse.ArgumentTypeError, TypeError, ValueError):
-            pass
-        else:
-            return ([flag] if flag else []) + ["3.5"], bounded
+        for sample in ("3.5", "7", "8"):
+            try:
+                bounded = action.type(sample)
+            except (argparse.ArgumentTypeError, TypeError, ValueError):
+                continue
+            if bounded != action.default:
+                return ([flag] if flag else []) + [sample], bounded
     text = SAMPLES.get(flag or "", f"/sentinel-{tag}")
     return ([flag] if flag else []) + [text], text
 

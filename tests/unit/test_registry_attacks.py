@@ -206,7 +206,7 @@ def release(tmp_path: Path, s: Shipped, ref: str, *more: str, platform: str = "c
         tmp_path, "release", "--platform", platform, "--image", ref, "--tag", "v1", "--force",
         "--evidence", str(s.evidence), "--keys", str(s.keys), "--repo", str(s.checkout),
         "--repository", REPO,
-        "--repository-id", str(REPO_ID), "--max-age-days", "100000", *more,
+        "--repository-id", str(REPO_ID), "--max-age-days", "3650", *more,
     )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import errno
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -35,10 +36,18 @@ from twinbuild.builder.record import BaseRef
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, DiskFull, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform, Profile
+from twinbuild.manifest.model import (
+    DEFAULT_PATH,
+    PLATFORMS,
+    SOURCE_RE,
+    Manifest,
+    Platform,
+    Profile,
+)
 from twinbuild.manifest.render import GENERATED, RECIPES, Rendered
+from twinbuild.util import bounded
 from twinbuild.util.activity import Say, to_stderr
-from twinbuild.util.atomic import write_atomic
+from twinbuild.util.atomic import need_folder, resolve_target, write_atomic
 from twinbuild.util.output import plain
 
 DEFAULT_OUT = Path("docker-bake.json")
@@ -102,13 +111,30 @@ class BakeResult:
 
 
 def check_repository(repository: str) -> str:
-    """An image repository without tag or digest, e.g. registry.example/team/twinbuild."""
-    if not _REPOSITORY.match(repository.lower()) or "@" in repository:
-        raise ConfigError(
-            f"--repository '{repository}': not an image repository; pass one without tag or "
-            "digest, e.g. registry.example:5000/team/twinbuild"
+    """An image repository without tag or digest, e.g. registry.example/team/twinbuild (its path
+    lower case, as Docker and every registry want it: never folded quietly into another name)."""
+    if not _REPOSITORY.match(repository) or "@" in repository:
+        lower = repository.lower()
+        case = (
+            f" (its path must be lower case: {lower!r})"
+            if _REPOSITORY.match(lower) and "@" not in lower
+            else ""
         )
-    return repository.lower()
+        raise ConfigError(
+            f"--repository {repository!r}: not an image repository{case}; pass one without tag "
+            "or digest, e.g. registry.example:5000/team/twinbuild"
+        )
+    return repository
+
+
+def check_source(source: str) -> str:
+    """``--source``: a repository's web address, by the rule the manifest's ``source`` follows."""
+    if not SOURCE_RE.fullmatch(source):
+        raise ConfigError(
+            f"--source {source!r}: not a repository's web address; write it as "
+            "'https://github.com/OWNER/NAME' (https, no credentials, spaces or query)"
+        )
+    return source
 
 
 def tags(image: Image, target: str, repository: str | None) -> list[str]:
@@ -244,6 +270,8 @@ class BakeOptions:
 
 def bake_images(options: BakeOptions, say: Say = to_stderr) -> BakeResult:
     """Load the manifest, write the bake file ``options`` asks for, and build it if asked."""
+    if options.source is not None:
+        check_source(options.source)
     manifest = load(options.manifest)
     if options.profile == "production" and not options.build:
         return bake(manifest, options, engine=None, say=say)
@@ -259,6 +287,27 @@ def bake_images(options: BakeOptions, say: Say = to_stderr) -> BakeResult:
         return dataclasses.replace(result, built=tuple(built))
 
 
+_BAKE_FILE_LIMIT = 1 << 20
+"""Bytes of an existing ``--out`` read to see whether it is a bake file (ours are a few kB)."""
+
+
+def _replaceable(target: Path, out: Path) -> None:
+    """Refuse an ``--out`` that names an existing file other than a bake file: it is in the
+    repository, so it may be the manifest, a recipe or a README, which a bake file would replace
+    (a FIFO, folder or device there is write_atomic's to refuse)."""
+    if not target.is_file():
+        return
+    try:
+        data = json.loads(bounded.read_bytes(target, limit=_BAKE_FILE_LIMIT, what="bake file"))
+    except (TwinbuildError, ValueError, RecursionError):
+        data = None
+    if not (isinstance(data, dict) and isinstance(data.get("target"), dict)):
+        raise ConfigError(
+            f"--out {out}: {target} exists and is not a bake file; nothing was written; pass a "
+            "new path (or the bake file twinbuild wrote before)"
+        )
+
+
 def bake(
     manifest: Manifest,
     options: BakeOptions,
@@ -266,17 +315,30 @@ def bake(
     engine: EngineAPI | None = None,
     say: Say = to_stderr,
 ) -> BakeResult:
-    """Stage every context and write the bake file (a relative ``out`` is under the root)."""
+    """Stage every context and write the bake file (a relative ``out`` is under the root).
+
+    Every argument is checked before anything is written: the bake file stays inside the
+    repository, in a folder that exists, and replaces only a bake file.
+    """
     root = options.root
     if options.repository is not None:
         check_repository(options.repository)
+    target = options.out if options.out.is_absolute() else root / options.out
+    real, inside = Path(os.path.realpath(target)), Path(os.path.realpath(root))
+    if inside not in real.parents:
+        raise ConfigError(
+            f"--out {options.out}: resolves to {real}, outside the repository {root}; pass a path "
+            "inside it"
+        )
+    # a folder, FIFO or device there, or a missing folder, is refused before staging
+    need_folder(target, resolve_target(target, within=root).parent)
+    _replaceable(target, options.out)
     images = plan_images(
         manifest, root, options.profile, engine=engine, say=say, source=options.source
     )
     data = definition(images, repository=options.repository)
     contexts = _stage_all(root, images, say=say)
-    target = options.out if options.out.is_absolute() else root / options.out
-    write_atomic(target, json.dumps(data, indent=2) + "\n")
+    write_atomic(target, json.dumps(data, indent=2) + "\n", within=root, parents=False)
     return BakeResult(
         out=target, profile=options.profile, definition=data, contexts=contexts,
         images=tuple(images),

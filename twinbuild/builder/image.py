@@ -30,7 +30,7 @@ from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import PLATFORMS, Manifest, Platform, Profile
-from twinbuild.manifest.render import Rendered, render
+from twinbuild.manifest.render import Rendered, check_mirrors, render
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
 
@@ -257,6 +257,7 @@ def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
     from twinbuild.engine.registry import cache_registry
 
     manifest = load(request.manifest)  # a bad manifest fails before the engine is asked
+    check_mirrors(manifest, request.options.mirrors)
     wanted = [request.platform] if request.platform else list(PLATFORMS)
     registry = None if request.no_registry_cache else cache_registry(request.registry)
     in_ci = os.environ.get("GITHUB_ACTIONS") == "true"  # a shared engine: adopt nothing there

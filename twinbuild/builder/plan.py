@@ -15,9 +15,9 @@ from pathlib import Path
 
 from twinbuild.builder.input_paths import platforms_fed_by
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.loader import load, loads
+from twinbuild.manifest.loader import load, load_bytes
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS, Manifest, Platform
-from twinbuild.pins.diff import compare, text_at
+from twinbuild.pins.diff import bytes_at, compare
 from twinbuild.util import github
 from twinbuild.util.git import rev_arg, run_git
 
@@ -152,17 +152,17 @@ def _in_repository(root: Path, manifest: Path) -> Path:
 def _manifest_reasons(root: Path, base: str, manifest: Path) -> list[tuple[Platform, str]]:
     """Which platforms' slices of the manifest moved, naming the pins and settings that did."""
     where = f"{manifest}"
-    old_text = text_at(base, manifest, repo=root)
-    if old_text is None:
+    old_data = bytes_at(base, manifest, repo=root)
+    if old_data is None:
         return [(p, f"{where} is new since {base}") for p in PLATFORMS]
     try:
-        old = loads(old_text, Path(f"{base}:{manifest}"))
+        old = load_bytes(old_data, Path(f"{base}:{manifest}"))
     except ConfigError:
         return [(p, f"{where} does not load at {base}") for p in PLATFORMS]
     try:
         new: Manifest = load(root / manifest)
     except ConfigError as exc:
-        first = str(exc).splitlines()[0]
+        first = str(exc).split("\n", 1)[0]
         return [(p, f"{where} does not load ({first})") for p in PLATFORMS]
     diff = compare(old, new)
     out: list[tuple[Platform, str]] = []

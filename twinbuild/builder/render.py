@@ -11,7 +11,7 @@ from twinbuild.engine.base import base_tag
 from twinbuild.errors import TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, Platform, Profile
-from twinbuild.manifest.render import UNKNOWN_BASE, Rendered, render
+from twinbuild.manifest.render import UNKNOWN_BASE, Rendered, check_mirrors, render
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +32,7 @@ def render_manifest(options: RenderOptions) -> Rendered:
     input), and where it is not the rendering says so instead of naming a tag that does not exist.
     """
     manifest = load(options.manifest)
+    check_mirrors(manifest, options.mirrors)
     if options.profile != "local":
         return render(manifest, options.platform, options.profile, mirrors=options.mirrors)
     local = manifest.local

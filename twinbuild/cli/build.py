@@ -12,6 +12,7 @@ from twinbuild.cli.common import (
     mirrors,
     repo_manifest,
     root,
+    whole_number,
 )
 from twinbuild.manifest.model import PLATFORMS, PROFILES
 from twinbuild.util import output
@@ -80,7 +81,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "-v", "--verbose", action="store_true",
         help="list each pin the profile leaves out (default: one line saying how many)",
     )  # fmt: skip
-    p.add_argument("--jobs", type=int, default=1, help="build platforms concurrently")
+    p.add_argument(
+        "--jobs", type=whole_number(1, 64), default=1, help="build platforms concurrently"
+    )
     p.add_argument(
         "--builder", choices=("auto", "buildkit", "classic"), default="auto",
         help="BuildKit where the engine has it, else the classic builder (default: auto)",

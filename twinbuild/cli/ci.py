@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import add_format, root
+from twinbuild.cli.common import add_format, root, whole_number
 from twinbuild.errors import FindingsError
 from twinbuild.util import output
 
@@ -79,7 +79,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "rerun-decision", help="the nightly's rerun policy (used by nightly.yml)"
     ).add_subparsers(dest="rerun_command", required=True, metavar="RERUN_COMMAND")
     p = rr.add_parser("report", help="verdict after an attempt: passed|rerun|flaky|failed|refuse")
-    p.add_argument("--attempt", type=int, required=True, help="github.run_attempt")
+    p.add_argument(
+        "--attempt", type=whole_number(1, 10_000), required=True, help="github.run_attempt"
+    )
     p.add_argument("--current", required=True, help="jobs API answer for this attempt (JSON)")
     p.add_argument("--previous", help="jobs API answer for the previous attempt (attempt > 1)")
     p.add_argument("--summary", help="append the verdict as markdown to this file")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH
+from twinbuild.util import bounded, values
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -55,13 +57,93 @@ def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
         )
 
 
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every text argument is UTF-8 without control characters, or one line naming its option.
+
+    An argument that is not UTF-8 reaches Python as lone surrogates, which crash the first write
+    of it (a bumped manifest, a summary); a trailing newline (from ``$(cat file)``) would split
+    every message about the value over two lines.
+    """
+    leaf = _leaf(parser, args)
+    for action in leaf._actions:
+        value = getattr(args, action.dest, None)
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, str | Path):
+                values.check_text(str(item), name=_option_name(action))
+
+
+def _leaf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the command ``args`` came from (``evidence gate``, not ``twinbuild``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _leaf(chosen, args)
+    return parser
+
+
+def _option_name(action: argparse.Action) -> str:
+    if action.option_strings:
+        return max(action.option_strings, key=len)
+    metavar = action.metavar if isinstance(action.metavar, str) else None
+    return metavar or action.dest.upper()
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type``: ASCII digits from ``low`` to ``high`` (``int`` takes ``-1``, ``²``
+    is refused only by int(), and ``+5`` or `` 5`` pass it)."""
+
+    def parse(text: str) -> int:
+        reason = values.whole_reason(text, low=low, high=high)
+        if reason is not None:
+            raise argparse.ArgumentTypeError(reason)
+        return int(text)
+
+    return parse
+
+
+def days(text: str) -> float:
+    """An argparse ``type``: a number of days over 0 and up to ten years (``nan``, ``inf`` and
+    ``1e300`` are floats too, and ``timedelta`` overflows far below the last)."""
+    reason = values.finite_reason(text, above=0, high=3650)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(reason)
+    return float(text)
+
+
 def find_root(start: Path) -> Path | None:
-    """The nearest folder at or above ``start`` holding the manifest, or None."""
-    start = start.resolve()
+    """The nearest folder at or above ``start`` holding the manifest, or None.
+
+    Something at ``pins/manifest.toml`` that is not a file (a folder), or a ``pins/`` that cannot
+    be searched, stops the search with one line saying so: neither is "no manifest".
+    """
+    start = bounded.resolve(start, name="the current folder")
     for folder in (start, *start.parents):
-        if (folder / DEFAULT_PATH).is_file():
-            return folder
+        candidate = folder / DEFAULT_PATH
+        try:
+            mode = candidate.stat().st_mode
+        except PermissionError:
+            raise ConfigError(
+                f"{candidate}: cannot be looked at (permission denied); check the permissions "
+                f"of {candidate.parent}, or pass --root DIR (or --manifest PATH)"
+            ) from None
+        except OSError:  # missing, a file where a folder goes, a link loop: not here
+            continue
+        if stat.S_ISDIR(mode):
+            raise ConfigError(
+                f"{candidate}: is a directory, not the manifest; remove it or pass --manifest PATH"
+            )
+        return folder  # a FIFO or device is named by the manifest reader, which refuses it
     return None
+
+
+def _cwd() -> Path:
+    try:
+        return Path.cwd()
+    except OSError:
+        raise ConfigError(
+            "the current folder is gone (deleted while in it); cd into the repository and re-run"
+        ) from None
 
 
 def locate(args: argparse.Namespace) -> None:
@@ -77,17 +159,18 @@ def locate(args: argparse.Namespace) -> None:
         return
     if not has_root and not (has_manifest and args.manifest is None):
         return
-    found = find_root(Path.cwd())
+    cwd = _cwd()
+    found = find_root(cwd)
     if found is None:
         if has_root:
             args.root = "."
         if has_manifest and args.manifest is None:
             raise ConfigError(
-                f"no {DEFAULT_PATH} in {Path.cwd()} or any folder above it; run twinbuild inside "
+                f"no {DEFAULT_PATH} in {cwd} or any folder above it; run twinbuild inside "
                 "a checkout of your images repository, or pass --root DIR (or --manifest PATH)"
             )
         return
-    here = found == Path.cwd().resolve()
+    here = found == cwd.resolve()
     if has_root:
         args.root = "." if here else str(found)
     if has_manifest and args.manifest is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from twinbuild.cli.common import add_common, add_format, manifest_path
+from twinbuild.cli.common import add_common, add_format, manifest_path, whole_number
 from twinbuild.util import output
 
 
@@ -70,7 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "prune", help="remove untagged twinbuild images beyond the newest N per platform"
     )
     p.add_argument(
-        "--keep", type=int, default=1, metavar="N",
+        "--keep", type=whole_number(0, 10_000), default=1, metavar="N",
         help="untagged images to keep per platform and profile, newest first: a rebuild leaves "
         "the previous one untagged, ready to re-tag for a fast revert (default: %(default)s)",
     )  # fmt: skip

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import add_format
+from twinbuild.cli.common import add_format, days, whole_number
 from twinbuild.manifest.model import DEFAULT_PATH, PLATFORMS
+
+#: A pull request number, as GitHub hands them out (a positive 32-bit integer).
+PR_NUMBER = whole_number(1, 2**31 - 1)
 
 # Each handler types its arguments; twinbuild.cli.evidence_handlers (and cryptography) load only
 # when one runs.
@@ -128,21 +131,10 @@ def _dry_run_arguments(p: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _days(text: str) -> float:
-    """A positive number of days up to ten years (timedelta overflows far beyond that)."""
-    try:
-        days = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
-    if not 0 < days <= 3650:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of days from 0 to 3650")
-    return days
-
-
 def _validated_arguments(p: argparse.ArgumentParser) -> None:
     """What record and sign hold a run to: the commit and PR the trigger check established."""
     p.add_argument("--commit", required=True, help="the validated commit (40 hex)")
-    p.add_argument("--pr", type=int, required=True, help="the PR of validate/pr-<N>")
+    p.add_argument("--pr", type=PR_NUMBER, required=True, help="the PR of validate/pr-<N>")
     p.add_argument("--repo", default=".", help="the git repository holding the commit")
     p.add_argument("--manifest", default=str(DEFAULT_PATH), help="the manifest's path in it")
 
@@ -213,7 +205,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the manifest's path in the commits (default: %(default)s)",
     )  # fmt: skip
     p.add_argument(
-        "--max-age-days", type=_days, default=14.0,
+        "--max-age-days", type=days, default=14.0,
         help="oldest evidence accepted, in days (default: %(default)s)",
     )  # fmt: skip
     p.add_argument("--same-commit", action="store_true", help="accept the head commit only")
@@ -221,7 +213,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--default-branch", default="main",
         help="the default branch, where the event does not say (default: %(default)s)",
     )  # fmt: skip
-    p.add_argument("--pr", type=int, help="the PR number, where the event does not say")
+    p.add_argument("--pr", type=PR_NUMBER, help="the PR number, where the event does not say")
     p.add_argument("--summary", help="append the verdict as markdown to this file")
     _dry_run_arguments(p)
     add_format(p, what="the verdict")

@@ -6,7 +6,6 @@ The gate reads everything about the PR head as git objects fetched by the workfl
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -27,7 +26,7 @@ from twinbuild.evidence.options import (
     VerifyOptions,
 )
 from twinbuild.evidence.run_env import run_env
-from twinbuild.util import github, output
+from twinbuild.util import environ, github, output
 from twinbuild.util.atomic import plain_folder
 from twinbuild.util.output import Format
 
@@ -35,7 +34,7 @@ REPORT = "report.json"
 
 
 def record(options: RecordOptions, fmt: Format = "text") -> int:
-    env = run_env(os.environ, env_file=options.env_file, repository_id=options.repository_id)
+    env = run_env(environ.checked(), env_file=options.env_file, repository_id=options.repository_id)
     about = validated(options.commit, options.pr, repo=options.repo, manifest=options.manifest)
     folder = options.report_dir
     found = sorted(folder.glob(f"smoke-{options.platform}-*.json"))
@@ -56,7 +55,7 @@ def record(options: RecordOptions, fmt: Format = "text") -> int:
 
 def sign(options: SignOptions, fmt: Format = "text") -> int:
     about = validated(options.commit, options.pr, repo=options.repo, manifest=options.manifest)
-    key = evidence.load_private(env=os.environ, path=options.key)
+    key = evidence.load_private(env=environ.checked(), path=options.key)
     in_actions = github.in_actions()
     found = sorted(options.statements.rglob("*.statement.json"))
     if not found:
@@ -64,7 +63,7 @@ def sign(options: SignOptions, fmt: Format = "text") -> int:
             f"{options.statements}: no *.statement.json to sign; run `evidence record` first"
         )
     signed = evidence.sign_all(
-        found, options.out, key=key, validated=about, env=os.environ if in_actions else None
+        found, options.out, key=key, validated=about, env=environ.checked() if in_actions else None
     )
     done = [
         {"platform": one.path.name.removesuffix(".dsse.json"), "envelope": str(one.path),
@@ -138,7 +137,7 @@ def inputs(options: InputsOptions) -> int:
 def gate(options: GateOptions, fmt: Format = "text") -> int:
     from twinbuild.evidence.pr_gate import judge, refusals_of
 
-    env = run_env(os.environ, env_file=options.env_file, repository_id=options.repository_id)
+    env = run_env(environ.checked(), env_file=options.env_file, repository_id=options.repository_id)
     try:
         verdict = judge(options, env=env, event=github.event(env), now=datetime.now(UTC))
     except (EvidenceRefused, TrustRootRefused) as refused:
@@ -159,7 +158,7 @@ def _summary(path: Path | None, lines: Sequence[str]) -> None:
 def trigger(options: TriggerOptions, fmt: Format = "text") -> int:
     from twinbuild.evidence.trigger import check
 
-    found = check(github.event(), env=os.environ, workflow=options.workflow)
+    found = check(github.event(), env=environ.checked(), workflow=options.workflow)
     output.report(found, fmt, text=found.line())
     if options.github_output:
         github.write_outputs(found.outputs(), who="evidence trigger")

@@ -24,9 +24,10 @@ from twinbuild.cli import (
     ship,
     smoke,
 )
-from twinbuild.cli.common import Handler, add_output_options, locate
+from twinbuild.cli.common import Handler, add_output_options, check_arguments, locate
 from twinbuild.errors import ConfigError, DiskFull, StdoutClosed, TwinbuildError
 from twinbuild.util import output
+from twinbuild.util.signals import stopped_by, stopping
 
 #: The optional dependencies (pyproject's extras) and which extra brings each.
 EXTRAS = {"docker": "docker", "filelock": "docker", "pytest": "smoke", "testinfra": "smoke"}
@@ -72,6 +73,7 @@ def _run(argv: Sequence[str] | None) -> int:
         raise
     output.configure(quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False))
     func: Handler = args.func
+    check_arguments(parser, args)
     locate(args)
     code = func(args)
     output.flush()
@@ -79,24 +81,30 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 def exit_code(run: Callable[[], int]) -> int:
-    """``run()``'s exit code; a TwinbuildError becomes its lines on stderr and its own code."""
+    """``run()``'s exit code; a TwinbuildError becomes its lines on stderr and its own code.
+
+    SIGINT and SIGTERM stop the run the same way (exit 130), after it has unwound.
+    """
     try:
-        return run()
+        with stopping():
+            return run()
     except StdoutClosed as exc:  # the reader went away: nothing to say, and no one to say it to
         output.after_failure()
         return exc.exit_code
     except TwinbuildError as exc:
         if exc.__class__ in (DiskFull, ConfigError) and str(exc).startswith("stdout:"):
             output.after_failure()
-        for line in str(exc).splitlines() or [type(exc).__name__]:
+        for line in message_lines(str(exc)) or [type(exc).__name__]:
             # A line about a file under twinbuild/ starts with "twinbuild" too: only an already
             # prefixed line is printed as it is.
             shown = line if line.startswith("twinbuild: ") else f"twinbuild: {line}"
             print(shown, file=sys.stderr)
         _flush_after_error()
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("twinbuild: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(
+            f"twinbuild: stopped by {stopped_by(exc)}; nothing half-done was kept", file=sys.stderr
+        )
         return 130
     except ModuleNotFoundError as exc:  # an extra this install lacks: one line, what to install
         extra = EXTRAS.get((exc.name or "").split(".")[0])
@@ -117,3 +125,15 @@ def _flush_after_error() -> None:
         output.flush()
     except TwinbuildError:
         output.after_failure()
+
+
+def message_lines(message: str) -> list[str]:
+    """An error's lines: split at LF only (a value's U+2028 or form feed is no new line), any
+    other control character shown escaped."""
+    return [_escaped(line) for line in message.split("\n") if line]
+
+
+def _escaped(line: str) -> str:
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_format
+from twinbuild.cli.common import add_format, days, whole_number
 from twinbuild.manifest.model import PLATFORMS, PROFILES
-from twinbuild.util import output
+from twinbuild.util import environ, output
 
 
 def cmd_registry(args: argparse.Namespace) -> int:
@@ -37,7 +36,7 @@ def cmd_registry(args: argparse.Namespace) -> int:
 def cmd_push(args: argparse.Namespace) -> int:
     from twinbuild.ship.push import PushOptions, push_images
 
-    outputs = os.environ.get("GITHUB_OUTPUT")
+    outputs = environ.text("GITHUB_OUTPUT")
     options = PushOptions(
         root=Path(args.root),
         platform=args.platform,
@@ -79,7 +78,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )  # fmt: skip
     p.add_argument(
         "--port",
-        type=int,
+        type=whole_number(1, 65535),
         help="port on 127.0.0.1 for `up` (default 5000; TWINBUILD_REGISTRY_PORT)",
     )
     add_format(p, what="the registry's state")
@@ -126,7 +125,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the profile the evidence must be for (default: %(default)s)",
     )  # fmt: skip
     p.add_argument(
-        "--max-age-days", type=float, default=14.0,
+        "--max-age-days", type=days, default=14.0,
         help="oldest evidence accepted, in days (default: %(default)s)",
     )  # fmt: skip
     p.add_argument("--force", action="store_true", help="move a tag that names another digest")

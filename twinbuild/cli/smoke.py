@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, add_format, manifest_path, root
+from twinbuild.cli.common import add_common, add_format, manifest_path, root, whole_number
 from twinbuild.errors import FindingsError
 from twinbuild.manifest.model import PLATFORMS, PROFILES
 from twinbuild.util import output
@@ -115,7 +115,11 @@ def _register_proof(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )  # fmt: skip
     p.add_argument("--report", default="build/gpu-proof/report.json", help="the JSON report")
     p.add_argument(
-        "--timeout", dest="timeout_s", type=int, default=600, help="seconds per check (default 600)"
+        "--timeout",
+        dest="timeout_s",
+        type=whole_number(1, 86_400),
+        default=600,
+        help="seconds per check (default 600)",
     )
     p.add_argument(
         "--dry-run", action="store_true",

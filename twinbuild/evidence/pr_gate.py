@@ -29,6 +29,7 @@ from twinbuild.evidence.head import commit_inputs, evidence_blobs
 from twinbuild.evidence.landing import landing
 from twinbuild.evidence.options import GateOptions
 from twinbuild.evidence.signing import Blob
+from twinbuild.util import environ, values
 from twinbuild.util.git import rev_arg
 
 
@@ -62,9 +63,14 @@ def judge(
         raise ConfigError(
             "evidence gate: the PR number is unknown; pass --pr N (gate.yml's event says it)"
         )
-    repo_id = env.get("GITHUB_REPOSITORY_ID") or str(repository.get("id", ""))
-    if not repo_id.isdigit() or len(repo_id) > 19:
-        raise ConfigError("evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions")
+    repo_id = environ.whole("GITHUB_REPOSITORY_ID", low=1, high=values.MAX_ID, env=env)
+    if repo_id is None:
+        payload_id = repository.get("id")
+        if not isinstance(payload_id, int) or not 1 <= payload_id <= values.MAX_ID:
+            raise ConfigError(
+                "evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions"
+            )
+        repo_id = payload_id
     blobs: list[Path | Blob] = list(options.evidence)
     if options.evidence_ref:
         blobs += evidence_blobs(options.evidence_ref, repo=options.repo)
@@ -81,7 +87,7 @@ def judge(
     landed = commit_inputs(lands.tree, repo=options.repo, manifest=options.manifest)
     policy = Policy(
         base_repository=env.get("GITHUB_REPOSITORY", ""),
-        base_repository_id=int(repo_id),
+        base_repository_id=repo_id,
         head_commit=head,
         pr=pr,
         default_branch=str(repository.get("default_branch") or options.default_branch),

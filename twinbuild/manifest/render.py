@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinbuild.manifest.model import Manifest, Platform, Profile, ResolvedPin
+from twinbuild.errors import ConfigError
+from twinbuild.manifest.model import PLATFORMS, Manifest, Platform, Profile, ResolvedPin
 
 GENERATED = ".twinbuild"
 RECIPES: Mapping[Profile, Mapping[Platform, Path]] = {
@@ -101,6 +102,18 @@ def requirement(pin: ResolvedPin, *, mirror: str | None = None) -> str:
     if pin.values.version is not None:
         return f"{name}=={pin.values.version}"
     return f"{name}{pin.values.range or ''}"
+
+
+def check_mirrors(manifest: Manifest, mirrors: Mapping[str, str]) -> None:
+    """Every ``--mirror PIN=PATH`` names a git pin of the manifest: a misspelt name would be
+    ignored, and the pin it meant silently left out of the local build."""
+    git = sorted({pin.name for p in PLATFORMS for pin in manifest.resolve(p) if pin.kind == "git"})
+    for name, path in mirrors.items():
+        if name not in git:
+            raise ConfigError(
+                f"--mirror {name}={path}: no git pin named {name!r} in {manifest.path}; "
+                f"git pins: {', '.join(git) or 'none'}"
+            )
 
 
 def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | None:

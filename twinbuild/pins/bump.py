@@ -482,7 +482,7 @@ def _reload(old: Manifest, text: str) -> Manifest:
     try:
         return loads(text, old.path)
     except ConfigError as exc:
-        first = str(exc).splitlines()[0]
+        first = str(exc).split("\n", 1)[0]
         raise ConfigError(
             f"{old.path}: the bump would leave a manifest that does not load, nothing written: "
             f"{first}"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.loader import load, loads
+from twinbuild.manifest.loader import load, load_bytes
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
     NOTE_VALUES,
@@ -213,8 +213,8 @@ def _settings(old: Manifest, new: Manifest) -> list[SettingChange]:
 # -- reading revisions ---------------------------------------------------------------------------
 
 
-def text_at(rev: str, manifest: Path, *, repo: Path) -> str | None:
-    """The file's text at ``rev`` (None when the revision has no such file)."""
+def bytes_at(rev: str, manifest: Path, *, repo: Path) -> bytes | None:
+    """The file's bytes at ``rev`` (None when the revision has no such file)."""
     if run_git(repo, "rev-parse", "--git-dir").returncode != 0:
         # say so, rather than blame a revision name that cannot exist here
         raise ConfigError(
@@ -225,15 +225,15 @@ def text_at(rev: str, manifest: Path, *, repo: Path) -> str | None:
         raise ConfigError(
             f"pins diff: unknown revision '{rev}' in {repo}; fetch it or check the name"
         )
-    shown = run_git(repo, "show", f"{rev}:./{manifest.as_posix()}")
+    shown = run_git(repo, "show", f"{rev}:./{manifest.as_posix()}", binary=True)
     return shown.stdout if shown.returncode == 0 else None
 
 
 def manifest_at(rev: str, manifest: Path, *, repo: Path) -> Manifest:
-    text = text_at(rev, manifest, repo=repo)
-    if text is None:
+    data = bytes_at(rev, manifest, repo=repo)
+    if data is None:
         raise ConfigError(f"{rev}:{manifest}: no manifest at that revision; pick a later one")
-    return loads(text, Path(f"{rev}:{manifest}"))
+    return load_bytes(data, Path(f"{rev}:{manifest}"))  # read like the file: UTF-8, bounded
 
 
 WORKTREE = "working tree"

@@ -43,7 +43,7 @@ from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import PLATFORMS, Platform, Profile
 from twinbuild.ship.merged import Checkout, check_merged, checkout_at
 from twinbuild.ship.oci import MAX_INDEX_ENTRIES, Client, ImageRef, Manifest, check_tag, json_object
-from twinbuild.util import strictjson
+from twinbuild.util import environ, strictjson, values
 from twinbuild.util.activity import Say
 
 
@@ -180,9 +180,12 @@ def load_evidence(
     if not isinstance(source, Blob):
         source = Blob(name=str(source), data=strictjson.read_bytes(source))
     if not trust.keys:
+        from twinbuild.evidence.keys import keys_folder
+
         raise EvidenceRefused(
-            "no trusted evidence key: commit the public key to evidence/keys/ on the default "
-            "branch (`twinbuild evidence keygen`) and pass that folder with --keys"
+            f"no trusted evidence key in {keys_folder(trust.keys)}: commit the public key to "
+            "evidence/keys/ on the default branch (`twinbuild evidence keygen`) and pass that "
+            "folder with --keys"
         )
     verified = verify(source, trusted=trust.keys)  # a bad signature: EvidenceRefused, one line
     accepted = check_evidence(verified, platform=platform, image=image, trust=trust, now=now)
@@ -322,14 +325,18 @@ def release_image(
     from twinbuild.evidence.keys import load_trusted
 
     env = os.environ if env is None else env
-    repository = request.repository or env.get("GITHUB_REPOSITORY", "")
+    repository = request.repository or environ.text("GITHUB_REPOSITORY", env)
     if not repository:
         raise ConfigError(
             "release: the repository whose runs count is unknown; pass --repository OWNER/NAME "
             "(GitHub Actions sets GITHUB_REPOSITORY)"
         )
-    repository_id = request.repository_id or env.get("GITHUB_REPOSITORY_ID", "")
-    if not repository_id.isdigit():
+    repository_id = (
+        values.whole(request.repository_id, name="--repository-id", low=1, high=values.MAX_ID)
+        if request.repository_id
+        else environ.whole("GITHUB_REPOSITORY_ID", low=1, high=values.MAX_ID, env=env)
+    )
+    if repository_id is None:
         raise ConfigError(
             "release: the repository id whose runs count is unknown; pass --repository-id "
             "(GitHub Actions sets GITHUB_REPOSITORY_ID)"
@@ -342,7 +349,7 @@ def release_image(
         trust=Trust(
             keys=load_trusted(request.keys),
             repository=repository,
-            repository_id=int(repository_id),
+            repository_id=repository_id,
             default_branch=request.default_branch,
             profile=request.profile,
             max_age=timedelta(days=request.max_age_days),

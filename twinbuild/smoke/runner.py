@@ -26,6 +26,7 @@ from twinbuild.smoke.report import SmokeReport
 from twinbuild.smoke.suite_run import run_pytest
 from twinbuild.smoke.targets import LABEL, Target
 from twinbuild.util import github, output
+from twinbuild.util.atomic import folder_to_write
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,6 +150,7 @@ class SmokeOptions:
 
 def smoke_images(options: SmokeOptions) -> list[Outcome]:
     """Load the manifest and smoke what ``options`` names (see :func:`smoke`)."""
+    folder_to_write(options.report_dir)  # before anything runs: /dev/null is no folder
     return smoke(
         load(options.manifest), root=options.root, platform=options.platform,
         profile=options.profile, image=options.image, host=options.host, gpu=options.gpu,
