@@ -33,17 +33,18 @@ PYPROJECT = nox.project.load_toml("pyproject.toml")
 PYTHON = "3.11"
 
 
-def _install(session: nox.Session, *groups: str) -> None:
-    """twinbuild (editable) and the groups' dependencies, unless this reused virtual environment
-    got exactly these from the same pyproject.toml last time: a warm run then starts at once."""
-    wanted = hashlib.sha256(Path("pyproject.toml").read_bytes() + repr(groups).encode()).hexdigest()
+def _install(session: nox.Session, lock: str) -> None:
+    """The session's hash-checked lock (locks/<lock>.txt, written by ``nox -s lock``), then
+    twinbuild itself (editable, nothing more fetched), unless this reused virtual environment
+    got exactly these from the same lock and pyproject.toml last time: a warm run starts at once."""
+    locked = Path("locks") / f"{lock}.txt"
+    wanted = hashlib.sha256(Path("pyproject.toml").read_bytes() + locked.read_bytes()).hexdigest()
     stamp = Path(session.virtualenv.location) / ".twinbuild-installed"
     if stamp.is_file() and stamp.read_text() == wanted:
-        session.log("pyproject.toml unchanged since this environment's install: nothing to install")
+        session.log(f"{locked} unchanged since this environment's install: nothing to install")
         return
-    session.install("-e", ".")
-    for group in groups:
-        session.install(*nox.project.dependency_groups(PYPROJECT, group))
+    session.install("--require-hashes", "-r", str(locked))
+    session.install("--no-deps", "--no-build-isolation", "-e", ".")
     stamp.write_text(wanted)
 
 
@@ -61,10 +62,13 @@ def _engine_up(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, tags=["lint"])
 def lint(session: nox.Session) -> None:
-    """Lint pins, recipes and workflows, then ruff and mypy over the code."""
+    """Lint pins, recipes (twinbuild lint, hadolint) and workflows, then ruff and mypy."""
     _install(session, "lint")
     session.run("twinbuild", "lint", *session.posargs)
     session.run("twinbuild", "workflows", "check")
+    # The recipes' Dockerfile lint; .hadolint.yaml says why each ignored rule does not apply.
+    recipes = sorted(str(path) for path in Path("images").glob("*/Dockerfile"))
+    session.run("hadolint", "--config", ".hadolint.yaml", *recipes)
     session.run("ruff", "check", "twinbuild", "tools", "tests", "noxfile.py")
     session.run("ruff", "format", "--check", "twinbuild", "tools", "tests", "noxfile.py")
     session.run("mypy")
@@ -74,7 +78,7 @@ def lint(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """The whole suite in one pytest run on parallel workers; the Docker tests on one of them,
     against an engine of their own (tests/conftest.py), while the others share the rest."""
-    _install(session, "test")
+    _install(session, "tests")
     if os.environ.get("TWINBUILD_NO_DOCKER") != "1":  # the one switch; tests/conftest.py reads it
         _engine_up(session)  # installs docker.io where it is missing, showing its progress
     session.run("pytest", "-n", "auto", *session.posargs)
@@ -83,14 +87,14 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def engine(session: nox.Session) -> None:
     """Start the private Docker engine (installs Debian's docker.io as root if needed)."""
-    _install(session)
+    _install(session, "image")
     session.run("twinbuild", "engine", *(session.posargs or ["up"]))
 
 
 @nox.session(python=PYTHON, default=False, tags=["images"])
 def build(session: nox.Session) -> None:
     """Build both images (local profile by default; pass --profile production, --platform P)."""
-    _install(session)
+    _install(session, "image")
     _engine_up(session)
     session.run("twinbuild", "build", *session.posargs)
 
@@ -98,7 +102,7 @@ def build(session: nox.Session) -> None:
 @nox.session(python=PYTHON, default=False, tags=["images"])
 def smoke(session: nox.Session) -> None:
     """Smoke-test the built images against the manifest with pytest-testinfra."""
-    _install(session)
+    _install(session, "image")
     _engine_up(session)
     session.run("twinbuild", "smoke", *session.posargs)
 
@@ -117,7 +121,7 @@ def main(session: nox.Session) -> None:
 @nox.session(python=PYTHON, default=False)
 def ship(session: nox.Session) -> None:
     """Build, push (private registry unless TWINBUILD_REGISTRY) and smoke; reports name digests."""
-    _install(session)
+    _install(session, "image")
     _engine_up(session)
     if not os.environ.get("TWINBUILD_REGISTRY"):
         session.run("twinbuild", "registry", "up")
@@ -129,7 +133,7 @@ def ship(session: nox.Session) -> None:
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks side by side with docker; writes build/bench/bench.md and bench.json."""
-    _install(session, "test")  # row 6 runs the test suite as nox -s tests does (xdist)
+    _install(session, "tests")  # row 6 runs the test suite as nox -s tests does (xdist)
     _engine_up(session)
     session.run("python", "-m", "tools.bench", *session.posargs)  # tools/bench: not installed
 
@@ -138,6 +142,14 @@ def bench(session: nox.Session) -> None:
 def mutate(session: nox.Session) -> None:
     """Mutation testing of the guard modules (mutmut); kill rates per module in docs/testing.md."""
     # Dependencies only: an installed twinbuild would shadow the mutated copy the tests must import.
-    session.install(*PYPROJECT["project"]["dependencies"])
+    project = PYPROJECT["project"]
+    session.install(*project["dependencies"], *project["optional-dependencies"]["docker"])
     session.install(*nox.project.dependency_groups(PYPROJECT, "mutate"))
     session.run("python", "-m", "tests.mutate", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def lock(session: nox.Session) -> None:
+    """Rewrite the hash-locked requirements in locks/ from pyproject.toml (pip-compile)."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "lock"))
+    session.run("python", "-m", "tools.lock", *session.posargs)  # tools/lock.py

@@ -78,3 +78,10 @@ class CredentialsMissing(ConfigError):
     """A registry wants credentials that are not stored for it (`docker login` fixes it)."""
 
     exit_code = 2
+
+
+class StdoutClosed(TwinbuildError):
+    """Whatever read stdout went away (``twinbuild pins table | head -1``): end quietly, with the
+    exit status of a process SIGPIPE ended, as ``head``'s other writers do."""
+
+    exit_code = 141

@@ -173,6 +173,7 @@ def test_two_builds_of_one_image_at_once_are_serialized(project: Path, engine: E
     assert first.returncode == 0
     assert second.returncode == 0, second.stderr
     assert "twinbuild/rocm:local: built in" in out_first
-    assert "another build of this image is running; waiting for it" in second.stdout
+    # A message, so on stderr (the output contract); the report line is the data, on stdout.
+    assert "another build of this image is running; waiting for it" in second.stderr
     assert "twinbuild/rocm:local: up to date" in second.stdout
     BUILT.append(_tagged(engine, "rocm"))

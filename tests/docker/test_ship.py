@@ -228,6 +228,13 @@ def _record_sign_commit(r: Rehearsal) -> None:
     git(r.root, "push", "-q", "origin", f"validate/pr-{PR}")
     git(r.root, "checkout", "-q", "main")
     git(r.root, "fetch", "-q", "origin")
+    # Sound evidence of a PR nobody merged releases nothing from the default branch (exit 9);
+    # once the reviewed head is merged (a merge commit keeps it in main's history) it does.
+    unmerged = r.release("cuda", r.refs["cuda"], "v1")
+    assert unmerged.returncode == 9, unmerged.stderr
+    assert "a release ships only what the default branch holds: merge the PR" in unmerged.stderr
+    assert r.tag_digest("cuda", "v1") is None
+    git(r.root, "merge", "-q", "--no-ff", "-m", f"Merge pull request #{PR}", r.head)
 
 
 def test_rehearsal_build_push_smoke_by_digest_sign_gate_release_verify(

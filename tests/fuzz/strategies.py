@@ -19,6 +19,7 @@ FRAGMENTS: tuple[str, ...] = (
     "-1", "1e999", "NaN", "Infinity", "true", "null", "[" * 60, "{a=" * 40, "[" * 3000,
     "${X}", "$(", "<<EOF\n", "&a ", "*a", "- ", "%0A", "::error ", "RUN ", "FROM ", "ARG X=",
     "pip install a==1 ", "git clone ", "@", "sha256:", "a" * 40, "A" * 40, "|", "\\u0000",
+    "\\ud800", "\\udfff", "\u0085", "\u2028",
 )  # fmt: skip
 
 fragment = st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=12))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,10 +16,13 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from tests.helpers import mini_project
 from twinbuild.evidence import dsse, record, save, sign
+from twinbuild.evidence.head import CommitInputs
 from twinbuild.evidence.keys import keyid
 from twinbuild.evidence.statement import Validated
 from twinbuild.manifest.model import Arch, ImageKey, Vendor
+from twinbuild.ship.merged import Checkout, checkout_at
 from twinbuild.util import strictjson
 
 NOW = datetime(2025, 6, 1, 12, 0, 0, tzinfo=UTC)
@@ -210,3 +215,30 @@ def resign(path: Path, payload: dict[str, Any], signer: Signer, **kw: str) -> Pa
     env = dsse.sign(strictjson.canonical(payload), signer.key, **kw)
     path.write_text(strictjson.dumps(env.to_dict()), encoding="utf-8")
     return path
+
+
+def release_checkout(folder: Path) -> Checkout:
+    """The mini project as a default branch's checkout of one commit (``folder/proj``), as
+    `release` binds to it (the inputs this code computes at HEAD). No user git config is read,
+    so a test without a HOME of its own can make one."""
+    root = mini_project(folder)
+    env = {
+        **os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "Test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
+        "GIT_COMMITTER_NAME": "Test", "GIT_COMMITTER_EMAIL": "test@example.invalid",
+    }  # fmt: skip
+    for args in (("init", "-q", "-b", "main"), ("add", "-A"), ("commit", "-q", "-m", "main")):
+        subprocess.run(["git", "-C", str(root), *args], env=env, check=True, capture_output=True)
+    return checkout_at(root)
+
+
+def about_checkout(
+    report: dict[str, Any], found: CommitInputs, *, ref: str | None = None
+) -> dict[str, Any]:
+    """``report`` as the validation run of ``found``'s commit records it (its inputs hash and
+    manifest digest), for the image ``ref`` when given."""
+    report["image"]["inputs_hash"] = found.inputs[report["platform"]]
+    report["manifest_digest"] = found.manifest_digest
+    if ref is not None:
+        report["image"]["digest"] = ref
+    return report

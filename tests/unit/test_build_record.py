@@ -77,3 +77,21 @@ def test_an_up_to_date_build_keeps_the_push_and_a_new_image_drops_it(tmp_path: P
     fresh = BuildRecord.load(path)
     assert fresh is not None
     assert fresh.pushed is None  # another image: that push was of the old one
+
+
+def test_saving_over_a_record_that_is_not_text_replaces_it(tmp_path: Path) -> None:
+    path = tmp_path / "image.json"
+    path.write_bytes(b"\xff\xfe garbled by a crash\n")
+    BuildRecord(image_id=IMAGE).save(path)  # UnicodeDecodeError escaped the no-op check
+    assert BuildRecord.load(path) == BuildRecord(image_id=IMAGE)
+
+
+def test_saving_where_a_fifo_is_refuses_without_waiting(tmp_path: Path) -> None:
+    import os
+
+    from tests.fuzz.conftest import time_bound
+
+    path = tmp_path / "image.json"
+    os.mkfifo(path)
+    with time_bound(5), pytest.raises(ConfigError, match="not a regular file"):
+        BuildRecord(image_id=IMAGE).save(path)  # read_text() of a FIFO waited for a writer

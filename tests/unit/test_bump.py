@@ -121,9 +121,9 @@ def test_divergent_pin_moves_every_override(manifest: Path) -> None:
     manifest.write_text(text[:start] + divergent.lstrip() + "\n" + text[end:])
     bump(manifest, BumpRequest(name="flash-linear-attention", version="0.5.0", why="0.5 for all"))
     after = manifest.read_text()
-    assert after == text.replace(
+    assert after == text.replace(  # folded back to where it was: version after kind
         'version = "0.4.2"\nwhy = "Qwen3-Next linear attention kernels"',
-        'why = "0.5 for all"\nversion = "0.5.0"',
+        'version = "0.5.0"\nwhy = "0.5 for all"',
     )
 
 

@@ -213,10 +213,12 @@ def test_overrides_made_equal_fold_into_one_table(tmp_path: Path) -> None:
     bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
     assert "[pins.flash-linear-attention.cuda]" not in path.read_text()
     assert "[pins.flash-linear-attention.rocm]" not in path.read_text()
+    # the version opens the table after kind, where Renovate's managers read it
     assert path.read_text() == text.replace(
-        'why = "Qwen3-Next linear attention kernels"\n\n[pins.flash-linear-attention.cuda]\n'
-        'version = "0.4.2"\n\n[pins.flash-linear-attention.rocm]\nversion = "0.4.2"\n',
-        'why = "fla 0.4.3"\nversion = "0.4.3"\n',
+        'kind = "pypi"\nwhy = "Qwen3-Next linear attention kernels"\n\n'
+        '[pins.flash-linear-attention.cuda]\nversion = "0.4.2"\n\n'
+        '[pins.flash-linear-attention.rocm]\nversion = "0.4.2"\n',
+        'kind = "pypi"\nversion = "0.4.3"\nwhy = "fla 0.4.3"\n',
     )
 
 
@@ -242,7 +244,7 @@ def test_folding_the_last_pin_of_the_file(tmp_path: Path) -> None:
     bump(path, BumpRequest(name="fla2", version="0.4.3", why="fla2 0.4.3"))
     # The folded table ends the file as the file ended: one newline, no blank line after it.
     assert path.read_text().endswith(
-        '\n\n[pins.fla2]\nkind = "pypi"\nwhy = "fla2 0.4.3"\nversion = "0.4.3"\n'
+        '\n\n[pins.fla2]\nkind = "pypi"\nversion = "0.4.3"\nwhy = "fla2 0.4.3"\n'
     )
     assert not path.read_text().endswith("\n\n")
 
@@ -360,7 +362,7 @@ def test_folding_adds_the_blank_line_before_the_next_pin(tmp_path: Path) -> None
     tight = PER_PLATFORM.replace("\n\n", "\n")  # no blank line between the tables
     path = _manifest(tmp_path, tight)
     bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
-    assert '\nwhy = "fla 0.4.3"\nversion = "0.4.3"\n\n[pins.numba]\n' in path.read_text()
+    assert '\nversion = "0.4.3"\nwhy = "fla 0.4.3"\n\n[pins.numba]\n' in path.read_text()
 
 
 def test_a_symmetric_pin_at_the_end_of_the_file_is_edited_in_place(tmp_path: Path) -> None:
@@ -403,9 +405,6 @@ range = ">=0.4,<0.5"
 """
 
 
-WHY_THEN_VERSION = (
-    '[pins.flash-linear-attention]\nkind = "pypi"\nwhy = "fla 0.4.3"\nversion = "0.4.3"\n'
-)
 VERSION_THEN_WHY = (
     '[pins.flash-linear-attention]\nkind = "pypi"\nversion = "0.4.3"\nwhy = "fla 0.4.3"\n'
 )
@@ -416,7 +415,7 @@ VERSION_THEN_WHY = (
     [
         # Overrides written inline were skipped: the bump set the pin's own version, which the
         # overrides still hid, so the pin did not move on either platform.
-        pytest.param(INLINE, WHY_THEN_VERSION, id="inline-overrides"),
+        pytest.param(INLINE, VERSION_THEN_WHY, id="inline-overrides"),
         # A range in an override was left in place: only cuda moved, rocm kept floating.
         pytest.param(FLOATING_OVERRIDE, VERSION_THEN_WHY, id="floating-override"),
         # A divergence left on a pin without overrides goes once the pin is equal on both.
@@ -448,8 +447,8 @@ def test_folding_copies_every_key_that_differs_after_one_that_does_not(tmp_path:
     bump(path, BumpRequest(name="flash-linear-attention", version="0.4.3", why="fla 0.4.3"))
     assert _versions(path, "flash-linear-attention") == {"cuda": "0.4.3", "rocm": "0.4.3"}
     assert (
-        '[pins.flash-linear-attention]\nkind = "pypi"\nlayer = "late"\nwhy = "fla 0.4.3"\n'
-        'version = "0.4.3"\n\n[pins.numba]'
+        '[pins.flash-linear-attention]\nkind = "pypi"\nversion = "0.4.3"\nlayer = "late"\n'
+        'why = "fla 0.4.3"\n\n[pins.numba]'
     ) in path.read_text()
 
 
@@ -459,7 +458,7 @@ def test_a_file_that_ended_in_a_blank_line_still_does(tmp_path: Path) -> None:
         path.read_text() + "\n" + PER_PLATFORM.replace("flash-linear-attention", "fla2") + "\n"
     )
     bump(path, BumpRequest(name="fla2", version="0.4.3", why="fla2 0.4.3"))
-    assert path.read_text().endswith('why = "fla2 0.4.3"\nversion = "0.4.3"\n\n')
+    assert path.read_text().endswith('version = "0.4.3"\nwhy = "fla2 0.4.3"\n\n')
 
 
 def test_a_bump_whose_result_would_not_load_writes_nothing(tmp_path: Path) -> None:

@@ -338,7 +338,7 @@ def test_verify_refuses_a_statement_signed_by_an_untrusted_key(
     assert main(["evidence", "verify", str(chain.repo / "evidence/cuda-amd64.dsse.json"),
                  "--keys", str(other)]) == 7  # fmt: skip
     err = capsys.readouterr().err
-    assert "signature: no trusted keys in evidence/keys/" in err
+    assert f"signature: no trusted keys in {other}/;" in err  # the folder it read, not the default
     envelope = json.loads((chain.repo / "evidence/cuda-amd64.dsse.json").read_text())
     assert envelope["payloadType"] == "application/vnd.in-toto+json"
 
@@ -366,3 +366,14 @@ def test_trigger_outside_a_workflow_run_is_refused(
     capsys.readouterr()
     assert main(["evidence", "trigger"]) == 7
     assert capsys.readouterr().err.startswith("twinbuild: $GITHUB_EVENT_NAME: 'push' is not ")
+
+
+def test_check_push_before_a_validation_push(
+    chain: Chain, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chain's PR bumps a pin and adds no workflow: the maintainer may push it as it is
+    (the refusals are in tests/unit/test_check_push.py)."""
+    capsys.readouterr()
+    assert main(["evidence", "check-push", "--base", chain.base, "--head", chain.head]) == 0
+    out = capsys.readouterr().out
+    assert "no workflow or action added or changed since the merge base" in out

@@ -84,8 +84,10 @@ COVERED = {
     ("evidence", "keygen"): "test_cli_evidence.py",
     ("evidence", "trigger"): "test_cli_evidence.py",
     ("evidence", "inputs"): "test_cli_evidence.py",
+    ("evidence", "check-push"): "test_cli_evidence.py",
     ("registry",): "test_registry_push_and_release_without_a_registry_or_engine",
     ("push",): "test_registry_push_and_release_without_a_registry_or_engine",
+    ("pins", "outdated"): "test_pins_outdated_with_no_source_answering_exits_3",
     ("release",): "test_registry_push_and_release_without_a_registry_or_engine",
 }
 
@@ -105,11 +107,11 @@ def test_lint_clean_findings_strict_and_json(
     root: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["lint", *_common(root)]) == 0
-    out = capsys.readouterr().out
-    assert out.splitlines()[-2:] == [
-        "note: 1 declared floating refs (--strict fails them)",
-        f"lint: clean (6 pins, {root / 'pins/manifest.toml'})",
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[-1:] == [
+        f"lint: clean (6 pins, {root / 'pins/manifest.toml'})"
     ]
+    assert captured.err == "note: 1 declared floating refs (--strict fails them)\n"
     assert main(["lint", "--strict", *_common(root)]) == 1
     captured = capsys.readouterr()
     line = load(root / "pins/manifest.toml").line_of("pins", "numpy", "floating")
@@ -159,8 +161,9 @@ def test_engine_status_and_down_without_an_engine(
     assert capsys.readouterr().out == f"{NOWHERE}\n"
     monkeypatch.delenv("DOCKER_HOST")
     assert main(["engine", "down"]) == 0
-    out = capsys.readouterr().out
-    assert str(tmp_path / "cache") in out
+    captured = capsys.readouterr()
+    assert captured.out == ""  # a message, not data: stderr
+    assert str(tmp_path / "cache") in captured.err
 
 
 def test_base_without_an_engine_exits_3(
@@ -247,12 +250,13 @@ def test_bake_writes_the_file_it_reports(root: Path, capsys: pytest.CaptureFixtu
     out = root / "out/docker-bake.json"
     out.parent.mkdir()
     code = main(
-        ["bake", "--out", str(out), "--repository", "ghcr.io/acme/twinbuild", *_common(root)]
-    )
+        ["bake", "--out", str(out), "--repository", "registry.example/acme/twinbuild",
+         *_common(root)]
+    )  # fmt: skip
     assert code == 0
     data = json.loads(out.read_text())
     assert sorted(data["target"]) == ["cuda-amd64", "rocm-amd64"]
-    assert data["target"]["rocm-amd64"]["tags"][0].startswith("ghcr.io/acme/twinbuild:")
+    assert data["target"]["rocm-amd64"]["tags"][0].startswith("registry.example/acme/twinbuild:")
     assert str(out) in capsys.readouterr().out
     assert main(["bake", "--out", str(out), "--repository", "Not A Repo", *_common(root)]) == 2
 
@@ -266,8 +270,12 @@ def test_smoke_host_mode_reports_what_is_missing(
          "--report-dir", str(reports), *_common(root)]
     )  # fmt: skip
     assert code == 1
-    err = capsys.readouterr().err
-    assert err.startswith("twinbuild: smoke: 4 failed; first: cuda (linux/amd64) (production): ")
+    captured = capsys.readouterr()
+    assert captured.out == ""  # the suite's own report is a message: stderr, before the error
+    errors = [line for line in captured.err.splitlines() if line.startswith("twinbuild: ")]
+    assert errors[0].startswith(
+        "twinbuild: smoke: 4 failed; first: cuda (linux/amd64) (production): "
+    )
     assert (reports / "smoke-cuda-amd64-production-host.json").exists()
 
 
@@ -397,11 +405,13 @@ def test_registry_push_and_release_without_a_registry_or_engine(
     for key in ("TWINBUILD_REGISTRY", "TWINBUILD_REGISTRY_PORT"):
         monkeypatch.delenv(key, raising=False)
     assert main(["registry", "status"]) == 3
-    assert capsys.readouterr().out == (
-        "private registry is not running (127.0.0.1:5000); run `twinbuild registry up`\n"
+    captured = capsys.readouterr()
+    assert captured.out == ""  # an error: stderr only
+    assert captured.err == (
+        "twinbuild: private registry is not running (127.0.0.1:5000); run `twinbuild registry up`\n"
     )
     assert main(["registry", "env"]) == 3
-    assert "TWINBUILD_REGISTRY=" not in capsys.readouterr().out
+    assert capsys.readouterr().out == ""  # `registry env >> $GITHUB_ENV` appends nothing
     monkeypatch.setattr(client, "connect", _no_engine)
     proj = mini_project(tmp_path)
     code = main(
@@ -498,3 +508,19 @@ def test_pins_lock_moves_every_variant_and_refuses_a_partial_lock(
     assert main(argv) == 2
     assert "lock.sglang_commit" in capsys.readouterr().err
     assert manifest.read_text() == written
+
+
+def test_pins_outdated_with_no_source_answering_exits_3(
+    root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing could be asked: one line per source on stderr, nothing on stdout, exit 3."""
+    manifest = ["--manifest", str(root / "pins/manifest.toml")]
+    closed = "http://127.0.0.1:9/simple"  # discard: nothing listens
+    assert main(["pins", "outdated", "--source", "pypi", "--index-url", closed, *manifest]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines[0] == "twinbuild: pins outdated: nothing could be asked:"
+    assert lines[1].startswith("twinbuild: pypi: pins outdated ")
+    assert "connection refused" in lines[1]
+    assert len(lines) == 2

@@ -4,6 +4,11 @@ For each command the library function its handler calls is replaced by one that 
 options object and stops; each option is then given a value other than its default, and the
 recorded object must carry it in the field named after the option's ``dest``. A new option that the
 handler does not pass on fails here, and so does a new command without a row in ``LIBRARY``.
+
+The output contract's options (``-q``, ``-v``, ``--format``) are the CLI's own: ``-q``/``-v`` reach
+``twinbuild.util.output``'s level (and the options object too where the library uses them, as
+build's and smoke's ``verbose``), ``--format`` the handler's rendering of the result, which
+``tests/unit/test_output_contract.py`` runs for real.
 """
 
 from __future__ import annotations
@@ -17,6 +22,10 @@ from typing import Any
 import pytest
 
 from twinbuild.cli.main import build_parser, main
+from twinbuild.util import output
+
+#: dests the CLI itself consumes (the output contract), not a library options object
+OUTPUT_DESTS = frozenset({"quiet", "verbose", "format"})
 
 # command words -> "module:function" the handler passes its options object to (first argument)
 LIBRARY: dict[tuple[str, ...], str] = {
@@ -39,6 +48,7 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("evidence", "inputs"): "twinbuild.cli.evidence_handlers:inputs",
     ("evidence", "gate"): "twinbuild.cli.evidence_handlers:gate",
     ("evidence", "trigger"): "twinbuild.cli.evidence_handlers:trigger",
+    ("evidence", "check-push"): "twinbuild.evidence.push_check:check_push",
     ("evidence", "keygen"): "twinbuild.cli.evidence_handlers:keygen",
     ("pins", "table"): "twinbuild.manifest.table:table",
     ("pins", "bump"): "twinbuild.pins.bump:bump_pin",
@@ -46,6 +56,7 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("pins", "lock"): "twinbuild.pins.lock:lock_pins",
     ("variants",): "twinbuild.ci.matrix:run_variants",
     ("binfmt",): "twinbuild.engine.binfmt:binfmt",
+    ("pins", "outdated"): "twinbuild.pins.outdated:outdated_pins",
     ("prune",): "twinbuild.engine.prune:prune_images",
     ("registry",): "twinbuild.engine.registry:run",
     ("push",): "twinbuild.ship.push:push_images",
@@ -96,12 +107,13 @@ def _value(action: argparse.Action, tag: str) -> tuple[list[str], Any]:
     if action.type is float:
         return ([flag] if flag else []) + ["3.5"], 3.5
     if callable(action.type) and action.type is not str:  # a bounded number, e.g. --max-age-days
-        try:
-            bounded = action.type("3.5")
-        except (argparse.ArgumentTypeError, TypeError, ValueError):
-            pass
-        else:
-            return ([flag] if flag else []) + ["3.5"], bounded
+        for sample in ("3.5", "7", "8"):
+            try:
+                bounded = action.type(sample)
+            except (argparse.ArgumentTypeError, TypeError, ValueError):
+                continue
+            if bounded != action.default:
+                return ([flag] if flag else []) + [sample], bounded
     text = SAMPLES.get(flag or "", f"/sentinel-{tag}")
     return ([flag] if flag else []) + [text], text
 
@@ -170,6 +182,23 @@ CASES = [
 ]
 
 
+def test_every_option_says_what_it_is_for() -> None:
+    """``--help`` explains every option and argument of every command (28 of 126 once did not)."""
+    silent = [
+        f"{' '.join(words)} {'/'.join(a.option_strings) or a.dest}"
+        for words, parser in leaves(build_parser())
+        for a in _options(parser)
+        if not (a.help or "").strip()
+    ]
+    assert not silent
+
+
+def test_every_command_has_the_output_options() -> None:
+    for words, parser in leaves(build_parser()):
+        flags = {f for a in parser._actions for f in a.option_strings}
+        assert {"-q", "--quiet", "-v", "--verbose", "--format"} <= flags, " ".join(words)
+
+
 def test_every_command_has_a_library_row() -> None:
     commands = {words for words, _ in leaves(build_parser())}
     assert commands == set(LIBRARY)
@@ -197,5 +226,11 @@ def test_option_reaches_the_library(
     options = reached.value.options
     _assert_typed(options)
     values = _carried(options, dest)
+    if dest in OUTPUT_DESTS and not values:
+        if dest != "format":  # the level main set for this run
+            assert getattr(output.level(), dest) is True
+        output.configure()
+        return
+    output.configure()
     assert values, f"{' '.join(words)}: no field {dest!r} in {type(options).__name__}"
     assert any(_matches(v, expected) for v in values), f"{dest}: {values!r} != {expected!r}"

@@ -15,7 +15,7 @@ from twinbuild.engine import daemon
 from twinbuild.engine.daemon import DEFAULT_HOST, EnginePaths, EngineState
 from twinbuild.engine.host import SystemHost
 from twinbuild.engine.wire import ping
-from twinbuild.errors import EngineError
+from twinbuild.errors import ConfigError, EngineError
 from twinbuild.util.paths import cache_root
 
 
@@ -275,10 +275,11 @@ def test_status_reports_each_source(paths: EnginePaths, monkeypatch: pytest.Monk
 
 
 def test_ping_rejects_unknown_scheme() -> None:
-    with pytest.raises(EngineError) as info:
+    with pytest.raises(ConfigError) as info:
         ping("ssh://me@host")
     assert str(info.value) == (
-        "DOCKER_HOST=ssh://me@host: scheme 'ssh' is not supported; use unix:// or tcp://"
+        "$DOCKER_HOST: 'ssh://me@host': scheme 'ssh' is not supported; use unix:///PATH or "
+        "tcp://HOST:PORT"
     )
 
 

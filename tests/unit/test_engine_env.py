@@ -82,4 +82,6 @@ def test_engine_env_without_an_engine_prints_nothing_to_eval(tmp_path: Path) -> 
     proc = _shell('"$PY" -m twinbuild engine env', env)
     assert proc.returncode == 3
     assert proc.stdout == ""
-    assert proc.stderr == f"no engine answers at unix://{tmp_path}/nobody.sock (DOCKER_HOST)\n"
+    assert proc.stderr == (
+        f"twinbuild: no engine answers at unix://{tmp_path}/nobody.sock (DOCKER_HOST)\n"
+    )

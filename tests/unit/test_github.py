@@ -103,7 +103,9 @@ def test_the_event_payload_is_read_strictly(tmp_path: Path) -> None:
     path.write_text("[]")
     with pytest.raises(ConfigError) as info:
         github.event({"GITHUB_EVENT_PATH": str(path)})
-    assert str(info.value) == f"{path}: the GitHub event payload is not a JSON object"
+    assert str(info.value) == (
+        f"$GITHUB_EVENT_PATH {path}: the GitHub event payload is not a JSON object"
+    )
     path.write_text(json.dumps({"pull_request": {"number": 7}}))
     assert github.event({"GITHUB_EVENT_PATH": str(path)}) == {"pull_request": {"number": 7}}
     assert github.event({}) == {}

@@ -90,7 +90,9 @@ def test_port_from_env_and_a_bad_one_is_refused(
     monkeypatch.setenv(registry.PORT_ENV_VAR, "5301")
     assert registry.up(RegistryPaths.under(tmp_path), FakeHost()).address == "127.0.0.1:5301"
     monkeypatch.setenv(registry.PORT_ENV_VAR, "http")
-    with pytest.raises(ConfigError, match="TWINBUILD_REGISTRY_PORT='http': expected a TCP port"):
+    with pytest.raises(
+        ConfigError, match="TWINBUILD_REGISTRY_PORT: 'http' is not a whole number from 1 to 65535"
+    ):
         registry.up(RegistryPaths.under(tmp_path / "other"), FakeHost())
 
 

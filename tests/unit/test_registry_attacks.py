@@ -23,7 +23,15 @@ from pathlib import Path
 import pytest
 
 from tests import fake_registry as fake
-from tests.unit.evidence_builders import REPO, REPO_ID, Signer, evidence, smoke_report
+from tests.unit.evidence_builders import (
+    REPO,
+    REPO_ID,
+    Signer,
+    about_checkout,
+    evidence,
+    release_checkout,
+    smoke_report,
+)
 from twinbuild.evidence.keys import keyid
 
 TIMEOUT = 2  # TWINBUILD_REGISTRY_TIMEOUT in every case
@@ -149,37 +157,39 @@ class Shipped:
     evidence: Path
     keys: Path
     envelope: bytes
+    checkout: Path  # the default branch's checkout whose HEAD the evidence is about
 
     def ref(self, registry: fake.FakeRegistry, repository: str | None = None) -> str:
         return f"{registry.address}/{repository or self.repository}@{self.digest}"
 
 
-def signed_for(folder: Path, ref: str) -> tuple[Path, Path]:
-    """Passing cuda evidence for ``ref`` signed by a new key, and a keys folder trusting it."""
+def signed_for(folder: Path, ref: str) -> tuple[Path, Path, Path]:
+    """Passing cuda evidence for ``ref`` signed by a new key, about the HEAD of a release
+    checkout; a keys folder trusting the key; the checkout."""
     from cryptography.hazmat.primitives import serialization
 
     folder.mkdir()
     signer = Signer.new()
-    report = smoke_report("cuda")
-    report["image"]["digest"] = ref
-    path = evidence(folder, signer, "cuda", report=report)
+    checkout = release_checkout(folder)
+    report = about_checkout(smoke_report("cuda"), checkout.inputs, ref=ref)
+    path = evidence(folder, signer, "cuda", report=report, commit=checkout.head)
     keys = folder / "keys"
     keys.mkdir()
     pem = signer.public.public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     (keys / f"{keyid(signer.public)[:12]}.pub").write_bytes(pem)
-    return path, keys
+    return path, keys, checkout.repo
 
 
 def shipped_image(
     tmp_path: Path, registry: fake.FakeRegistry, digest: str, manifest: bytes, name: str
 ) -> Shipped:
     repository = "twinbuild-ci/cuda"
-    path, keys = signed_for(tmp_path / name, f"{registry.address}/{repository}@{digest}")
+    path, keys, checkout = signed_for(tmp_path / name, f"{registry.address}/{repository}@{digest}")
     return Shipped(
         repository=repository, digest=digest, manifest=manifest, evidence=path, keys=keys,
-        envelope=path.read_bytes(),
+        envelope=path.read_bytes(), checkout=checkout,
     )  # fmt: skip
 
 
@@ -194,8 +204,9 @@ def release(tmp_path: Path, s: Shipped, ref: str, *more: str, platform: str = "c
     only the registry's misbehaviour may."""
     return run_cli(
         tmp_path, "release", "--variant", platform, "--image", ref, "--tag", "v1", "--force",
-        "--evidence", str(s.evidence), "--keys", str(s.keys), "--repository", REPO,
-        "--repository-id", str(REPO_ID), "--max-age-days", "100000", *more,
+        "--evidence", str(s.evidence), "--keys", str(s.keys), "--repo", str(s.checkout),
+        "--repository", REPO,
+        "--repository-id", str(REPO_ID), "--max-age-days", "3650", *more,
     )  # fmt: skip
 
 

@@ -62,7 +62,10 @@ def test_the_timeout_is_whole_seconds(raw: str) -> None:
 def test_a_timeout_that_is_not_ascii_digits_in_range_names_the_variable(raw: str) -> None:
     with pytest.raises(ConfigError) as info:
         request_timeout({TIMEOUT_ENV_VAR: raw})
-    assert str(info.value).startswith(f"{TIMEOUT_ENV_VAR}={raw!r}: expected whole seconds")
+    assert str(info.value) == (
+        f"${TIMEOUT_ENV_VAR}: {raw!r} is not a whole number from 1 to 3600; set whole seconds, "
+        "e.g. 60, or unset it for the default"
+    )
     assert "\n" not in str(info.value)
 
 

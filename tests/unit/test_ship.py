@@ -22,7 +22,9 @@ from tests.unit.evidence_builders import (
     NOW,
     REPO,
     REPO_ID,
+    about_checkout,
     github_env,
+    release_checkout,
     smoke_report,
     validated,
     write_json,
@@ -32,6 +34,7 @@ from twinbuild.evidence import record, save, sign
 from twinbuild.evidence.keys import keyid
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import ImageKey
+from twinbuild.ship.merged import Checkout
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
 from twinbuild.ship.push import PushOptions, push
 from twinbuild.ship.release import ReleaseOptions, Trust, release, verify_attached
@@ -90,14 +93,18 @@ def _image_manifest(seed: str) -> Manifest:
     )
 
 
+Signed = tuple[Path, Trust, ImageRef, Manifest, Checkout]
+
+
 @pytest.fixture
-def signed(tmp_path: Path) -> tuple[Path, Trust, ImageRef, Manifest]:
-    """Evidence for a cuda image whose registry digest is the manifest below."""
+def signed(tmp_path: Path) -> Signed:
+    """Evidence for a cuda image whose registry digest is the manifest below, about the HEAD of
+    the release checkout."""
     manifest = _image_manifest("a")
     image = ImageRef.parse(f"127.0.0.1:5000/twinbuild-ci/cuda@{manifest.digest}")
-    report = smoke_report("cuda")
-    report["image"]["digest"] = str(image)
-    about = validated(report)
+    checkout = release_checkout(tmp_path)
+    report = about_checkout(smoke_report("cuda"), checkout.inputs, ref=str(image))
+    about = validated(report, commit=checkout.head)
     path = write_json(tmp_path / "r.json", report)
     statement = record(path, env=github_env(), now=NOW, validated=about)
     save(statement, tmp_path / "cuda.statement.json")
@@ -109,16 +116,14 @@ def signed(tmp_path: Path) -> tuple[Path, Trust, ImageRef, Manifest]:
         repository_id=REPO_ID,
         max_age=timedelta(days=14),
     )
-    return tmp_path / "cuda.dsse.json", trust, image, manifest
+    return tmp_path / "cuda.dsse.json", trust, image, manifest, checkout
 
 
-def _options(
-    signed: tuple[Path, Trust, ImageRef, Manifest], image: ImageRef | None = None, **kw: Any
-) -> ReleaseOptions:
-    path, trust, default, _ = signed
+def _options(signed: Signed, image: ImageRef | None = None, **kw: Any) -> ReleaseOptions:
+    path, trust, default, _, checkout = signed
     return ReleaseOptions(
         variant=kw.pop("variant", "cuda"), image=image or default, tag=kw.pop("tag", "v1"),
-        evidence=(path,), trust=trust, now=NOW, **kw,
+        evidence=(path,), trust=trust, checkout=checkout, now=NOW, **kw,
     )  # fmt: skip
 
 
@@ -127,9 +132,9 @@ def _client(*manifests: tuple[str, str, Manifest]) -> FakeClient:
 
 
 def test_evidence_is_stored_before_the_tag_moves(
-    signed: tuple[Path, Trust, ImageRef, Manifest],
+    signed: Signed,
 ) -> None:
-    _, _, image, manifest = signed
+    _, _, image, manifest, _ = signed
     client = _client((image.repository, image.digest, manifest))
     done = release(_options(signed), cast(Client, client), say=lambda _: None)
     # Copied out of the CI namespace first; the tag lives only in the release repository.
@@ -149,9 +154,9 @@ def test_evidence_is_stored_before_the_tag_moves(
 
 
 def test_evidence_store_failing_moves_no_tag(
-    signed: tuple[Path, Trust, ImageRef, Manifest],
+    signed: Signed,
 ) -> None:
-    _, _, image, manifest = signed
+    _, _, image, manifest, _ = signed
     old = _image_manifest("old")
     client = _client((image.repository, image.digest, manifest), ("twinbuild/cuda", "v1", old))
     client.fail_attach = True
@@ -161,8 +166,8 @@ def test_evidence_store_failing_moves_no_tag(
     assert client.manifests[("twinbuild/cuda", "v1")] is old
 
 
-def test_refusals_write_nothing(signed: tuple[Path, Trust, ImageRef, Manifest]) -> None:
-    _, _trust, image, manifest = signed
+def test_refusals_write_nothing(signed: Signed) -> None:
+    _, _trust, image, manifest, _ = signed
     other = _image_manifest("b")
     other_ref = ImageRef.parse(f"{image.name}@{other.digest}")
     client = _client(
@@ -226,13 +231,19 @@ def test_push_records_the_digest_and_writes_github_output(tmp_path: Path) -> Non
     assert [r.ref for r in results] == [ref]
     assert engine.tagged == [(image_id, "127.0.0.1:5000/twinbuild-ci/cuda:local-amd64")]
     assert pushes.outputs() == {"cuda-amd64-image": ref, "cuda-image": ref}
-    assert said == [f"cuda-amd64: {ref} (1 layers sent, 0 already there)"]
+    assert [r.describe() for r in results] == [
+        f"cuda-amd64: {ref} (1 layers sent, 0 already there)"
+    ]
+    assert said == []  # the results are the caller's data (stdout), not progress
     saved = json.loads(record_file.read_text())
     assert saved["pushed"]["ref"] == ref
     assert saved["inputs_hash"] == "x"
     # Pushing the same digest again sends nothing, and says so.
-    push(engine, manifest, options, "127.0.0.1:5000", say=said.append)
-    assert said[-1] == f"cuda-amd64: {ref} (nothing transferred: the registry had every layer)"
+    again = push(engine, manifest, options, "127.0.0.1:5000", say=said.append).images
+    assert (
+        again[-1].describe()
+        == f"cuda-amd64: {ref} (nothing transferred: the registry had every layer)"
+    )
 
 
 def test_push_without_a_build_record_says_build_first(tmp_path: Path) -> None:
@@ -253,9 +264,9 @@ class AttachedClient(FakeClient):
 
 
 def test_verify_image_refuses_no_evidence_and_evidence_of_another_digest(
-    signed: tuple[Path, Trust, ImageRef, Manifest],
+    signed: Signed,
 ) -> None:
-    path, trust, image, manifest = signed
+    path, trust, image, manifest, _ = signed
     with pytest.raises(EvidenceRefused, match=r"no evidence is stored next to it"):
         verify_attached(
             image, keys=trust.keys, client=cast(Client, AttachedClient(image, manifest, []))

@@ -19,9 +19,9 @@ from twinbuild.util.strictjson import MAX_DEPTH, MAX_NUMBER_CHARS, Fields
 HEX = re.compile(r"^[0-9a-f]+$")
 
 
-def _refused(data: bytes, **kw: int) -> str:
+def _refused(data: bytes, max_bytes: int = strictjson.MAX_BYTES) -> str:
     with pytest.raises(ConfigError) as info:
-        strictjson.loads(data, source="e.json", **kw)
+        strictjson.loads(data, source="e.json", max_bytes=max_bytes)
     return str(info.value)
 
 

@@ -63,7 +63,10 @@ def test_each_job_has_only_the_registry_access_it_needs(
     assert releases == (key == RELEASE_JOB), key
     if key == RELEASE_JOB:
         assert job["environment"] == "release"
-        assert job["if"] == "${{ github.ref_name == github.event.repository.default_branch }}"
+        # The full ref: a tag named like the default branch has its ref_name too.
+        assert job["if"] == (
+            "${{ github.ref == format('refs/heads/{0}', github.event.repository.default_branch) }}"
+        )
         assert "packages" not in permissions
         assert "secrets.TWINBUILD_RELEASE_TOKEN" in str(job["steps"])
     else:

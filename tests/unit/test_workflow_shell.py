@@ -39,11 +39,19 @@ ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
 PR = 7
 BRANCH = f"validate/pr-{PR}"
-# Stand-ins for `pip install`: the steps we do not run, exactly as the workflows write them.
+# Stand-ins for `pip install`: the steps we do not run, exactly as the workflows write them
+# (tests/unit/test_locks.py checks that each installs from a hash-checked lock).
+_LOCKED = (
+    "python -m pip install --require-hashes -r {where}locks/{lock}.txt"
+    " && python -m pip install --no-deps --no-build-isolation {tool}"
+)
 INSTALLS = {
-    "python -m pip install ./tool",
-    "python -m pip install .",
-    "python3 -m venv .venv && .venv/bin/python -m pip install ./tool",
+    _LOCKED.format(where="./tool/", lock="gate", tool="./tool"),
+    _LOCKED.format(where="", lock="gate", tool="."),
+    "python3 -m venv .venv && "
+    + _LOCKED.format(where="./tool/", lock="image", tool="./tool").replace(
+        "python -m", ".venv/bin/python -m"
+    ),
 }
 _EXPR = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
 

@@ -1,5 +1,6 @@
-"""The lint benchmark: load + lint of 10 to 10,000 generated pins, and how its time grows against
-n log n."""
+"""The lint benchmark: load + lint of 10 to 10,000 generated pins, how its time grows against
+n log n, and one manifest whose ``why`` and comment are long (the key-line index was quadratic in
+a line's length: 60 kB took over 20 s)."""
 
 from __future__ import annotations
 
@@ -72,5 +73,32 @@ def bench_lint(s: Session) -> None:
             note="; ".join(
                 f"{key}={v:.1f} vs n log n {nlogn[key]:.1f}" for key, v in steps.items()
             ),
+        )
+    )
+    bench_long_line(s)
+
+
+LONG_LINE = 60_000
+"""Characters of the long ``why`` and of the comment after it (issue 29's case)."""
+
+
+def bench_long_line(s: Session) -> None:
+    root = s.work / "lint-long-line"
+    manifest = write_project(root, 100)
+    text = manifest.read_text()
+    long = "x" * LONG_LINE
+    first = 'why = "bench pin 0"'
+    if first not in text:
+        raise RuntimeError(f"the generated manifest has no {first!r} to lengthen")
+    manifest.write_text(text.replace(first, f'why = "{long}"  # {long}', 1))
+    got = [child({"kind": "lint", "root": str(root)}, s.env) for _ in range(1 if s.quick else 3)]
+    s.rows.append(
+        measured(
+            "5 lint, a 60 kB why and comment",
+            "load + lint(manifest, root), 100 pins",
+            got,
+            target="<= 1 s",
+            met=median([x.seconds for x in got]) <= 1.0,
+            note="linear key-line index (manifest/tomlpos.py)",
         )
     )

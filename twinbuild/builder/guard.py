@@ -3,14 +3,13 @@ lock beside its record), and SIGTERM treated like Ctrl-C, so a stopped build tag
 
 from __future__ import annotations
 
-import signal
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from types import FrameType
 
 from twinbuild.errors import Interrupted, LockBusy
 from twinbuild.util.activity import Say
+from twinbuild.util.signals import stopping
 
 
 @contextmanager
@@ -35,25 +34,6 @@ def lock(path: Path, tag: str, timeout: float, say: Say) -> Iterator[None]:
         held.release()
 
 
-@contextmanager
-def signals() -> Iterator[None]:
+def signals() -> AbstractContextManager[None]:
     """SIGTERM behaves like Ctrl-C: the build stops and nothing is tagged."""
-
-    def stop(signum: int, _frame: FrameType | None) -> None:
-        raise Interrupted(f"stopped by {signal.Signals(signum).name}; nothing was tagged")
-
-    if not _main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
+    return stopping(lambda name: Interrupted(f"stopped by {name}; nothing was tagged"))

@@ -33,7 +33,7 @@ from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import Arch, ImageKey, Manifest, Profile
-from twinbuild.manifest.render import Rendered, render
+from twinbuild.manifest.render import Rendered, check_mirrors, render
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
 
@@ -100,12 +100,19 @@ def buildable(manifest: Manifest, image: ImageKey, profile: Profile) -> None:
 
 
 def plan_inputs(
-    manifest: Manifest, engine: EngineAPI, image: ImageKey, options: BuildOptions, say: Say
+    manifest: Manifest,
+    engine: EngineAPI | None,
+    image: ImageKey,
+    options: BuildOptions,
+    say: Say,
 ) -> tuple[Rendered, str, BaseRef]:
-    """Render and hash; for the local profile make sure the embedded base exists first."""
+    """Render and hash; for the local profile make sure the embedded base exists first (in
+    ``engine``: only the local profile needs one here)."""
     if options.profile == "local":
         from twinbuild.engine.base import ensure_base
 
+        if engine is None:
+            raise EngineError("the local profile's base lives in an engine; none was given")
         local = manifest.local
         base = ensure_base(
             engine, suite=local.suite, mirror=local.mirror, packages=local.packages,
@@ -290,6 +297,7 @@ def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
     from twinbuild.engine.registry import cache_registry
 
     manifest = load(request.manifest)  # a bad manifest fails before the engine is asked
+    check_mirrors(manifest, request.options.mirrors)
     profile = request.options.profile
     wanted = wanted_images(manifest, request.variant, request.arch, profile)
     if not wanted:

@@ -37,6 +37,7 @@ from twinbuild.builder.tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, Profile
 from twinbuild.manifest.render import GENERATED, Rendered
+from twinbuild.util import bounded
 
 #: Bump when the meaning of the hash changes, so that old images and old evidence stop matching
 #: (4: an image is a variant on one architecture).
@@ -90,9 +91,10 @@ def recipe_copies(recipe: Path, data: bytes, *, remember: bool = True) -> list[t
     key = hashlib.sha256(data + b"\0" + _scanner_identity()).hexdigest()
     memo = cache_root() / "recipe-copies" / f"{key}.json"
     try:
-        return [(int(line), str(source)) for line, source in json.loads(memo.read_text())]
-    except (OSError, ValueError, TypeError):
-        pass  # not remembered yet (or unreadable): parse it
+        remembered = bounded.read_bytes(memo, limit=len(data) + _MEMO_SLACK, what="memo")
+        return [(int(line), str(source)) for line, source in json.loads(remembered)]
+    except (ConfigError, ValueError, TypeError, RecursionError):
+        pass  # not remembered yet (or unreadable, or not ours: a FIFO, a mangled file): parse it
     from twinbuild.recipe import scan
     from twinbuild.util.atomic import write_atomic
 
@@ -102,6 +104,9 @@ def recipe_copies(recipe: Path, data: bytes, *, remember: bool = True) -> list[t
         write_atomic(memo, json.dumps(copies))
     return copies
 
+
+_MEMO_SLACK = 1 << 16
+"""A remembered answer is a list of the recipe's COPY sources: never much more than the recipe."""
 
 _SCANNER: list[bytes] = []
 

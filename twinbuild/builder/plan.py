@@ -18,9 +18,9 @@ from typing import Any, Literal
 
 from twinbuild.builder.input_paths import families_fed_by
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.loader import load, loads
+from twinbuild.manifest.loader import load, load_bytes
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest
-from twinbuild.pins.diff import compare, text_at
+from twinbuild.pins.diff import bytes_at, compare
 from twinbuild.util import github
 from twinbuild.util.git import rev_arg, run_git
 
@@ -207,11 +207,11 @@ def _manifest_reasons(
     """Which images' slices of the manifest moved, naming the pins and settings that did."""
     where = f"{manifest}"
     images = new.images()
-    old_text = text_at(base, manifest, repo=root)
-    if old_text is None:
+    old_data = bytes_at(base, manifest, repo=root)
+    if old_data is None:
         return [(i, f"{where} is new since {base}") for i in images]
     try:
-        old = loads(old_text, Path(f"{base}:{manifest}"))
+        old = load_bytes(old_data, Path(f"{base}:{manifest}"))
     except ConfigError:
         return [(i, f"{where} does not load at {base}") for i in images]
     diff = compare(old, new)

@@ -9,12 +9,12 @@ absent, and the labels are left off rather than guessed.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import environ
 from twinbuild.util.git import run_git
 
 _SCP = re.compile(r"^(?:[\w.-]+@)?(?P<host>[\w.-]+):(?P<path>[^/].*)$")  # git@host:owner/name.git
@@ -22,7 +22,7 @@ _SCP = re.compile(r"^(?:[\w.-]+@)?(?P<host>[\w.-]+):(?P<path>[^/].*)$")  # git@h
 
 def revision(root: Path, env: Mapping[str, str] | None = None) -> str | None:
     """The commit being built: ``GITHUB_SHA`` in Actions, else ``HEAD`` of the checkout."""
-    env = os.environ if env is None else env
+    env = environ.checked(env)
     if env.get("GITHUB_ACTIONS") == "true" and env.get("GITHUB_SHA"):
         return env["GITHUB_SHA"]
     try:
@@ -40,7 +40,7 @@ def source(
     else the Actions run's, else the ``origin`` remote's."""
     if declared:
         return declared
-    env = os.environ if env is None else env
+    env = environ.checked(env)
     if env.get("GITHUB_ACTIONS") == "true" and env.get("GITHUB_REPOSITORY"):
         server = env.get("GITHUB_SERVER_URL", "https://github.com").rstrip("/")
         return f"{server}/{env['GITHUB_REPOSITORY']}"

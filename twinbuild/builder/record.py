@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import ARCH_NAMES, ARCHS, NAME_RE, PROFILES, Arch, ImageKey, Profile
+from twinbuild.util import bounded
 from twinbuild.util.atomic import write_atomic
 from twinbuild.util.strictjson import Fields
 
@@ -97,12 +98,13 @@ class BuildRecord:
         """Write the record atomically, unless the file already says exactly this (the no-op
         build: its fsync would cost 10 ms for nothing)."""
         text = json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
-        try:
-            if path.read_text() == text:
+        data = text.encode("utf-8")
+        try:  # bounded: a FIFO there is refused by write_atomic, not waited on here
+            if bounded.read_bytes(path, limit=len(data), what="build record") == data:
                 return
-        except OSError:
+        except ConfigError:  # missing, garbled, larger or not a file: write_atomic decides
             pass
-        write_atomic(path, text)
+        write_atomic(path, data)
 
     @classmethod
     def from_json(cls, data: object, path: Path) -> BuildRecord:

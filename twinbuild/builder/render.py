@@ -11,7 +11,7 @@ from twinbuild.engine.base import base_tag
 from twinbuild.errors import TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, Arch, Profile
-from twinbuild.manifest.render import UNKNOWN_BASE, Rendered, render
+from twinbuild.manifest.render import UNKNOWN_BASE, Rendered, check_mirrors, render
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -34,6 +34,7 @@ def render_manifest(options: RenderOptions) -> Rendered:
     naming a tag that does not exist.
     """
     manifest = load(options.manifest)
+    check_mirrors(manifest, options.mirrors)
     variant = manifest.variant(options.variant)
     image = manifest.image(variant.name, options.arch or variant.archs[0])
     if options.profile != "local":

@@ -31,8 +31,8 @@ KIND_NAMES = {
 #: Most bytes one hash reads from a commit: a repository's image inputs are a few MiB.
 MAX_READ_BYTES = 512 * 1024 * 1024
 #: What twinbuild itself writes into a working tree (build records, wheels, smoke reports; the
-#: generated build files): never an input of the next build, tracked or not.
-WORK_OUTPUTS = ("build/", ".twinbuild/")
+#: generated build files, the bake file): never an input of the next build, tracked or not.
+WORK_OUTPUTS = ("build/", ".twinbuild/", "docker-bake.json")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

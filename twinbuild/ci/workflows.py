@@ -13,7 +13,8 @@ the trust model that zizmor does not know about:
 - TB-W007: the signing environment (or the signing key's secret) where a ``validate/**`` push can
   reach it: in a workflow any other event than ``workflow_run`` or ``schedule`` starts (those two
   always run the default branch's copy; a push runs the pushed branch's own copy, which a PR may
-  have written), or in a job that checks out another ref than the default branch
+  have written), or in a job that checks out another ref or repository than the default branch
+  (``actions/checkout``'s ``ref:``/``repository:``, or ``git checkout``-like commands in ``run:``)
 - TB-W008 (:mod:`twinbuild.ci.ownership`, with the repository root): a trust root that no @user
   code owner owns
 
@@ -62,9 +63,12 @@ _PR_REF = re.compile(
     r"|github\.event\.pull_request\.merge_commit_sha|github\.event\.workflow_run\.head_(?:sha|branch)"
     r"|refs/pull/|pull/[^/\s]+/(?:head|merge)"
 )
-# Shell commands that put a ref's files in the work tree (fetching objects alone does not).
+# Shell commands that put a ref's files in the work tree (fetching objects alone does not), git's
+# own options (-C DIR, -c KEY=VALUE, --work-tree=DIR) before the command included.
 _CHECKOUT_COMMAND = re.compile(
-    r"\bgit\s+(?:checkout|switch|worktree\s+add|reset)\b|\bgh\s+pr\s+checkout\b"
+    r"\bgit(?:\s+(?:-[Cc]\s+\S+|--?[A-Za-z][\w-]*(?:=\S+)?))*"
+    r"\s+(?:checkout|switch|worktree\s+add|reset|restore|read-tree\s+-u)\b"
+    r"|\bgh\s+pr\s+checkout\b"
 )
 # Contexts an outsider writes: branch names, titles, bodies, commit messages, author names.
 _UNTRUSTED_CONTEXT = re.compile(
@@ -227,10 +231,31 @@ def _workflow_files(paths: Sequence[Path]) -> Iterator[Path]:
 MAX_BYTES = 1024 * 1024
 """Largest workflow read: GitHub's own limit is far below; more is the wrong file."""
 
+MAX_FLOW_DEPTH = 64
+"""Deepest nesting of ``[`` and ``{`` handed to PyYAML: its scanner works per token for every
+open one (3,000 deep: seconds), and a workflow nests a few levels (``bounded`` allows 32)."""
+
+_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _check_flow_depth(text: str, path: Path) -> None:
+    """Refuse, before parsing, brackets nested past :data:`MAX_FLOW_DEPTH`, as a parser that
+    ran out of stack is refused (quoted ones count too: a cheap count, and balanced ones in a
+    script never add up)."""
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        if match.group() in "[{":
+            depth += 1
+            if depth > MAX_FLOW_DEPTH:
+                raise bounded.too_deep(str(path), "workflow")
+        elif depth:
+            depth -= 1
+
 
 def _check_file(path: Path) -> list[Finding]:
     # Unreadable input (a FIFO, /dev/zero, a binary file) is refused with ConfigError, exit 2.
     text = bounded.read_text(path, limit=MAX_BYTES, what="workflow", bom=True)
+    _check_flow_depth(text, path)
     try:
         root = bounded.parse(
             lambda: yaml.compose(text, Loader=yaml.SafeLoader), source=str(path), what="workflow"
@@ -381,20 +406,13 @@ class _Workflow:
             )
             return
         for step in _steps(job):
-            uses = _scalar(_value(step, "uses")) or ""
-            ref = _value(_value(step, "with"), "ref")
-            shown = _scalar(ref) or ""
-            if (
-                uses.startswith("actions/checkout@")
-                and ref is not None
-                and (shown.strip() != "${{ github.event.repository.default_branch }}")
-            ):
+            for line, checks_out in _other_code(step):
                 self.add(
-                    _line(ref),
+                    line,
                     "TB-W007",
-                    f"job '{job_id}' holds the signing {what} and checks out {shown!r}; the key "
-                    "meets default-branch code only: check out the default branch and read "
-                    "anything else as git objects",
+                    f"job '{job_id}' holds the signing {what} and {checks_out}; the key meets "
+                    "default-branch code only: check out the default branch and read anything "
+                    "else as git objects",
                 )
 
     def _triggers(self) -> dict[str, int]:
@@ -554,6 +572,26 @@ class _Workflow:
             return _line(node) + source.count("\n", 0, at)
         block = 1 if node.style in {"|", ">"} else 0
         return _line(node) + block + fallback_offset
+
+
+def _other_code(step: Node) -> Iterator[tuple[int, str]]:
+    """Where a step puts code other than this repository's default branch in the work tree: a
+    checkout of another ref or repository, or a ``git checkout``-like command in ``run:``."""
+    uses = _scalar(_value(step, "uses")) or ""
+    with_node = _value(step, "with")
+    if uses.startswith("actions/checkout@"):
+        ref, repository = _value(with_node, "ref"), _value(with_node, "repository")
+        shown = (_scalar(ref) or "").strip()
+        if ref is not None and shown != "${{ github.event.repository.default_branch }}":
+            yield _line(ref), f"checks out {shown!r}"
+        if repository is not None:
+            yield _line(repository), f"checks out the repository {_scalar(repository)!r}"
+    run = _value(step, "run")
+    if isinstance(run, ScalarNode):
+        for number, text in enumerate(run.value.splitlines()):
+            if _CHECKOUT_COMMAND.search(text):
+                block = 1 if run.style in {"|", ">"} else 0
+                yield _line(run) + block + number, f"checks out in run: ({text.strip()})"
 
 
 def _needs(job: Node | None) -> list[str]:

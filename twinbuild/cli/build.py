@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from twinbuild.cli.common import (
     add_common,
+    add_format,
     add_variant,
     manifest_path,
     mirrors,
     repo_manifest,
     root,
+    whole_number,
 )
 from twinbuild.manifest.model import PROFILES
+from twinbuild.util import output
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -37,8 +39,9 @@ def cmd_build(args: argparse.Namespace) -> int:
             builder=args.builder,
         ),
     )
-    for result in build_images(request):
-        print(result.describe(verbose=request.verbose))
+    results = build_images(request, say=output.say)
+    shown = "".join(r.describe(verbose=request.verbose) + "\n" for r in results)
+    output.report_all(results, args.format, text=shown)
     return 0
 
 
@@ -52,13 +55,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         github_output=args.github_output,
         format=args.format,
     )
-    result = plan_change(options)
-    if options.format == "json":
-        import json
-
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-    else:
-        sys.stdout.write(result.text())
+    output.report(plan_change(options), args.format)
     return 0
 
 
@@ -66,13 +63,10 @@ def cmd_bake(args: argparse.Namespace) -> int:
     from twinbuild.builder.bake import BakeOptions, bake_images
 
     options = BakeOptions(
-        manifest=manifest_path(args),
-        root=root(args),
-        out=Path(args.out),
-        repository=args.repository,
-        source=args.source,
-    )
-    sys.stdout.write(bake_images(options).report())
+        manifest=manifest_path(args), root=root(args), out=Path(args.out), profile=args.profile,
+        repository=args.repository, source=args.source, build=args.build,
+    )  # fmt: skip
+    output.report(bake_images(options, say=output.say), args.format)
     return 0
 
 
@@ -82,13 +76,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_common(p)
     add_variant(p, every="the [local] variants; every variant in production")
-    p.add_argument("--profile", choices=PROFILES, default="local")
+    p.add_argument(
+        "--profile", choices=PROFILES, default="local",
+        help="local: the embedded Debian base; production: the registry bases (default: "
+        "%(default)s)",
+    )  # fmt: skip
     p.add_argument("--force", action="store_true", help="build even when up to date")
     p.add_argument(
         "-v", "--verbose", action="store_true",
         help="list each pin the profile leaves out (default: one line saying how many)",
     )  # fmt: skip
-    p.add_argument("--jobs", type=int, default=1, help="images built concurrently")
+    p.add_argument("--jobs", type=whole_number(1, 64), default=1, help="images built concurrently")
     p.add_argument(
         "--builder", choices=("auto", "buildkit", "classic"), default="auto",
         help="BuildKit where the engine has it, else the classic builder (default: auto)",
@@ -109,6 +107,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--no-registry-cache", action="store_true", help="build without the registry cache"
     )
+    add_format(p, what="each image built or up to date")
     p.set_defaults(func=cmd_build)
 
     p = sub.add_parser("plan", help="which images a change affects, and why")
@@ -124,20 +123,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="append <image>=, <variant>=, any=, matrix= (the local images to build) and "
         "reasons to $GITHUB_OUTPUT",
     )
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format(p, what="the plan")
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("bake", help="write a docker buildx bake file for the production images")
+    p = sub.add_parser(
+        "bake", help="write a docker buildx bake file for the images (and build it with --build)"
+    )
     add_common(p)
     p.add_argument("--out", default="docker-bake.json", help="bake file (default: %(default)s)")
     p.add_argument(
-        "--repository",
-        default="ghcr.io/OWNER/twinbuild",
-        help="image repository for tags and the registry cache (default: %(default)s)",
-    )
+        "--profile", choices=PROFILES, default="production",
+        help="production: the registry bases; local: the embedded base, needs an engine "
+        "(default: %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--repository", metavar="REGISTRY/NAME",
+        help="tag the targets REPOSITORY:<image>-<arch> and use REPOSITORY:buildcache-... as the "
+        "registry build cache (default: twinbuild build's tags, no registry cache)",
+    )  # fmt: skip
     p.add_argument(
         "--source",
-        help="org.opencontainers.image.source (default: the manifest's source, else from a "
-        "ghcr.io repository, https://github.com/OWNER/NAME)",
+        help="org.opencontainers.image.source (default: the manifest's source, else the run's "
+        "or the git remote's)",
     )
+    p.add_argument(
+        "--build", action="store_true",
+        help="then build every target with buildx on the engine (installs Debian's "
+        "docker-buildx where missing) and record them as twinbuild build does",
+    )  # fmt: skip
+    add_format(p, what="the file, its targets and what was built")
     p.set_defaults(func=cmd_bake)

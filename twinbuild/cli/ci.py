@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import root
+from twinbuild.cli.common import add_format, root, whole_number
 from twinbuild.errors import FindingsError
+from twinbuild.util import output
 
 
 def cmd_workflows_check(args: argparse.Namespace) -> int:
@@ -15,14 +16,15 @@ def cmd_workflows_check(args: argparse.Namespace) -> int:
     options = CheckOptions(root=root(args), paths=tuple(Path(p) for p in args.paths))
     report = check_workflows(options)
     if options.paths:  # explicit files or folders: the trust check alone (fixtures, one file)
-        for finding in report.findings:
-            print(finding)
+        clean = (
+            [] if report.findings else [f"workflows: trust check clean ({', '.join(args.paths)})"]
+        )
+        lines = [str(f) for f in report.findings] + clean
+        output.report(report, args.format, text="".join(f"{line}\n" for line in lines))
         if report.findings:
             raise FindingsError(f"workflows: {len(report.findings)} trust findings")
-        print(f"workflows: trust check clean ({', '.join(args.paths)})")
         return 0
-    for line in report.lines():
-        print(line)
+    output.report(report, args.format, text="".join(f"{line}\n" for line in report.lines()))
     report.raise_if_bad()
     return 0
 
@@ -40,7 +42,7 @@ def cmd_rerun_report(args: argparse.Namespace) -> int:
         github_output=args.github_output,
     )  # fmt: skip
     decision = report(options)  # written to the summary and outputs asked for
-    print(decision.line())
+    output.report(decision, args.format, text=decision.line())
     decision.raise_if_bad()
     return 0
 
@@ -52,7 +54,7 @@ def cmd_rerun_guard(args: argparse.Namespace) -> int:
         run=Path(args.run), workflow=args.workflow, summary=_optional_path(args.summary)
     )
     decision = check_guard(options)  # written to the summary asked for
-    print(decision.line())
+    output.report(decision, args.format, text=decision.line())
     decision.raise_if_bad()
     return 0
 
@@ -65,21 +67,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "check", help="trust check, zizmor and actionlint (or the trust check on PATHS)"
     )
     p.add_argument("--root", help="repository root holding .github/ (default: found from here)")
-    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument(
+        "paths", nargs="*", metavar="PATH",
+        help="workflow files or folders: the trust check alone (default: the whole lint of "
+        "<root>/.github/workflows)",
+    )  # fmt: skip
+    add_format(p, what="the findings and each tool's verdict")
     p.set_defaults(func=cmd_workflows_check)
 
     rr = sub.add_parser(
         "rerun-decision", help="the nightly's rerun policy (used by nightly.yml)"
     ).add_subparsers(dest="rerun_command", required=True, metavar="RERUN_COMMAND")
     p = rr.add_parser("report", help="verdict after an attempt: passed|rerun|flaky|failed|refuse")
-    p.add_argument("--attempt", type=int, required=True, help="github.run_attempt")
+    p.add_argument(
+        "--attempt", type=whole_number(1, 10_000), required=True, help="github.run_attempt"
+    )
     p.add_argument("--current", required=True, help="jobs API answer for this attempt (JSON)")
     p.add_argument("--previous", help="jobs API answer for the previous attempt (attempt > 1)")
     p.add_argument("--summary", help="append the verdict as markdown to this file")
     p.add_argument("--github-output", action="store_true", help="write verdict= and jobs=")
+    add_format(p, "markdown", what="the verdict")
     p.set_defaults(func=cmd_rerun_report)
     p = rr.add_parser("guard", help="may this finished run be re-run once? (nightly-rerun.yml)")
     p.add_argument("--run", required=True, help="runs API answer for the run (JSON)")
-    p.add_argument("--workflow", default=".github/workflows/nightly.yml")
+    p.add_argument(
+        "--workflow", default=".github/workflows/nightly.yml",
+        help="the workflow whose runs may be re-run (default: %(default)s)",
+    )  # fmt: skip
     p.add_argument("--summary", help="append the verdict as markdown to this file")
+    add_format(p, "markdown", what="the verdict")
     p.set_defaults(func=cmd_rerun_guard)

@@ -3,13 +3,44 @@
 from __future__ import annotations
 
 import argparse
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import ARCHS, DEFAULT_PATH
+from twinbuild.util import bounded, values
 
 Handler = Callable[[argparse.Namespace], int]
+
+
+def add_format(
+    parser: argparse.ArgumentParser,
+    *extra: str,
+    default: str = "text",
+    what: str = "the report",
+) -> None:
+    """``--format text|json`` (and ``extra``, e.g. ``markdown`` for a CI summary): the one way a
+    command chooses how its data on stdout looks (``twinbuild.util.output``)."""
+    choices = ("text", "json", *extra)
+    parser.add_argument(
+        "--format", choices=choices, default=default,
+        help=f"{what} on stdout as {', '.join(choices)} (default: %(default)s)",
+    )  # fmt: skip
+
+
+def add_output_options(parser: argparse.ArgumentParser) -> None:
+    """``-q``/``-v`` on every command (``main`` adds them to each parser that lacks them): how
+    much goes to stderr. Data on stdout is the same either way."""
+    flags = {flag for action in parser._actions for flag in action.option_strings}
+    if "-q" not in flags:
+        parser.add_argument(
+            "-q", "--quiet", action="store_true", help="say nothing on stderr but errors"
+        )
+    if "-v" not in flags:
+        parser.add_argument(
+            "-v", "--verbose", action="store_true", help="say more on stderr (details, commands)"
+        )
 
 
 def add_common(parser: argparse.ArgumentParser, *, root: bool = True) -> None:
@@ -39,13 +70,93 @@ def add_variant(parser: argparse.ArgumentParser, *, every: str, arch: bool = Tru
         )
 
 
+def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every text argument is UTF-8 without control characters, or one line naming its option.
+
+    An argument that is not UTF-8 reaches Python as lone surrogates, which crash the first write
+    of it (a bumped manifest, a summary); a trailing newline (from ``$(cat file)``) would split
+    every message about the value over two lines.
+    """
+    leaf = _leaf(parser, args)
+    for action in leaf._actions:
+        value = getattr(args, action.dest, None)
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, str | Path):
+                values.check_text(str(item), name=_option_name(action))
+
+
+def _leaf(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the command ``args`` came from (``evidence gate``, not ``twinbuild``)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = action.choices.get(getattr(args, action.dest, None) or "")
+            if chosen is not None:
+                return _leaf(chosen, args)
+    return parser
+
+
+def _option_name(action: argparse.Action) -> str:
+    if action.option_strings:
+        return max(action.option_strings, key=len)
+    metavar = action.metavar if isinstance(action.metavar, str) else None
+    return metavar or action.dest.upper()
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """An argparse ``type``: ASCII digits from ``low`` to ``high`` (``int`` takes ``-1``, ``²``
+    is refused only by int(), and ``+5`` or `` 5`` pass it)."""
+
+    def parse(text: str) -> int:
+        reason = values.whole_reason(text, low=low, high=high)
+        if reason is not None:
+            raise argparse.ArgumentTypeError(reason)
+        return int(text)
+
+    return parse
+
+
+def days(text: str) -> float:
+    """An argparse ``type``: a number of days over 0 and up to ten years (``nan``, ``inf`` and
+    ``1e300`` are floats too, and ``timedelta`` overflows far below the last)."""
+    reason = values.finite_reason(text, above=0, high=3650)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(reason)
+    return float(text)
+
+
 def find_root(start: Path) -> Path | None:
-    """The nearest folder at or above ``start`` holding the manifest, or None."""
-    start = start.resolve()
+    """The nearest folder at or above ``start`` holding the manifest, or None.
+
+    Something at ``pins/manifest.toml`` that is not a file (a folder), or a ``pins/`` that cannot
+    be searched, stops the search with one line saying so: neither is "no manifest".
+    """
+    start = bounded.resolve(start, name="the current folder")
     for folder in (start, *start.parents):
-        if (folder / DEFAULT_PATH).is_file():
-            return folder
+        candidate = folder / DEFAULT_PATH
+        try:
+            mode = candidate.stat().st_mode
+        except PermissionError:
+            raise ConfigError(
+                f"{candidate}: cannot be looked at (permission denied); check the permissions "
+                f"of {candidate.parent}, or pass --root DIR (or --manifest PATH)"
+            ) from None
+        except OSError:  # missing, a file where a folder goes, a link loop: not here
+            continue
+        if stat.S_ISDIR(mode):
+            raise ConfigError(
+                f"{candidate}: is a directory, not the manifest; remove it or pass --manifest PATH"
+            )
+        return folder  # a FIFO or device is named by the manifest reader, which refuses it
     return None
+
+
+def _cwd() -> Path:
+    try:
+        return Path.cwd()
+    except OSError:
+        raise ConfigError(
+            "the current folder is gone (deleted while in it); cd into the repository and re-run"
+        ) from None
 
 
 def locate(args: argparse.Namespace) -> None:
@@ -61,17 +172,18 @@ def locate(args: argparse.Namespace) -> None:
         return
     if not has_root and not (has_manifest and args.manifest is None):
         return
-    found = find_root(Path.cwd())
+    cwd = _cwd()
+    found = find_root(cwd)
     if found is None:
         if has_root:
             args.root = "."
         if has_manifest and args.manifest is None:
             raise ConfigError(
-                f"no {DEFAULT_PATH} in {Path.cwd()} or any folder above it; run twinbuild inside "
+                f"no {DEFAULT_PATH} in {cwd} or any folder above it; run twinbuild inside "
                 "a checkout of your images repository, or pass --root DIR (or --manifest PATH)"
             )
         return
-    here = found == Path.cwd().resolve()
+    here = found == cwd.resolve()
     if has_root:
         args.root = "." if here else str(found)
     if has_manifest and args.manifest is None:

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from twinbuild.cli.common import add_common, manifest_path
+from twinbuild.cli.common import add_common, add_format, manifest_path, whole_number
 from twinbuild.manifest.model import ARCHS
+from twinbuild.util import output
 
 
 def cmd_engine(args: argparse.Namespace) -> int:
@@ -19,36 +20,42 @@ def cmd_engine(args: argparse.Namespace) -> int:
 
     options = EngineOptions(action=args.action, print_host=args.print_host)
     state = control(options)
-    if options.print_host:
-        print(state.docker_host)
+    ok = state.running or options.action == "down"
+    if args.format == "json":
+        output.report(state, "json")
+    elif options.print_host:
+        output.data(state.docker_host)
+    elif not ok:  # an error: stderr, and nothing on stdout a shell could eval or append
+        print(f"twinbuild: {state.describe()}", file=sys.stderr)
     elif options.action in ("up", "env"):
-        if options.action == "up" or not state.running:
-            print(state.describe(), file=sys.stderr)
-        if state.running:
-            print(state.export_line())
+        if options.action == "up":
+            output.say(state.describe())
+        output.data(state.export_line())
+    elif options.action == "down":
+        output.say(state.describe())
     else:
-        print(state.describe())
-    return 0 if state.running or options.action == "down" else 3
+        output.data(state.describe())
+    return 0 if ok else 3
 
 
 def cmd_base(args: argparse.Namespace) -> int:
     from twinbuild.engine.base import BaseOptions, base_for
 
-    print(base_for(BaseOptions(manifest=manifest_path(args), arch=args.arch)).describe())
+    output.report(base_for(BaseOptions(manifest=manifest_path(args), arch=args.arch)), args.format)
     return 0
 
 
 def cmd_binfmt(args: argparse.Namespace) -> int:
     from twinbuild.engine.binfmt import BinfmtOptions, binfmt
 
-    print(binfmt(BinfmtOptions(arch=args.arch)).describe())
+    output.report(binfmt(BinfmtOptions(arch=args.arch)), args.format)
     return 0
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
     from twinbuild.engine.prune import PruneOptions, prune_images
 
-    print(prune_images(PruneOptions(keep=args.keep)).describe())
+    output.report(prune_images(PruneOptions(keep=args.keep)), args.format)
     return 0
 
 
@@ -58,8 +65,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="start, stop or show the private Docker engine; "
         '`eval "$(twinbuild engine env)"` points docker at it',
     )
-    p.add_argument("action", choices=("up", "down", "status", "env"), nargs="?", default="status")
+    p.add_argument(
+        "action", choices=("up", "down", "status", "env"), nargs="?", default="status",
+        help="up starts it, down stops it, status says, env prints export DOCKER_HOST=... "
+        "(default: %(default)s)",
+    )  # fmt: skip
     p.add_argument("--print-host", action="store_true", help="print only the DOCKER_HOST to use")
+    add_format(p, what="the engine's state")
     p.set_defaults(func=cmd_engine)
 
     p = sub.add_parser(
@@ -68,16 +80,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "qemu-user-static and binfmt-support, mounts binfmt_misc, update-binfmts --enable",
     )
     p.add_argument("--arch", choices=ARCHS, default="linux/arm64", help="default: linux/arm64")
+    add_format(p, what="what was registered")
     p.set_defaults(func=cmd_binfmt)
 
     p = sub.add_parser(
         "prune", help="remove untagged twinbuild images beyond the newest N per image"
     )
     p.add_argument(
-        "--keep", type=int, default=1, metavar="N",
+        "--keep", type=whole_number(0, 10_000), default=1, metavar="N",
         help="untagged images to keep per image and profile, newest first: a rebuild leaves "
         "the previous one untagged, ready to re-tag for a fast revert (default: %(default)s)",
     )  # fmt: skip
+    add_format(p, what="what was removed and kept")
     p.set_defaults(func=cmd_prune)
 
     p = sub.add_parser("base", help="build (or reuse) the embedded Debian base image")
@@ -86,4 +100,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--arch", choices=ARCHS,
         help="the base's architecture (default: this host's); another one is made under QEMU",
     )  # fmt: skip
+    add_format(p, what="the base image")
     p.set_defaults(func=cmd_base)

@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from twinbuild.cli.common import add_format, days, whole_number
 from twinbuild.manifest.model import ARCHS, DEFAULT_PATH
+
+#: A pull request number, as GitHub hands them out (a positive 32-bit integer).
+PR_NUMBER = whole_number(1, 2**31 - 1)
 
 # Each handler types its arguments; twinbuild.cli.evidence_handlers (and cryptography) load only
 # when one runs.
@@ -20,7 +24,9 @@ def cmd_record(args: argparse.Namespace) -> int:
             variant=args.variant, arch=args.arch, report_dir=Path(args.report_dir),
             out=Path(args.out),
             commit=args.commit, pr=args.pr, repo=Path(args.repo), manifest=Path(args.manifest),
-        )
+            env_file=_path(args.env_file), repository_id=args.repository_id,
+        ),
+        args.format,
     )  # fmt: skip
 
 
@@ -33,7 +39,8 @@ def cmd_sign(args: argparse.Namespace) -> int:
         SignOptions(
             statements=Path(args.statements), out=Path(args.out), key=key, commit=args.commit,
             pr=args.pr, repo=Path(args.repo), manifest=Path(args.manifest),
-        )
+        ),
+        args.format,
     )  # fmt: skip
 
 
@@ -44,7 +51,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return verify(
         VerifyOptions(
             paths=tuple(Path(p) for p in args.paths), keys=Path(args.keys), image=args.image
-        )
+        ),
+        args.format,
     )
 
 
@@ -59,8 +67,9 @@ def cmd_gate(args: argparse.Namespace) -> int:
         manifest=Path(args.manifest), max_age_days=args.max_age_days,
         same_commit=args.same_commit, default_branch=args.default_branch, pr=args.pr,
         summary=Path(args.summary) if args.summary else None,
+        env_file=_path(args.env_file), repository_id=args.repository_id,
     )  # fmt: skip
-    return gate(options)
+    return gate(options, args.format)
 
 
 def cmd_inputs(args: argparse.Namespace) -> int:
@@ -74,35 +83,59 @@ def cmd_inputs(args: argparse.Namespace) -> int:
     )
 
 
+def cmd_check_push(args: argparse.Namespace) -> int:
+    from twinbuild.evidence.options import CheckPushOptions
+    from twinbuild.evidence.push_check import check_push
+    from twinbuild.util import output
+
+    check_push(
+        CheckPushOptions(
+            base=args.base, head=args.head, reviewed_workflows=tuple(args.reviewed_workflows),
+            repo=Path(args.repo),
+        ),
+        say=output.say, show=lambda found: output.report(found, args.format),
+    )  # fmt: skip
+    return 0
+
+
 def cmd_trigger(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import trigger
     from twinbuild.evidence.options import TriggerOptions
 
-    return trigger(TriggerOptions(workflow=args.workflow, github_output=args.github_output))
+    return trigger(
+        TriggerOptions(workflow=args.workflow, github_output=args.github_output), args.format
+    )
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import keygen
     from twinbuild.evidence.options import KeygenOptions
 
-    return keygen(KeygenOptions(private=Path(args.private), public=Path(args.public)))
+    return keygen(KeygenOptions(private=Path(args.private), public=Path(args.public)), args.format)
 
 
-def _days(text: str) -> float:
-    """A positive number of days up to ten years (timedelta overflows far beyond that)."""
-    try:
-        days = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of days") from None
-    if not 0 < days <= 3650:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of days from 0 to 3650")
-    return days
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def _dry_run_arguments(p: argparse.ArgumentParser) -> None:
+    """What a job's runner sets, for a dry run outside one (twinbuild.evidence.run_env)."""
+    p.add_argument(
+        "--repository-id", metavar="N",
+        help="a dry run: the repository's numeric id (GITHUB_REPOSITORY_ID; in a job the "
+        "runner's value counts, a different one is refused)",
+    )  # fmt: skip
+    p.add_argument(
+        "--env-file", metavar="FILE",
+        help="a dry run: GITHUB_*/RUNNER_* NAME=VALUE lines a job would have (never "
+        "overriding a job's own)",
+    )  # fmt: skip
 
 
 def _validated_arguments(p: argparse.ArgumentParser) -> None:
     """What record and sign hold a run to: the commit and PR the trigger check established."""
     p.add_argument("--commit", required=True, help="the validated commit (40 hex)")
-    p.add_argument("--pr", type=int, required=True, help="the PR of validate/pr-<N>")
+    p.add_argument("--pr", type=PR_NUMBER, required=True, help="the PR of validate/pr-<N>")
     p.add_argument("--repo", default=".", help="the git repository holding the commit")
     p.add_argument("--manifest", default=str(DEFAULT_PATH), help="the manifest's path in it")
 
@@ -111,8 +144,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     group = sub.add_parser("evidence", help="record, sign, verify and gate on GPU evidence")
     ev = group.add_subparsers(dest="evidence_command", required=True, metavar="EVIDENCE_COMMAND")
     p = ev.add_parser("record", help="build the in-toto statement from a smoke report")
-    p.add_argument("--variant", required=True, metavar="NAME")
-    p.add_argument("--arch", choices=ARCHS, required=True)
+    p.add_argument("--variant", required=True, metavar="NAME", help="the image's variant")
+    p.add_argument("--arch", choices=ARCHS, required=True, help="the image's architecture")
     p.add_argument(
         "--report-dir",
         required=True,
@@ -120,6 +153,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--out", required=True, help="folder for <variant>-<arch>.statement.json")
     _validated_arguments(p)
+    _dry_run_arguments(p)
+    add_format(p, what="the statement written")
     p.set_defaults(func=cmd_record)
     p = ev.add_parser("sign", help="sign statements into DSSE envelopes (ed25519)")
     p.add_argument(
@@ -128,19 +163,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--out", required=True, help="folder for <variant>-<arch>.dsse.json")
     p.add_argument("--key", help="private key file outside the work tree (default: env secret)")
     _validated_arguments(p)
+    add_format(p, what="each envelope signed")
     p.set_defaults(func=cmd_sign)
     p = ev.add_parser("verify", help="check signatures and structure")
-    p.add_argument("paths", nargs="*", metavar="PATH")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="envelopes, or folders of *.dsse.json")
     p.add_argument(
         "--image", metavar="REPO@sha256:DIGEST",
         help="fetch and verify the evidence `release` stored next to this image in its registry",
     )  # fmt: skip
     p.add_argument("--keys", default="evidence/keys", help="trusted public keys folder")
+    add_format(p, what="each envelope checked")
     p.set_defaults(func=cmd_verify)
     p = ev.add_parser("inputs", help="the inputs hashes the gate computes at a commit")
     p.add_argument("--head", required=True, help="the commit (e.g. the PR head)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--manifest", default=str(DEFAULT_PATH))
+    add_format(p, what="the inputs hashes")
+    p.add_argument(
+        "--manifest", default=str(DEFAULT_PATH),
+        help="the manifest's path in the commit (default: %(default)s)",
+    )  # fmt: skip
     p.add_argument("--repo", default=".", help="the git repository holding it (default: .)")
     p.set_defaults(func=cmd_inputs)
     p = ev.add_parser("gate", help="does the evidence count for this PR head?")
@@ -155,15 +195,45 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="the PR's reviews as GitHub's list-reviews API answers (gh api --paginate --slurp)",
     )  # fmt: skip
     p.add_argument("--evidence-ref", help="git ref carrying evidence/<variant>-<arch>.dsse.json")
-    p.add_argument("--evidence", action="append", default=[], help="an evidence file")
-    p.add_argument("--keys", default="evidence/keys")
-    p.add_argument("--manifest", default=str(DEFAULT_PATH))
-    p.add_argument("--max-age-days", type=_days, default=14.0)
+    p.add_argument(
+        "--evidence", action="append", default=[], metavar="FILE",
+        help="an evidence file (repeat the option for each file)",
+    )  # fmt: skip
+    p.add_argument(
+        "--keys", default="evidence/keys", help="trusted public keys folder (default: %(default)s)"
+    )
+    p.add_argument(
+        "--manifest", default=str(DEFAULT_PATH),
+        help="the manifest's path in the commits (default: %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-age-days", type=days, default=14.0,
+        help="oldest evidence accepted, in days (default: %(default)s)",
+    )  # fmt: skip
     p.add_argument("--same-commit", action="store_true", help="accept the head commit only")
-    p.add_argument("--default-branch", default="main")
-    p.add_argument("--pr", type=int)
+    p.add_argument(
+        "--default-branch", default="main",
+        help="the default branch, where the event does not say (default: %(default)s)",
+    )  # fmt: skip
+    p.add_argument("--pr", type=PR_NUMBER, help="the PR number, where the event does not say")
     p.add_argument("--summary", help="append the verdict as markdown to this file")
+    _dry_run_arguments(p)
+    add_format(p, what="the verdict")
     p.set_defaults(func=cmd_gate)
+    p = ev.add_parser(
+        "check-push",
+        help="before pushing a PR head to validate/pr-N: the workflows it adds or changes",
+    )
+    p.add_argument("--base", required=True, help="the PR's base, e.g. origin/main")
+    p.add_argument("--head", required=True, help="the reviewed head, e.g. FETCH_HEAD")
+    p.add_argument(
+        "--reviewed-workflows", nargs="+", action="extend", default=[], metavar="PATH",
+        help="exactly the .github/workflows/ and .github/actions/ paths the head adds or changes, "
+        "each reviewed",
+    )  # fmt: skip
+    p.add_argument("--repo", default=".", help="the git repository holding both (default: .)")
+    add_format(p, what="the workflow and action paths the head changes")
+    p.set_defaults(func=cmd_check_push)
     p = ev.add_parser(
         "trigger", help="the validation workflow's first check: did the validation build start it?"
     )
@@ -171,8 +241,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--github-output", action="store_true", help="write commit=, pr=, branch=, run-id="
     )
+    add_format(p, what="the validated run")
     p.set_defaults(func=cmd_trigger)
     p = ev.add_parser("keygen", help="make an ed25519 key pair for signing evidence")
-    p.add_argument("--private", required=True)
-    p.add_argument("--public", required=True)
+    p.add_argument(
+        "--private", required=True, help="where the private key goes (outside the work tree)"
+    )
+    p.add_argument("--public", required=True, help="where the public key goes (evidence/keys/)")
+    add_format(p, what="the new key's id and files")
     p.set_defaults(func=cmd_keygen)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from twinbuild.cli.common import add_format
 from twinbuild.manifest.model import DEFAULT_PATH
 
 
@@ -23,12 +24,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "import", help="draft pins/manifest.toml from two recipes that hard-code their pins"
     )
-    p.add_argument("cuda_dockerfile", type=Path, metavar="CUDA_DOCKERFILE")
-    p.add_argument("rocm_dockerfile", type=Path, metavar="ROCM_DOCKERFILE")
+    p.add_argument(
+        "cuda_dockerfile", type=Path, metavar="CUDA_DOCKERFILE", help="the CUDA image's recipe"
+    )
+    p.add_argument(
+        "rocm_dockerfile", type=Path, metavar="ROCM_DOCKERFILE", help="the ROCm image's recipe"
+    )
     p.add_argument(
         "--out", type=Path, default=DEFAULT_PATH, help="draft path (default: %(default)s)"
     )
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    add_format(p, "markdown", what="the drift report")
     p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     p.add_argument(
         "--allow-unrecognised", action="store_true",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from twinbuild.cli.common import add_common, manifest_path, root
+from twinbuild.cli.common import add_common, add_format, manifest_path, root
 from twinbuild.errors import FindingsError
+from twinbuild.util import output
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -22,7 +23,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         for line in format_findings(report.findings, github=github.in_actions()):
             print(line)
         if not options.strict and report.floating:
-            print(f"note: {len(report.floating)} declared floating refs (--strict fails them)")
+            output.say(f"note: {len(report.floating)} declared floating refs (--strict fails them)")
     if report.findings:
         if options.format == "json":
             raise SystemExit(FindingsError.exit_code)
@@ -36,5 +37,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("lint", help="check pin symmetry, SHAs, versions and recipe drift")
     add_common(p)
     p.add_argument("--strict", action="store_true", help="declared floating refs fail too")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format(p, what="the findings")
     p.set_defaults(func=cmd_lint)

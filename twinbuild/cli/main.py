@@ -24,9 +24,13 @@ from twinbuild.cli import (
     ship,
     smoke,
 )
-from twinbuild.cli.common import Handler, locate
-from twinbuild.errors import TwinbuildError
+from twinbuild.cli.common import Handler, add_output_options, check_arguments, locate
+from twinbuild.errors import ConfigError, DiskFull, StdoutClosed, TwinbuildError
+from twinbuild.util import output
+from twinbuild.util.signals import stopped_by, stopping
 
+#: The optional dependencies (pyproject's extras) and which extra brings each.
+EXTRAS = {"docker": "docker", "filelock": "docker", "pytest": "smoke", "testinfra": "smoke"}
 #: Command groups in the order ``twinbuild --help`` lists them.
 GROUPS = (lint, manifest, engine, build, smoke, ship, importer, ci, evidence, pins)
 
@@ -40,32 +44,96 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
         group.register(sub)
+    for leaf in _leaves(parser):
+        add_output_options(leaf)
     return parser
 
 
+def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """Every parser that runs a command (not a group of subcommands)."""
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        return [parser]
+    return [leaf for action in subs for child in action.choices.values() for leaf in _leaves(child)]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, run, map errors to exit codes: every command under the output contract
+    (``twinbuild.util.output``): data on stdout, messages on stderr, a failing stdout one line."""
+    with output.guarded():
+        return exit_code(lambda: _run(argv))
+
+
+def _run(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit:  # --help, --version, a usage error: written, now make sure it got out
+        output.flush()
+        raise
+    output.configure(quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False))
     func: Handler = args.func
-
-    def run() -> int:
-        locate(args)
-        return func(args)
-
-    return exit_code(run)
+    check_arguments(parser, args)
+    locate(args)
+    code = func(args)
+    output.flush()
+    return code
 
 
 def exit_code(run: Callable[[], int]) -> int:
-    """``run()``'s exit code; a TwinbuildError becomes its lines on stderr and its own code."""
+    """``run()``'s exit code; a TwinbuildError becomes its lines on stderr and its own code.
+
+    SIGINT and SIGTERM stop the run the same way (exit 130), after it has unwound.
+    """
     try:
-        return run()
+        with stopping():
+            return run()
+    except StdoutClosed as exc:  # the reader went away: nothing to say, and no one to say it to
+        output.after_failure()
+        return exc.exit_code
     except TwinbuildError as exc:
-        for line in str(exc).splitlines() or [type(exc).__name__]:
+        if exc.__class__ in (DiskFull, ConfigError) and str(exc).startswith("stdout:"):
+            output.after_failure()
+        for line in message_lines(str(exc)) or [type(exc).__name__]:
             # A line about a file under twinbuild/ starts with "twinbuild" too: only an already
             # prefixed line is printed as it is.
             shown = line if line.startswith("twinbuild: ") else f"twinbuild: {line}"
             print(shown, file=sys.stderr)
+        _flush_after_error()
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("twinbuild: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(
+            f"twinbuild: stopped by {stopped_by(exc)}; nothing half-done was kept", file=sys.stderr
+        )
         return 130
+    except ModuleNotFoundError as exc:  # an extra this install lacks: one line, what to install
+        extra = EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"twinbuild: {exc.name} is not installed here; this command needs twinbuild's "
+            f"{extra!r} extra: pip install 'twinbuild[{extra}]' (CI: locks/image.txt)",
+            file=sys.stderr,
+        )
+        return ConfigError.exit_code
+
+
+def _flush_after_error() -> None:
+    """What the command wrote before it failed still goes out; a stdout failing now too is
+    silenced (the error already said what went wrong)."""
+    try:
+        output.flush()
+    except TwinbuildError:
+        output.after_failure()
+
+
+def message_lines(message: str) -> list[str]:
+    """An error's lines: split at LF only (a value's U+2028 or form feed is no new line), any
+    other control character shown escaped."""
+    return [_escaped(line) for line in message.split("\n") if line]
+
+
+def _escaped(line: str) -> str:
+    if line.isprintable():
+        return line
+    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)

@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest_path, mirrors
+from twinbuild.cli.common import add_common, add_format, manifest_path, mirrors
 from twinbuild.manifest.model import ARCHS, PROFILES
+from twinbuild.util import output
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -18,7 +18,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         manifest=manifest_path(args), variant=args.variant, arch=args.arch,
         profile=args.profile, mirrors=mirrors(args.mirrors),
     )  # fmt: skip
-    sys.stdout.write(render_manifest(options).text())
+    output.report(render_manifest(options), args.format)
     return 0
 
 
@@ -34,7 +34,7 @@ def cmd_variants(args: argparse.Namespace) -> int:
             github_output=args.github_output,
         ),
     )  # fmt: skip
-    sys.stdout.write(run_variants(request))
+    output.data(run_variants(request))
     return 0
 
 
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "variants", help="list the manifest's variants (--format json); --matrix for workflows"
     )
     add_common(p, root=False)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format(p, what="the variants (or, with --matrix, the matrix as one JSON line)")
     p.add_argument(
         "--matrix", choices=("build", "gpu"),
         help="print (and with --github-output write) the job matrix of the images a run builds "
@@ -70,4 +70,5 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--mirror", dest="mirrors", action="append", default=[], metavar="PIN=PATH",
         help="local git mirror for a git pin, as given to build (local profile)",
     )  # fmt: skip
+    add_format(p, what="what the build receives")
     p.set_defaults(func=cmd_render)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, manifest_path, repo_manifest, root
+from twinbuild.cli.common import add_common, add_format, manifest_path, repo_manifest, root
+from twinbuild.util import output
+
+#: What `pins outdated` may ask (twinbuild.pins.outdated.SOURCES, without importing it here).
+SOURCES = ("pypi", "git", "registry")
 
 
 def cmd_pins_table(args: argparse.Namespace) -> int:
     from twinbuild.manifest.table import TableOptions, table
 
-    sys.stdout.write(table(TableOptions(manifest=manifest_path(args))))
+    output.report(table(TableOptions(manifest=manifest_path(args))), args.format)
     return 0
 
 
@@ -28,11 +31,14 @@ def cmd_pins_bump(args: argparse.Namespace) -> int:
         variant=args.variant,
         diverge=args.diverge,
         reason=args.reason,
+        url=args.url,
+        sha256=args.sha256,
     )
     options = BumpOptions(
         manifest=manifest_path(args), upstream=args.upstream, dry_run=args.dry_run, request=request
     )
-    sys.stdout.write(bump_pin(options).report())
+    result = bump_pin(options)
+    output.report(result, args.format, text=result.report())
     return 0
 
 
@@ -43,7 +49,7 @@ def cmd_pins_lock(args: argparse.Namespace) -> int:
         manifest=manifest_path(args), lock=Path(args.lock), why=args.why,
         miles_commit=args.miles_commit, dry_run=args.dry_run,
     )  # fmt: skip
-    sys.stdout.write(lock_pins(options).report())
+    output.report(lock_pins(options), args.format)
     return 0
 
 
@@ -54,8 +60,21 @@ def cmd_pins_diff(args: argparse.Namespace) -> int:
         manifest=repo_manifest(args), root=root(args), rev_a=args.rev_a, rev_b=args.rev_b,
         format=args.format,
     )  # fmt: skip
-    result = diff_pins(options)
-    sys.stdout.write(result.markdown() if options.format == "markdown" else result.text())
+    output.report(diff_pins(options), options.format)
+    return 0
+
+
+def cmd_pins_outdated(args: argparse.Namespace) -> int:
+    from twinbuild.pins.outdated import OutdatedOptions, outdated_pins
+
+    options = OutdatedOptions(
+        manifest=manifest_path(args), sources=tuple(args.sources or SOURCES),  # type: ignore[arg-type]
+        index_url=args.index_url, base_registry=args.base_registry, jobs=args.jobs,
+    )  # fmt: skip
+    found = outdated_pins(options)
+    for line in found.unreachable:  # partial: one line per source, the rows say unknown
+        output.say(f"twinbuild: unreachable: {line}")
+    output.report(found, args.format)
     return 0
 
 
@@ -65,6 +84,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p = pins.add_parser("table", help="markdown table of every variant's pins, side by side")
     add_common(p, root=False)  # the table reads the manifest alone
+    add_format(p, "markdown", default="markdown", what="the table")
     p.set_defaults(func=cmd_pins_table)
 
     p = pins.add_parser("bump", help="move one pin on every variant that carries it")
@@ -88,11 +108,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--reason", help="why the variant differs (written as divergence = { NAME = ... })"
     )
     p.add_argument(
+        "--url", help="a url pin's new download (default: its url with the version moved)"
+    )
+    p.add_argument(
+        "--sha256", metavar="HEX",
+        help="the new download's sha256 (default: fetched and hashed where the network allows)",
+    )  # fmt: skip
+    p.add_argument(
         "--upstream",
         metavar="PATH_OR_URL",
         help="local clone or mirror (path or file://) to check the commit against",
     )
     p.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
+    add_format(p, what="what moved and what rebuilds")
     p.set_defaults(func=cmd_pins_bump)
 
     p = pins.add_parser(
@@ -105,6 +133,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--why", required=True, help="the release the lock is of")
     p.add_argument("--miles-commit", help="the miles commit the release tags (not in the lock)")
     p.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
+    add_format(p, what="what moved and what rebuilds")
     p.set_defaults(func=cmd_pins_lock)
 
     p = pins.add_parser(
@@ -115,5 +144,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_common(p)
     p.add_argument("rev_a", metavar="REV_A", nargs="?", help="default: HEAD")
     p.add_argument("rev_b", metavar="REV_B", nargs="?", help="default: the working tree")
-    p.add_argument("--format", choices=("text", "markdown"), default="text")
+    add_format(p, "markdown", what="the changes")
     p.set_defaults(func=cmd_pins_diff)
+
+    p = pins.add_parser(
+        "outdated",
+        help="pins with a newer release (PyPI), branch head (git track) or base tag (registry)",
+    )
+    add_common(p, root=False)  # the manifest alone, and the sources
+    p.add_argument(
+        "--source", dest="sources", action="append", choices=SOURCES, metavar="SOURCE",
+        help=f"ask only this source ({', '.join(SOURCES)}; repeat for more; default: all)",
+    )  # fmt: skip
+    p.add_argument(
+        "--index-url", metavar="URL",
+        help="the package index every PyPI pin is asked (default: the pin's own index, else "
+        "the one pip uses: PIP_INDEX_URL, else pip's default)",
+    )  # fmt: skip
+    p.add_argument(
+        "--base-registry", metavar="HOST[:PORT]",
+        help="ask this registry (a mirror) for the bases' tags instead of the one each base's "
+        "repository names",
+    )  # fmt: skip
+    p.add_argument("--jobs", type=int, default=8, help="requests in flight (default: %(default)s)")
+    add_format(p, "markdown", what="one row per pin")
+    p.set_defaults(func=cmd_pins_outdated)

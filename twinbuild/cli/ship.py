@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
+import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_variant
+from twinbuild.cli.common import add_format, add_variant, days, whole_number
 from twinbuild.manifest.model import DEFAULT_PATH, PROFILES
+from twinbuild.util import environ, output
 
 
 def cmd_registry(args: argparse.Namespace) -> int:
@@ -15,22 +16,27 @@ def cmd_registry(args: argparse.Namespace) -> int:
 
     options = registry.RegistryOptions(action=args.action, port=args.port)
     state = registry.run(options)
-    if args.action == "env":
-        if not state.running:
-            print(state.describe())
-            return 3
-        print(f"{registry.ENV_VAR}={state.address}")
-        return 0
-    print(state.describe())
-    if args.action == "up":
-        print(state.export_line())
-    return 0 if state.running or args.action == "down" else 3
+    ok = state.running or args.action == "down"
+    if args.format == "json":
+        output.report(state, "json")
+    elif not ok:  # `registry env >> $GITHUB_ENV` must never append an error as a line
+        print(f"twinbuild: {state.describe()}", file=sys.stderr)
+    elif args.action == "env":
+        output.data(f"{registry.ENV_VAR}={state.address}")
+    elif args.action == "up":
+        output.say(state.describe())
+        output.data(state.export_line())
+    elif args.action == "down":
+        output.say(state.describe())
+    else:
+        output.data(state.describe())
+    return 0 if ok else 3
 
 
 def cmd_push(args: argparse.Namespace) -> int:
     from twinbuild.ship.push import PushOptions, push_images
 
-    output = os.environ.get("GITHUB_OUTPUT")
+    outputs = environ.text("GITHUB_OUTPUT")
     options = PushOptions(
         root=Path(args.root),
         manifest=Path(args.manifest) if args.manifest else Path(args.root) / DEFAULT_PATH,
@@ -38,10 +44,10 @@ def cmd_push(args: argparse.Namespace) -> int:
         arch=args.arch,
         profile=args.profile,
         registry=args.registry,
-        github_output=Path(output) if output else None,
+        github_output=Path(outputs) if outputs else None,
         index=tuple(args.index),
     )
-    push_images(options)
+    output.report(push_images(options, say=output.say), args.format)
     return 0
 
 
@@ -55,6 +61,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         evidence=tuple(Path(e) for e in args.evidence),
         evidence_ref=args.evidence_ref,
         keys=Path(args.keys),
+        repo=Path(args.repo),
         repository=args.repository,
         repository_id=args.repository_id,
         default_branch=args.default_branch,
@@ -62,7 +69,7 @@ def cmd_release(args: argparse.Namespace) -> int:
         max_age_days=args.max_age_days,
         force=args.force,
     )
-    print(release_image(request).describe())
+    output.report(release_image(request, say=output.say), args.format)
     return 0
 
 
@@ -74,16 +81,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )  # fmt: skip
     p.add_argument(
         "--port",
-        type=int,
+        type=whole_number(1, 65535),
         help="port on 127.0.0.1 for `up` (default 5000; TWINBUILD_REGISTRY_PORT)",
     )
+    add_format(p, what="the registry's state")
     p.set_defaults(func=cmd_registry)
 
     p = sub.add_parser("push", help="push the built images; print REPOSITORY@sha256:DIGEST")
     p.add_argument("--root", default=".", help="repository root holding build/ (default: .)")
     p.add_argument("--manifest", help=f"pin manifest (default: <root>/{DEFAULT_PATH})")
     add_variant(p, every="the [local] variants; every variant in production")
-    p.add_argument("--profile", choices=PROFILES, default="local")
+    p.add_argument(
+        "--profile", choices=PROFILES, default="local",
+        help="the built images of this profile (default: %(default)s)",
+    )  # fmt: skip
     p.add_argument(
         "--index", action="append", default=[], metavar="REPO@sha256:DIGEST",
         help="with --variant: make its image index of these pushed images, one per "
@@ -92,6 +103,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--registry", help="a real registry HOST[:PORT] (default: TWINBUILD_REGISTRY, else private)"
     )
+    add_format(p, what="REPOSITORY@sha256:DIGEST per image")
     p.set_defaults(func=cmd_push)
 
     p = sub.add_parser(
@@ -112,10 +124,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )  # fmt: skip
     g.add_argument("--evidence-ref", help="git ref carrying evidence/<variant>-<arch>.dsse.json")
     p.add_argument("--keys", default="evidence/keys", help="trusted public keys (default branch)")
+    p.add_argument(
+        "--repo", default=".",
+        help="the default branch's checkout: the evidence must be about its HEAD (default: .)",
+    )  # fmt: skip
     p.add_argument("--repository", help="OWNER/NAME whose runs count (default: GITHUB_REPOSITORY)")
     p.add_argument("--repository-id", help="its numeric id (default: GITHUB_REPOSITORY_ID)")
-    p.add_argument("--default-branch", default="main")
-    p.add_argument("--profile", choices=PROFILES, default="production")
-    p.add_argument("--max-age-days", type=float, default=14.0)
+    p.add_argument(
+        "--default-branch", default="main",
+        help="the branch whose validate-gpu.yml signs evidence (default: %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--profile", choices=PROFILES, default="production",
+        help="the profile the evidence must be for (default: %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-age-days", type=days, default=14.0,
+        help="oldest evidence accepted, in days (default: %(default)s)",
+    )  # fmt: skip
     p.add_argument("--force", action="store_true", help="move a tag that names another digest")
+    add_format(p, what="the release")
     p.set_defaults(func=cmd_release)

@@ -5,8 +5,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, add_variant, manifest_path, root
+from twinbuild.cli.common import (
+    add_common,
+    add_format,
+    add_variant,
+    manifest_path,
+    root,
+    whole_number,
+)
+from twinbuild.errors import FindingsError
 from twinbuild.manifest.model import PROFILES
+from twinbuild.util import output
 
 
 def cmd_smoke(args: argparse.Namespace) -> int:
@@ -18,12 +27,13 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         python=args.python, rerun_failed_once=args.rerun_failed_once, verbose=args.verbose,
         report_dir=Path(args.report_dir) if args.report_dir else root(args) / "build/smoke",
     )  # fmt: skip
-    for o in smoke_images(options):
-        c = o.summary.counts
-        print(
-            f"smoke {o.summary.image_key.name} ({o.summary.profile}): {c.describe()} in "
-            f"{o.seconds:.1f}s -> {o.paths['json']}"
-        )
+    outcomes = smoke_images(options)
+    shown = "".join(
+        f"smoke {o.summary.image_key.name} ({o.summary.profile}): {o.summary.counts.describe()} "
+        f"in {o.seconds:.1f}s -> {o.paths['json']}\n"
+        for o in outcomes
+    )
+    output.report_all(outcomes, args.format, text=shown)
     return 0
 
 
@@ -40,7 +50,18 @@ def cmd_gpu_proof(args: argparse.Namespace) -> int:
         library_path=args.library_path, report=Path(args.report), dry_run=args.dry_run,
         timeout_s=args.timeout_s,
     )  # fmt: skip
-    prove(options)
+    if args.format == "text":
+        prove(options, echo=output.data)  # the table is the data
+        return 0
+    from twinbuild.smoke.proof import report
+
+    try:
+        proof = prove(options, echo=output.say)
+    except FindingsError:
+        if options.report.is_file():  # written before the refusal: the data still goes out
+            output.data(options.report.read_text(encoding="utf-8"))
+        raise
+    output.report(report(proof, options), "json")
     return 0
 
 
@@ -51,7 +72,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_common(p)
     add_variant(p, every="the [local] variants' built images (every variant in production)")
-    p.add_argument("--profile", choices=PROFILES, help="default: local for built images")
+    p.add_argument(
+        "--profile", choices=PROFILES,
+        help="the built images of this profile (default: local; an --image says its own)",
+    )  # fmt: skip
     p.add_argument("--image", metavar="REF", help="check any image (resolved to its id first)")
     p.add_argument(
         "--host", action="store_true",
@@ -68,10 +92,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--rerun-failed-once", action="store_true",
         help="rerun a failed GPU test once; a pass on the rerun is reported as flaky",
     )  # fmt: skip
-    p.add_argument("--report-dir", help="default: <root>/build/smoke")
+    p.add_argument("--report-dir", help="where the reports go (default: <root>/build/smoke)")
     p.add_argument(
         "-v", "--verbose", action="store_true", help="list every skipped check with its reason"
     )
+    add_format(p, what="each image's counts and report")
     p.set_defaults(func=cmd_smoke)
 
 
@@ -102,10 +127,15 @@ def _register_proof(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )  # fmt: skip
     p.add_argument("--report", default="build/gpu-proof/report.json", help="the JSON report")
     p.add_argument(
-        "--timeout", dest="timeout_s", type=int, default=600, help="seconds per check (default 600)"
+        "--timeout",
+        dest="timeout_s",
+        type=whole_number(1, 86_400),
+        default=600,
+        help="seconds per check (default 600)",
     )
     p.add_argument(
         "--dry-run", action="store_true",
         help="list each check and its broken case; run nothing (no GPU needed)",
     )  # fmt: skip
+    add_format(p, what="the table of checks (json: the report)")
     p.set_defaults(func=cmd_gpu_proof)

@@ -9,13 +9,13 @@ only Docker boundary; it runs host commands through ``host``.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from twinbuild.engine.host import Host, SystemHost, apt_install, own_pid, stop_pid
+from twinbuild.engine.host import Host, SystemHost, apt_install, own_pid, read_pid, stop_pid
 from twinbuild.errors import EngineError
+from twinbuild.util import environ, values
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.paths import cache_root
 
@@ -108,9 +108,18 @@ def _private_pid(paths: EnginePaths, host: Host) -> int | None:
     return own_pid(paths.pidfile, "dockerd", host)
 
 
+def env_host() -> str | None:
+    """``$DOCKER_HOST``, checked once: an address twinbuild can connect to, or one line saying
+    why not (a port that is no number, ``[::1`` without its bracket, another scheme)."""
+    env = environ.text("DOCKER_HOST")
+    if env:
+        values.engine_address(env)
+    return env
+
+
 def docker_host(paths: EnginePaths | None = None, host: Host | None = None) -> str:
     """The DOCKER_HOST to use: the env var, else the private engine if alive, else the default."""
-    env = os.environ.get("DOCKER_HOST")
+    env = env_host()
     if env:
         return env
     paths = paths or EnginePaths.under()
@@ -136,7 +145,7 @@ def status(paths: EnginePaths | None = None, host: Host | None = None) -> Engine
     """Which engine `docker_host()` picks and whether it answers (`twinbuild engine status`)."""
     paths = paths or EnginePaths.under()
     host = host or SystemHost()
-    env = os.environ.get("DOCKER_HOST")
+    env = env_host()
     if env and env != paths.docker_host:
         return EngineState(docker_host=env, source="env", running=host.ping(env))
     pid = _private_pid(paths, host)
@@ -200,7 +209,7 @@ def up(
     """
     paths = paths or EnginePaths.under()
     host = host or SystemHost()
-    env = None if private else os.environ.get("DOCKER_HOST")
+    env = None if private else env_host()
     if env and env != paths.docker_host:
         if host.ping(env):
             return EngineState(docker_host=env, source="env", running=True)
@@ -264,12 +273,14 @@ def _stop_orphaned_containerd(paths: EnginePaths, host: Host) -> None:
     Only a process whose command line names our exec root is touched.
     """
     pidfile = paths.exec_root / "containerd" / "containerd.pid"
-    try:
-        pid = int(pidfile.read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except (OSError, ValueError):
+    pid = read_pid(pidfile)
+    if pid is None:
         return
-    if host.alive(pid) and "containerd" in cmdline and str(paths.exec_root) in cmdline:
+    if (
+        host.alive(pid)
+        and "containerd" in (cmdline := host.cmdline(pid))
+        and (str(paths.exec_root) in cmdline)
+    ):
         stop_pid(host, pid, STOP_TIMEOUT_S, "containerd")
     pidfile.unlink(missing_ok=True)
 

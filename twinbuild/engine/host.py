@@ -19,6 +19,7 @@ from typing import Protocol
 
 from twinbuild.engine import wire
 from twinbuild.errors import EngineError
+from twinbuild.util import bounded
 
 
 def run_command(argv: Sequence[str]) -> tuple[int, str]:
@@ -106,7 +107,8 @@ class SystemHost:
 
     def cmdline(self, pid: int) -> str:
         try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+            return raw.replace(b"\0", b" ").decode("utf-8", "replace")
         except OSError:
             return ""
 
@@ -121,18 +123,24 @@ class SystemHost:
         return time.monotonic()
 
 
-def read_int(path: Path) -> int | None:
-    """The number a pidfile or portfile holds; None when it is missing or holds something else."""
-    try:
-        text = path.read_text().strip()
-    except OSError:
-        return None
-    return int(text) if text.isdigit() else None
+PID_MAX = 2**22
+"""The largest pid Linux hands out (``/proc/sys/kernel/pid_max`` cannot go higher)."""
+
+
+def read_pid(path: Path) -> int | None:
+    """The pid a pidfile holds; None when it is missing or holds anything but a pid (a FIFO or
+    folder there is refused: see :func:`twinbuild.util.bounded.read_state_int`)."""
+    return bounded.read_state_int(path, low=1, high=PID_MAX)
+
+
+def read_port(path: Path) -> int | None:
+    """The port a portfile holds; None when it is missing or holds anything but a port."""
+    return bounded.read_state_int(path, low=1, high=65535)
 
 
 def own_pid(pidfile: Path, program: str, host: Host) -> int | None:
     """The pid in ``pidfile`` if it names a live ``program`` process, else None."""
-    pid = read_int(pidfile)
+    pid = read_pid(pidfile)
     if pid is None or not host.alive(pid) or program not in host.cmdline(pid):
         return None
     return pid

@@ -32,11 +32,12 @@ from twinbuild.engine.host import (
     SystemHost,
     apt_install,
     own_pid,
-    read_int,
+    read_port,
     stop_pid,
 )
 from twinbuild.errors import ConfigError, EngineError
 from twinbuild.manifest.model import ImageKey, Profile
+from twinbuild.util import environ, values
 from twinbuild.util.paths import cache_root
 
 if TYPE_CHECKING:
@@ -160,15 +161,11 @@ class RegistryOptions:
 def request_timeout(env: Mapping[str, str] | None = None) -> int:
     """Seconds one registry request may take, connect to last byte (``TWINBUILD_REGISTRY_TIMEOUT``,
     whole seconds in ASCII digits, 1 to 3600; default 60)."""
-    raw = (os.environ if env is None else env).get(TIMEOUT_ENV_VAR, "")
-    if raw == "":
-        return DEFAULT_TIMEOUT_S
-    if not re.fullmatch(r"[0-9]{1,4}", raw) or not 1 <= int(raw) <= MAX_TIMEOUT_S:
-        raise ConfigError(
-            f"{TIMEOUT_ENV_VAR}={raw!r}: expected whole seconds from 1 to {MAX_TIMEOUT_S} "
-            f"(ASCII digits), e.g. {DEFAULT_TIMEOUT_S}; unset it for the default"
-        )
-    return int(raw)
+    seconds = environ.whole(
+        TIMEOUT_ENV_VAR, low=1, high=MAX_TIMEOUT_S, env=env,
+        hint=f"set whole seconds, e.g. {DEFAULT_TIMEOUT_S}, or unset it for the default",
+    )  # fmt: skip
+    return DEFAULT_TIMEOUT_S if seconds is None else seconds
 
 
 def clock(env: Mapping[str, str] | None = None) -> Clock:
@@ -260,18 +257,16 @@ def _private_pid(paths: RegistryPaths, host: RegistryHost) -> int | None:
 def _port(paths: RegistryPaths, port: int | None) -> int:
     if port is not None:
         return port
-    env = os.environ.get(PORT_ENV_VAR, "")
-    if env:
-        if not env.isdigit() or not 0 < int(env) < 65536:
-            raise ConfigError(f"{PORT_ENV_VAR}={env!r}: expected a TCP port number, e.g. 5000")
-        return int(env)
-    return read_int(paths.portfile) or DEFAULT_PORT
+    env = environ.whole(PORT_ENV_VAR, low=1, high=65535, hint="set a TCP port, e.g. 5000")
+    if env is not None:
+        return env
+    return read_port(paths.portfile) or DEFAULT_PORT
 
 
 def private_address(paths: RegistryPaths | None = None) -> str:
     """Where the private registry listens: the port it was started on, else the one `up` picks."""
     paths = paths or RegistryPaths.under()
-    return f"{LISTEN}:{read_int(paths.portfile) or _port(paths, None)}"
+    return f"{LISTEN}:{read_port(paths.portfile) or _port(paths, None)}"
 
 
 def resolve(flag: str | None = None, paths: RegistryPaths | None = None) -> str:
@@ -279,7 +274,7 @@ def resolve(flag: str | None = None, paths: RegistryPaths | None = None) -> str:
 
     The private one must be running (``twinbuild registry up``); a real one is used as it is.
     """
-    chosen = flag or os.environ.get(ENV_VAR, "")
+    chosen = flag or environ.text(ENV_VAR) or ""
     if chosen:
         return _check_address(chosen, "--registry" if flag else ENV_VAR)
     paths = paths or RegistryPaths.under()
@@ -333,10 +328,11 @@ _ADDRESS_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-
 def _check_address(value: str, where: str) -> str:
     """``host[:port]`` or ``host[:port]/namespace`` (images go to ``<it>/twinbuild/<variant>``)."""
     value = value.strip().rstrip("/")
-    if not _ADDRESS_RE.fullmatch(value):
+    port = value.partition("/")[0].partition(":")[2]
+    if not _ADDRESS_RE.fullmatch(value) or (port and values.whole_reason(port, low=1, high=65535)):
         raise ConfigError(
             f"{where}={value!r}: expected a registry HOST[:PORT][/NAMESPACE] such as "
-            "127.0.0.1:5000 or ghcr.io/acme (no scheme, no tag)"
+            "127.0.0.1:5000 or ghcr.io/acme (no scheme, no tag, a port from 1 to 65535)"
         )
     return value
 
@@ -345,7 +341,7 @@ def status(paths: RegistryPaths | None = None, host: RegistryHost | None = None)
     """Which registry `resolve()` picks without a flag, and whether it answers."""
     paths = paths or RegistryPaths.under()
     host = host or SystemRegistryHost()
-    env = os.environ.get(ENV_VAR, "")
+    env = environ.text(ENV_VAR) or ""
     address = private_address(paths)
     if env and _check_address(env, ENV_VAR) != address:
         return RegistryState(address=env, private=False, running=host.ping_registry(env))
@@ -389,7 +385,7 @@ def up(
     host = host or SystemRegistryHost()
     pid = _private_pid(paths, host)
     if pid is not None:
-        running_port = read_int(paths.portfile) or DEFAULT_PORT
+        running_port = read_port(paths.portfile) or DEFAULT_PORT
         address = f"{LISTEN}:{running_port}"
         if port is not None and port != running_port:
             raise ConfigError(

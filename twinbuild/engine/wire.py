@@ -9,9 +9,9 @@ without chunks, and closes the connection.
 from __future__ import annotations
 
 import socket
-from urllib.parse import urlsplit
 
 from twinbuild.errors import EngineError
+from twinbuild.util import values
 
 MAX_ANSWER = 64 * 2**20  # an image list of a busy engine is a few MB; more is not an answer
 
@@ -23,18 +23,12 @@ def request(
 
     Raises OSError when nothing answers (the caller words the message).
     """
-    parts = urlsplit(docker_host)
-    if parts.scheme == "unix":
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        address: str | tuple[str, int] = parts.path
-    elif parts.scheme in ("tcp", "http"):
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        address = (parts.hostname or "localhost", parts.port or 2375)
-    else:
-        raise EngineError(
-            f"DOCKER_HOST={docker_host}: scheme {parts.scheme!r} is not supported; "
-            "use unix:// or tcp://"
-        )
+    where = values.engine_address(docker_host)  # parsed once, checked: a ConfigError naming it
+    family = socket.AF_UNIX if where.scheme == "unix" else socket.AF_INET
+    if where.scheme == "tcp" and ":" in where.host:
+        family = socket.AF_INET6
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    address = where.address
     with sock:
         sock.settimeout(timeout)
         sock.connect(address)

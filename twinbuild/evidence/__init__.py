@@ -10,7 +10,7 @@ from __future__ import annotations
 from twinbuild.evidence.gate import Accepted, GateRefused, GateResult, Policy, gate
 from twinbuild.evidence.keys import keygen, load_private, load_trusted
 from twinbuild.evidence.record import record, save
-from twinbuild.evidence.signing import Blob, Signed, Verified, sign, verify
+from twinbuild.evidence.signing import Blob, Signed, Verified, sign, sign_all, verify
 
 __all__ = [
     "Accepted",
@@ -27,5 +27,6 @@ __all__ = [
     "record",
     "save",
     "sign",
+    "sign_all",
     "verify",
 ]

@@ -17,7 +17,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from twinbuild.errors import ConfigError, EvidenceRefused
-from twinbuild.evidence.keys import keyid
+from twinbuild.evidence.keys import keyid, keys_folder
 
 PAYLOAD_TYPE = "application/vnd.in-toto+json"
 
@@ -95,8 +95,8 @@ def verify(
         )
     if not trusted:
         raise EvidenceRefused(
-            f"{source}: signature: no trusted keys in evidence/keys/; a maintainer adds the "
-            "signing key's public half there (`twinbuild evidence keygen`)"
+            f"{source}: signature: no trusted keys in {keys_folder(trusted)}; a maintainer adds "
+            "the signing key's public half there (`twinbuild evidence keygen`)"
         )
     message = pae(envelope.payload_type, envelope.payload)
     for signature in envelope.signatures:
@@ -104,7 +104,8 @@ def verify(
         if key is None:
             raise EvidenceRefused(
                 f"{source}: signature: key {signature.keyid[:16]} is not trusted (not in "
-                "evidence/keys/); sign with the workflow's key, or add its public key by a PR"
+                f"{keys_folder(trusted)}); sign with the workflow's key, or add its public key "
+                "by a PR"
             )
         try:
             key.verify(signature.sig, message)

@@ -58,6 +58,10 @@ class Policy:
     match_inputs: bool = True  # evidence for another commit counts when its inputs hash matches
     base_commit: str | None = None  # the PR base; with base_inputs, an unchanged PR needs nothing
     base_inputs: Mapping[ImageKey, str] | None = None  # inputs hash per image at the base
+    # What the manifest claims about each image (its claims digest) at the landing tree and at
+    # the base: a claim no build arg carries (toolkit, gpu_archs, imports) needs evidence too.
+    head_claims: Mapping[ImageKey, str] | None = None
+    base_claims: Mapping[ImageKey, str] | None = None
     manifest_digest: str | None = None  # sha256:... of pins/manifest.toml at the PR head
     images: Mapping[ImageKey, str] | None = None  # image digests that must be the ones tested
     #: Each variant's vendor as the judging side reads it (the base's manifest first): the
@@ -168,7 +172,7 @@ def gate(
     if not checks.refusals:
         _check_one_commit(accepted, policy, checks)
     if checks.refusals:
-        raise GateRefused(checks.refusals)
+        raise GateRefused([*_why_claims(policy), *checks.refusals])
     order = {image: i for i, image in enumerate(policy.required)}
     return GateResult(accepted=tuple(sorted(accepted, key=lambda a: order[a.image])))
 
@@ -179,12 +183,36 @@ def _unchanged(policy: Policy) -> str | None:
         return None
     if any(head.get(i) is None or head.get(i) != base.get(i) for i in policy.required):
         return None
+    if _claims_moved(policy):
+        return None
     same = ", ".join(f"{i.name} {head[i][:19]}" for i in policy.required)
     merged = " merged into it" if policy.landing is not None else ""
     return (
         f"no image input changed between the base {policy.base_commit[:12]} and the head "
         f"{policy.head_commit[:12]}{merged} ({same}); no GPU evidence needed"
     )
+
+
+def _claims_moved(policy: Policy) -> tuple[ImageKey, ...]:
+    """The required images whose manifest claims differ between the base and the landing tree."""
+    head, base = policy.head_claims, policy.base_claims
+    if head is None or base is None:
+        return ()
+    return tuple(i for i in policy.required if head.get(i) != base.get(i))
+
+
+def _why_claims(policy: Policy) -> list[str]:
+    """Why evidence is needed when no build input moved: the manifest's claims did."""
+    moved = _claims_moved(policy)
+    if not moved or policy.head_inputs != policy.base_inputs:
+        return []
+    pr = f"pr-{policy.pr}" if policy.pr is not None else "pr-N"
+    return [
+        f"manifest: no build input moved, but pins/manifest.toml changes what it claims about the "
+        f"{', '.join(i.name for i in moved)} images (what the smoke run checks), so GPU evidence "
+        "of those "
+        f"claims is needed: push the head to validate/{pr}"
+    ]
 
 
 def _check(v: Verified, policy: Policy, now: datetime, checks: _Checks) -> Accepted | None:

@@ -32,11 +32,17 @@ MAX_EVIDENCE_FILES = 64
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommitInputs:
     """What the gate reads of one commit: the production inputs hash per image, the variants the
-    gate requires (``validate = "pr"``) and each variant's vendor, and the manifest digest."""
+    gate requires (``validate = "pr"``) and each variant's vendor, and the manifest digest.
+
+    ``claims`` is, per image, the digest of all the manifest says about it
+    (:meth:`~twinbuild.manifest.model.Manifest.claims_digest`): what the smoke run checks,
+    including what no build arg carries. The gate needs evidence when either moves.
+    """
 
     commit: str
     inputs: dict[ImageKey, str]
     manifest_digest: str
+    claims: dict[ImageKey, str] = field(default_factory=dict)
     required: tuple[str, ...] = ()  # variants with validate = "pr" at this commit
     vendors: dict[str, Vendor] = field(default_factory=dict)
 
@@ -77,6 +83,7 @@ def commit_inputs(
         )
     parsed = load_bytes(tree.read([rel], max_bytes=MAX_BYTES)[rel], Path(f"{commit}:{rel}"))
     hashes: dict[ImageKey, str] = {}
+    claims = {image: parsed.claims_digest(image) for image in parsed.images()}
     for image in parsed.images():
         rendered = render(parsed, image, "production")
         hashes[image] = inputs_hash(
@@ -84,8 +91,8 @@ def commit_inputs(
             builder=builder_settings(rendered), manifest=rel,
         )  # fmt: skip
     return CommitInputs(
-        commit=commit, inputs=hashes, manifest_digest=parsed.digest(), required=parsed.required(),
-        vendors=_vendors(parsed),
+        commit=commit, inputs=hashes, manifest_digest=parsed.digest(), claims=claims,
+        required=parsed.required(), vendors=_vendors(parsed),
     )  # fmt: skip
 
 

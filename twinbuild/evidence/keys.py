@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
@@ -25,6 +26,7 @@ from twinbuild.util.atomic import write_atomic
 KEY_ENV = "TWINBUILD_EVIDENCE_KEY"
 KEYS_DIR = Path("evidence/keys")
 _MAX_KEY_BYTES = 16 * 1024
+_NOT_ED25519 = "not an ed25519 key; evidence keys are ed25519"
 
 
 def keyid(key: Ed25519PublicKey) -> str:
@@ -38,10 +40,12 @@ def parse_public_key(data: bytes, *, source: str) -> Ed25519PublicKey:
     if text.startswith(b"-----BEGIN"):
         try:
             key = serialization.load_pem_public_key(text)
+        except UnsupportedAlgorithm:  # SM2, and curves this OpenSSL lacks: not ed25519 either
+            raise ConfigError(f"{source}: {_NOT_ED25519}") from None
         except ValueError:
             raise ConfigError(f"{source}: not a readable PEM public key") from None
         if not isinstance(key, Ed25519PublicKey):
-            raise ConfigError(f"{source}: not an ed25519 key; evidence keys are ed25519")
+            raise ConfigError(f"{source}: {_NOT_ED25519}")
         return key
     raw = _raw32(text, source, "public")
     return Ed25519PublicKey.from_public_bytes(raw)
@@ -53,13 +57,15 @@ def parse_private_key(data: bytes, *, source: str) -> Ed25519PrivateKey:
     if text.startswith(b"-----BEGIN"):
         try:
             key = serialization.load_pem_private_key(text, password=None)
+        except UnsupportedAlgorithm:
+            raise ConfigError(f"{source}: {_NOT_ED25519}") from None
         except (ValueError, TypeError):
             raise ConfigError(
                 f"{source}: not a readable unencrypted PEM private key; "
                 "create one with `twinbuild evidence keygen`"
             ) from None
         if not isinstance(key, Ed25519PrivateKey):
-            raise ConfigError(f"{source}: not an ed25519 key; evidence keys are ed25519")
+            raise ConfigError(f"{source}: {_NOT_ED25519}")
         return key
     return Ed25519PrivateKey.from_private_bytes(_raw32(text, source, "private"))
 
@@ -76,12 +82,34 @@ def _raw32(text: bytes, source: str, kind: str) -> bytes:
     return raw
 
 
-def load_trusted(directory: Path = KEYS_DIR) -> dict[str, Ed25519PublicKey]:
-    """Every ``*.pub`` in ``directory`` by keyid; a missing folder means no trusted key."""
-    keys: dict[str, Ed25519PublicKey] = {}
+class TrustedKeys(dict[str, Ed25519PublicKey]):
+    """Trusted public keys by keyid, and the folder they came from (``--keys``), which a
+    refusal names: "not in evidence/keys/" about keys read from elsewhere misleads."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__()
+        self.folder = folder
+
+
+def keys_folder(trusted: Mapping[str, Ed25519PublicKey]) -> str:
+    """Where ``trusted`` came from, for a message (``evidence/keys/`` unless it says)."""
+    folder = trusted.folder if isinstance(trusted, TrustedKeys) else KEYS_DIR
+    return f"{folder.as_posix().rstrip('/')}/"
+
+
+def load_trusted(directory: Path = KEYS_DIR) -> TrustedKeys:
+    """Every ``*.pub`` in ``directory`` by keyid; a missing folder means no trusted key.
+
+    The folder and each key are read only as what they are, never through a link: the keys come
+    from a checkout of the default branch, where a committed link would let its target (docs/,
+    say: no trust root) decide who may sign.
+    """
+    keys = TrustedKeys(directory)
+    _not_a_link(directory)
     if not directory.is_dir():
         return keys
     for path in sorted(directory.glob("*.pub")):
+        _not_a_link(path)
         key = parse_public_key(_read_small(path), source=str(path))
         keys[keyid(key)] = key
     return keys
@@ -92,7 +120,7 @@ def load_private(
 ) -> Ed25519PrivateKey:
     """The signing key from ``path`` (outside any git work tree) or else from ``env[env_var]``."""
     if path is not None:
-        tree = work_tree_of(path)
+        tree = work_tree_of(path, name="--key")
         if tree is not None:
             raise ConfigError(
                 f"{path}: a private key inside the git work tree {tree} can be committed by "
@@ -108,9 +136,10 @@ def load_private(
     return parse_private_key(value.encode("utf-8"), source=f"${env_var}")
 
 
-def work_tree_of(path: Path) -> Path | None:
-    """The git work tree that contains ``path``, if any (found by its ``.git`` entry)."""
-    for parent in path.resolve().parents:
+def work_tree_of(path: Path, *, name: str) -> Path | None:
+    """The git work tree that contains ``path``, if any (found by its ``.git`` entry); ``name``
+    is the option that gave the path (a link loop is refused naming it)."""
+    for parent in bounded.resolve(path, name=name).parents:
         if (parent / ".git").exists():
             return parent
     return None
@@ -125,7 +154,7 @@ class KeyPair:
 
 def keygen(private_path: Path, public_path: Path) -> KeyPair:
     """Write a new key pair: the private key (0600, outside the work tree) and its public PEM."""
-    tree = work_tree_of(private_path)
+    tree = work_tree_of(private_path, name="--private")
     if tree is not None:
         raise ConfigError(
             f"{private_path}: refusing to write a private key inside the git work tree {tree}; "
@@ -148,11 +177,27 @@ def keygen(private_path: Path, public_path: Path) -> KeyPair:
     public_pem = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    write_atomic(private_path, private_pem, mode=0o600)
-    write_atomic(public_path, public_pem, mode=0o644)
+    # Both keys or neither: a private key without its public one would make keygen refuse to
+    # run again (it never overwrites a key), and is no use to anyone.
+    try:
+        write_atomic(private_path, private_pem, mode=0o600)
+        write_atomic(public_path, public_pem, mode=0o644)
+    except BaseException:  # a refusal, a full disk, Ctrl-C or SIGTERM mid-write
+        _remove_if_ours(private_path, private_pem)
+        raise
     return KeyPair(
         keyid=keyid(key.public_key()), private_path=private_path, public_path=public_path
     )
+
+
+def _remove_if_ours(path: Path, data: bytes) -> None:
+    """Remove the private key this keygen wrote (it did not exist before), and nothing else."""
+    try:
+        ours = path.is_file() and not path.is_symlink() and path.read_bytes() == data
+    except OSError:
+        return
+    if ours:
+        path.unlink(missing_ok=True)
 
 
 def _check_public_target(path: Path) -> None:
@@ -166,6 +211,14 @@ def _check_public_target(path: Path) -> None:
             f"{path}: exists and is not an ed25519 public key; keygen replaces only a public "
             "key it wrote: pass a new path, e.g. evidence/keys/NAME.pub"
         ) from None
+
+
+def _not_a_link(path: Path) -> None:
+    if path.is_symlink():
+        raise ConfigError(
+            f"{path}: a symlink; a trusted key is a file committed in evidence/keys/ (a link lets "
+            "what it points at, which is no trust root, decide): replace the link with the key"
+        )
 
 
 def _read_small(path: Path) -> bytes:

@@ -21,6 +21,8 @@ class RecordOptions:
     pr: int  # the pull request of validate/pr-<N>
     repo: Path = Path()  # the git repository holding the commit, read as git objects
     manifest: Path = DEFAULT_PATH
+    env_file: Path | None = None  # a dry run: the GITHUB_* values a job would have
+    repository_id: str | None = None  # a dry run: GITHUB_REPOSITORY_ID
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,6 +58,8 @@ class GateOptions:
     default_branch: str = "main"  # when the event payload does not say
     pr: int | None = None  # when the event payload does not say
     summary: Path | None = None  # step summary file to append the verdict to
+    env_file: Path | None = None  # a dry run: the GITHUB_* values a job would have
+    repository_id: str | None = None  # a dry run: GITHUB_REPOSITORY_ID
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,6 +69,16 @@ class InputsOptions:
     head: str
     format: Literal["text", "json"] = "text"
     manifest: Path = DEFAULT_PATH
+    repo: Path = Path()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckPushOptions:
+    """``twinbuild evidence check-push``: may the head be pushed to validate/pr-N?"""
+
+    base: str  # the PR's base branch, e.g. origin/main
+    head: str  # the reviewed head, e.g. FETCH_HEAD
+    reviewed_workflows: tuple[str, ...] = ()  # exactly the workflow paths the head adds or changes
     repo: Path = Path()
 
 

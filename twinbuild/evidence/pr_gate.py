@@ -6,7 +6,8 @@ everything is judged by this code, the base's:
 1. the tree the PR would land (:mod:`~twinbuild.evidence.landing`): the head, or its merge with
    the current base when it lags;
 2. the trust roots it changes (:mod:`~twinbuild.evidence.trust_roots`) need a code owner's
-   approval of the head, as the base's CODEOWNERS says (refused: exit 9);
+   approval of the head, as the base's CODEOWNERS says, and its ``pyproject.toml`` may not have
+   pip run or install a not-input (:mod:`~twinbuild.evidence.packaging`) (refused: exit 9);
 3. which images need evidence: every architecture of every variant the landing tree's manifest
    gates (``validate = "pr"``), and of every variant the base's manifest gates that the tree still
    has. A PR that stops gating a variant the base gates (``validate = "nightly"``, or the variant
@@ -27,13 +28,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from twinbuild.errors import ConfigError, EvidenceRefused, TrustRootRefused
-from twinbuild.evidence import keys, reviews, trust_roots
+from twinbuild.evidence import keys, packaging, reviews, trust_roots
 from twinbuild.evidence.gate import GateRefused, GateResult, Policy, gate
 from twinbuild.evidence.head import CommitInputs, commit_inputs, evidence_blobs
 from twinbuild.evidence.landing import landing
 from twinbuild.evidence.options import GateOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.manifest.model import ImageKey
+from twinbuild.util import environ, values
 from twinbuild.util.git import rev_arg
 
 
@@ -67,9 +69,14 @@ def judge(
         raise ConfigError(
             "evidence gate: the PR number is unknown; pass --pr N (gate.yml's event says it)"
         )
-    repo_id = env.get("GITHUB_REPOSITORY_ID") or str(repository.get("id", ""))
-    if not repo_id.isdigit() or len(repo_id) > 19:
-        raise ConfigError("evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions")
+    repo_id = environ.whole("GITHUB_REPOSITORY_ID", low=1, high=values.MAX_ID, env=env)
+    if repo_id is None:
+        payload_id = repository.get("id")
+        if not isinstance(payload_id, int) or not 1 <= payload_id <= values.MAX_ID:
+            raise ConfigError(
+                "evidence gate: GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions"
+            )
+        repo_id = payload_id
     blobs: list[Path | Blob] = list(options.evidence)
     if options.evidence_ref:
         blobs += evidence_blobs(options.evidence_ref, repo=options.repo)
@@ -81,6 +88,7 @@ def judge(
         changed, owners=trust_roots.base_codeowners(options.repo, base) if changed else None,
         reviews=found, head=head, base=base,
     )  # fmt: skip
+    installs = packaging.refusals(options.repo, lands.tree, name=lands.tree[:12])
     at_base = commit_inputs(base, repo=options.repo, manifest=options.manifest)
     landed = commit_inputs(lands.tree, repo=options.repo, manifest=options.manifest)
     dropped = dropped_variants(at_base, landed)
@@ -93,7 +101,7 @@ def judge(
         )
         rel = options.manifest.as_posix()
         policy_verdict = trust_roots.judge(
-            [rel], owners=owners, reviews=found, head=head, base=base, why={rel: why}
+            {rel: None}, owners=owners, reviews=found, head=head, base=base, why={rel: why}
         )
         trust = trust_roots.TrustVerdict(
             changed=(*trust.changed, *policy_verdict.changed),
@@ -102,7 +110,7 @@ def judge(
         )
     policy = Policy(
         base_repository=env.get("GITHUB_REPOSITORY", ""),
-        base_repository_id=int(repo_id),
+        base_repository_id=repo_id,
         head_commit=head,
         pr=pr,
         default_branch=str(repository.get("default_branch") or options.default_branch),
@@ -116,6 +124,8 @@ def judge(
         match_inputs=not options.same_commit,
         base_commit=base,
         base_inputs=at_base.inputs,
+        head_claims=landed.claims,
+        base_claims=at_base.claims,
         manifest_digest=landed.manifest_digest,
         max_age=timedelta(days=options.max_age_days),
     )
@@ -126,8 +136,8 @@ def judge(
         evidence_refusals: tuple[str, ...] = ()
     except GateRefused as refused:
         result, evidence_refusals = None, refused.refusals
-    if trust.refusals:
-        raise PrGateRefused([*trust.refusals, *evidence_refusals])
+    if trust.refusals or installs:
+        raise PrGateRefused([*trust.refusals, *installs, *evidence_refusals])
     if result is None:
         raise GateRefused(evidence_refusals)
     return PrVerdict(lines=(*trust.lines(), *result.lines()), flaky=result.flaky)

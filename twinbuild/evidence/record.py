@@ -38,7 +38,7 @@ from twinbuild.evidence.statement import (
 )
 from twinbuild.manifest.model import Vendor
 from twinbuild.smoke.report import SmokeReport
-from twinbuild.util import github, strictjson
+from twinbuild.util import github, strictjson, values
 from twinbuild.util.atomic import write_atomic
 
 PR_EVENTS = ("pull_request", "pull_request_target")
@@ -164,10 +164,7 @@ def _env(env: Mapping[str, str], name: str) -> str:
 
 
 def _env_int(env: Mapping[str, str], name: str) -> int:
-    value = _env(env, name)
-    if not value.isdigit():
-        raise ConfigError(f"${name}: {value!r} is not a number")
-    return int(value)
+    return values.whole(_env(env, name), name=f"${name}", low=1, high=values.MAX_ID)
 
 
 def _from_env(env: Mapping[str, str], validated: Validated) -> tuple[Source, Run]:

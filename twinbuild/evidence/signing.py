@@ -4,11 +4,14 @@ The signer trusts nothing the statement says about what it is for: it signs only
 commit, ref, PR, inputs hash and manifest digest are those its own (default-branch) code computed
 for the commit being validated (:class:`~twinbuild.evidence.statement.Validated`), and only the
 run it is part of; it writes envelopes only into a plain folder (no link leads out of it).
+``sign_all`` signs one statement per image, each from a file named for its image, and only
+once all of them passed: the GPU jobs run an image the PR built, so one image's runner must not
+be able to stand in for the other's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,11 +65,49 @@ def sign(
     ``validated`` is refused (exit 7). Inside GitHub Actions pass ``env`` (os.environ): the
     statement was written by the smoke job, so its run must be this very run.
     """
-    source = str(statement_path)
-    statement = Statement.from_dict(strictjson.load(statement_path), source=source)
+    return _write(_checked(statement_path, validated, env), out, key=key)
+
+
+def sign_all(
+    paths: Sequence[Path],
+    out: Path,
+    *,
+    key: Ed25519PrivateKey,
+    validated: Validated,
+    env: Mapping[str, str] | None = None,
+) -> list[Signed]:
+    """Sign each ``<variant>-<arch>.statement.json`` of ``paths`` into
+    ``out/<variant>-<arch>.dsse.json``, once every one passed :func:`sign`'s checks, names its own
+    image and is its only one."""
+    found: dict[str, tuple[Path, Statement]] = {}
+    for path in paths:
+        statement = _checked(path, validated, env)
+        image = statement.predicate.image
+        if path.name != f"{image.name}.statement.json":
+            named = path.name.removesuffix(".statement.json")
+            raise EvidenceRefused(
+                f"{path}: predicate.image: {image}, but the file is named for {named}; "
+                "sign only what each image's GPU job recorded: re-run the validation"
+            )
+        if image.name in found:
+            raise EvidenceRefused(
+                f"{path}: a second {image} statement (the first is {found[image.name][0]}); "
+                "each image's GPU job records one, so sign none of them: re-run the validation"
+            )
+        found[image.name] = (path, statement)
+    return [_write(st, out / f"{p}.dsse.json", key=key) for p, (_, st) in found.items()]
+
+
+def _checked(path: Path, validated: Validated, env: Mapping[str, str] | None) -> Statement:
+    source = str(path)
+    statement = Statement.from_dict(strictjson.load(path), source=source)
     _about(statement, validated, source)
     if env is not None:
         _same_run(statement, env, source)
+    return statement
+
+
+def _write(statement: Statement, out: Path, *, key: Ed25519PrivateKey) -> Signed:
     payload = strictjson.canonical(statement.to_dict())
     envelope = dsse.sign(payload, key)
     folder = plain_folder(out.parent)

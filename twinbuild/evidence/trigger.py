@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from twinbuild.errors import ConfigError, EvidenceRefused
 from twinbuild.evidence.statement import COMMIT_RE
+from twinbuild.util import environ, values
 
 #: The workflow file whose push runs build the images the GPU jobs test.
 BUILD_WORKFLOW = ".github/workflows/validate.yml"
@@ -57,8 +58,8 @@ def check(
             f"$GITHUB_EVENT_NAME: {env.get('GITHUB_EVENT_NAME')!r} is not workflow_run; the "
             "validation workflow starts only when the validation build finishes"
         )
-    repo_id = env.get("GITHUB_REPOSITORY_ID", "")
-    if not repo_id.isdigit():
+    repo_id = environ.whole("GITHUB_REPOSITORY_ID", low=1, high=values.MAX_ID, env=env)
+    if repo_id is None:
         raise ConfigError("$GITHUB_REPOSITORY_ID is unset; run it in GitHub Actions")
     run = payload.get("workflow_run")
     if not isinstance(run, dict):
@@ -85,7 +86,7 @@ def check(
         )
     for key in ("repository", "head_repository"):
         found = _id(run.get(key))
-        if found != int(repo_id):
+        if found != repo_id:
             refuse(
                 f"{key}.id",
                 f"{found!r} is not this repository's id {repo_id}; a fork's or another "

@@ -9,6 +9,10 @@ definitions the evidence is about (``images/``, ``pins/``) and the paths nothing
 trust roots again. A PR that changes one (added, deleted, edited, mode changed) passes only with
 an approval of its exact head commit by a code owner of that path, as the base's CODEOWNERS says:
 the head's own CODEOWNERS is one of the changes, never the judge.
+
+A trust root that is a link (a symlink, a submodule) is refused whoever approves it: a checkout
+follows it, so what it points at, which is no trust root, would decide (``evidence/keys/k.pub ->
+../../docs/k.pub`` made every docs edit a key rotation).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twinbuild.builder.input_paths import NOT_INPUTS, check_name, under
-from twinbuild.builder.tree import CommitTree
+from twinbuild.builder.tree import KIND_NAMES, CommitTree
 from twinbuild.evidence.reviews import Review, standing
 from twinbuild.util import bounded
 from twinbuild.util.codeowners import LOCATIONS, MAX_BYTES, CodeOwners, find
@@ -36,8 +40,13 @@ ALWAYS: tuple[str, ...] = ("evidence/keys/", *LOCATIONS)
 MAX_LINES = 20
 
 
+#: Modes git gives a link: what a checkout writes there is decided elsewhere.
+LINKS = {"120000": "symlink", "160000": "gitlink"}
+
+
 def is_trust_root(path: str) -> bool:
-    if any(under(path, prefix) for prefix in ALWAYS):
+    # A folder of ALWAYS is one by its own name too: ``evidence/keys`` as a link is the folder.
+    if any(under(path, prefix) or path == prefix.rstrip("/") for prefix in ALWAYS):
         return True
     return not any(under(path, prefix) for prefix in NOT_TRUST_ROOTS)
 
@@ -60,15 +69,15 @@ class TrustVerdict:
         ]
 
 
-def changed(repo: Path, base: str, landing: str) -> list[str]:
+def changed(repo: Path, base: str, landing: str) -> dict[str, str | None]:
     """The trust roots whose mode or bytes differ between ``base`` and ``landing`` (or that only
-    one of them has), read from git objects."""
+    one of them has), read from git objects, with their mode in ``landing`` (None: deleted)."""
     before = {e.path: (e.mode, e.oid) for e in tree_entries(repo, base)}
     after = {e.path: (e.mode, e.oid) for e in tree_entries(repo, landing)}
     for path in after:
         check_name(landing, path)
     moved = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
-    return sorted(p for p in moved if is_trust_root(p))
+    return {p: after[p][0] if p in after else None for p in sorted(moved) if is_trust_root(p)}
 
 
 def base_codeowners(repo: Path, base: str) -> CodeOwners | None:
@@ -85,7 +94,7 @@ def base_codeowners(repo: Path, base: str) -> CodeOwners | None:
 
 
 def judge(
-    paths: Sequence[str],
+    paths: Mapping[str, str | None],
     *,
     owners: CodeOwners | None,
     reviews: Sequence[Review] | None,
@@ -93,14 +102,22 @@ def judge(
     base: str,
     why: Mapping[str, str] | None = None,
 ) -> TrustVerdict:
-    """Each changed trust root passes with an approval of ``head`` by one of its @user owners.
+    """Each changed trust root passes with an approval of ``head`` by one of its @user owners;
+    one that is a link (its mode in ``paths``) never does.
 
     ``why`` says, for a path that is no trust root by its name, why its change needs one (the
     manifest, when the PR stops gating a variant the base gates)."""
     stand = standing(reviews or ())
     refusals: list[str] = []
     approvers: set[str] = set()
-    for path in paths:
+    for path, mode in paths.items():
+        link = LINKS.get(mode or "")
+        if link is not None:
+            refusals.append(
+                f"{path}: trust root: {KIND_NAMES[link]}; a link lets what it points at decide, "
+                "and that is no trust root, so no approval can pass it: commit the file itself"
+            )
+            continue
         reason = (why or {}).get(path)
         refused = _why_not(path, owners, reviews, stand, head, base, reason)
         if refused is None:

@@ -550,9 +550,12 @@ def _ordered(values: Mapping[str, str]) -> list[str]:
     return sorted(values, key=lambda k: _VALUE_ORDER.index(k) if k in _VALUE_ORDER else 99)
 
 
-def write_draft(text: str, out: Path, *, force: bool = False) -> None:
-    """Write atomically (temp file + rename); never overwrite an existing file without force."""
+def write_draft(text: str, out: Path, *, force: bool = False, parents: bool = True) -> None:
+    """Write atomically (temp file + rename); never overwrite an existing file without force.
+
+    ``parents`` makes a missing folder (pins/ for the default path); an ``--out`` a person gave
+    must name a file in a folder that exists."""
     if out.exists() and not force:
         raise ConfigError(f"{out}: already exists; pass --force to overwrite it, "
                           "or --out another path")  # fmt: skip
-    write_atomic(out, text)
+    write_atomic(out, text, parents=parents)

@@ -11,6 +11,8 @@ from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.importer import report
 from twinbuild.importer.draft import adopt, draft, write_draft
 
+DEFAULT_OUT = Path("pins/manifest.toml")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ImportOptions:
@@ -18,10 +20,17 @@ class ImportOptions:
 
     cuda_dockerfile: Path
     rocm_dockerfile: Path
-    out: Path = Path("pins/manifest.toml")
+    out: Path = DEFAULT_OUT
     format: Literal["text", "json", "markdown"] = "text"
     force: bool = False  # overwrite ``out``
     allow_unrecognised: bool = False  # exit 0 with pin-like text left unclassified
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:  # either is missing (or unreadable): not one file
+        return False
 
 
 def run_import(options: ImportOptions, stream: TextIO) -> int:
@@ -36,7 +45,7 @@ def run(
     cuda: Path,
     rocm: Path,
     *,
-    out: Path = Path("pins/manifest.toml"),
+    out: Path = DEFAULT_OUT,
     fmt: Literal["text", "json", "markdown"] = "text",
     force: bool = False,
     allow_unrecognised: bool = False,
@@ -44,8 +53,15 @@ def run(
 ) -> int:
     """The whole `twinbuild import`: report, then draft; exit 1 when a pin was not classified.
 
-    The drift report comes first, so a refused write (``out`` exists) still shows the drift.
+    The drift report comes first, so a refused write (``out`` exists) still shows the drift;
+    an ``out`` that is one of the recipes is refused before anything is read.
     """
+    for recipe, platform in ((cuda, "CUDA"), (rocm, "ROCm")):
+        if _same_file(out, recipe):
+            raise ConfigError(
+                f"--out {out}: is the {platform} recipe this import reads; pass another path "
+                "for the draft"
+            )
     adoption = adopt(cuda, rocm)
     if adoption.adopted:
         message = (
@@ -61,7 +77,8 @@ def run(
     if out.exists() and not force:
         raise ConfigError(f"{out}: already exists, so the draft was not written; pass --force "
                           "to overwrite it, or --out another path")  # fmt: skip
-    write_draft(draft(adoption), out, force=force)
+    # pins/ is made for the manifest's own place; any other --out names an existing folder
+    write_draft(draft(adoption), out, force=force, parents=out.parts[-2:] == DEFAULT_OUT.parts)
     if adoption.unrecognised and not allow_unrecognised:
         raise FindingsError(
             f"{len(adoption.unrecognised)} unrecognised pin(s) (listed above); the draft at {out} "

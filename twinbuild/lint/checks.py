@@ -16,7 +16,9 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from twinbuild.lint import renovate_layout
 from twinbuild.lint.findings import Finding
+from twinbuild.manifest import url_version
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
@@ -29,6 +31,7 @@ from twinbuild.manifest.model import (
 )
 from twinbuild.manifest.render import GENERATED, Rendered, pin_args, render
 from twinbuild.recipe import scan
+from twinbuild.util import bounded
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}\Z")
 HEX_PREFIX = re.compile(r"^[0-9a-f]{4,39}\Z")
@@ -63,12 +66,15 @@ CODES: dict[str, str] = {
     "TB009": "url pin's sha256 is not 64 hex",
     "TB010": "declared floating ref (fails only with --strict)",
     "TB011": "declared floating but actually pinned",
+    "TB012": "url pin's version is not the version its url carries (or `installs` says nothing)",
+    "TB013": "pin not laid out the way Renovate's managers read it (.github/renovate.json)",
     "TB101": "literal pin written in a recipe",
     "TB102": "FROM not fed by the manifest",
     "TB103": "recipe needs a build input the manifest does not give",
     "TB104": "manifest pin that no recipe uses",
     "TB105": "recipe line looks like a pin but cannot be classified",
-    "TB106": "recipe setting (build_args) that no recipe of its variants declares",
+    "TB106": "recipe's # syntax= frontend not pinned by digest",
+    "TB107": "recipe setting (build_args) that no recipe of its variants declares",
 }
 
 
@@ -222,7 +228,8 @@ def _lint_pin(
             f"add asymmetry = \"why the other variants do without it\"",
             *key, "variants",
         )  # fmt: skip
-    reasons = [(f, getattr(pin, f)) for f in ("asymmetry", "floating")]
+    _url_versions(out, manifest, pin, resolved)
+    reasons = [(f, getattr(pin, f)) for f in ("asymmetry", "floating", "installs")]
     reasons += [(f"divergence.{k}", v) for k, v in (pin.divergence or {}).items()]
     for field_name, reason in reasons:
         if reason is not None and is_placeholder(reason, name=pin.name):
@@ -249,6 +256,41 @@ def _lint_pin(
     elif not floats and pin.floating is not None:
         out.add("TB011", f"pins.{pin.name}: declared floating but pinned on every variant; "
                 "drop 'floating'", *key, "floating")  # fmt: skip
+
+
+def _url_versions(
+    out: _Collector, manifest: Manifest, pin: Pin, resolved: dict[ImageKey, ResolvedPin]
+) -> None:
+    """A url pin's version is the one its url carries, so a version bump that forgets the url (and
+    its sha256) fails here; a pin whose version is what the download installs says ``installs``."""
+    key = ("pins", pin.name)
+    if pin.installs is not None:
+        if not any(r.kind == "url" and r.values.version for r in resolved.values()):
+            out.add("TB012", f"pins.{pin.name}.installs: only a url pin with a version installs "
+                    "a version other than its download's; drop 'installs'",
+                    *key, "installs")  # fmt: skip
+        return
+    for image, r in resolved.items():
+        version, url = r.values.version, r.values.url
+        if r.kind != "url" or version is None or url is None or url_version.carries(url, version):
+            continue
+        try:
+            Version(version)
+        except InvalidVersion:
+            continue  # TB006 says what is wrong with it
+        where = next((
+            (*key, s) for s in reversed(manifest.selectors(image)) if s in pin.overrides
+        ), key)  # fmt: skip
+        found = url_version.versions_in(url)
+        carried = f"carries {', '.join(found)}" if found else "carries no version"
+        out.add(
+            "TB012",
+            f"pins.{pin.name}.version: '{version}' but its url {carried}; move both with "
+            f"twinbuild pins bump {pin.name} --version {version} (it moves the url and takes a "
+            "new sha256), or, where the download installs that version, say so: installs = "
+            '"what it installs"',
+            *where, "version",
+        )  # fmt: skip
 
 
 def _joined(manifest: Manifest, floats: list[tuple[str, ImageKey]]) -> str:
@@ -347,6 +389,7 @@ def lint_recipes(manifest: Manifest, root: Path) -> list[Finding]:
         if path not in parsed:
             parsed[path] = scan.parse(path)
             _literal_pins(out, parsed[path], rendered.recipe)
+            _frontend(out, path, rendered.recipe)
         _inputs(out, parsed[path], rendered, production_args)
     _settings_used(out, manifest, parsed, root)
     return out.findings
@@ -365,15 +408,35 @@ def _settings_used(
     }
     for arg in manifest.build_args:
         if not any(arg in found for found in declared.values()):
-            out.add("TB106", f"build_args.{arg}: no variant's recipe declares ARG {arg}; use it "
+            out.add("TB107", f"build_args.{arg}: no variant's recipe declares ARG {arg}; use it "
                     "in a recipe or drop it", "build_args", arg)  # fmt: skip
     for name, variant in manifest.variants.items():
         for arg in variant.build_args:
             if arg not in declared.get(name, set()):
                 recipe = f"images/{variant.recipe}/Dockerfile"
-                out.add("TB106", f"variants.{name}.build_args.{arg}: {recipe} declares no ARG "
+                out.add("TB107", f"variants.{name}.build_args.{arg}: {recipe} declares no ARG "
                         f"{arg}; use it there or drop it",
                         "variants", name, "build_args", arg)  # fmt: skip
+
+
+_DIRECTIVE = re.compile(r"#\s*([A-Za-z]+)\s*=\s*(\S*)\s*$")
+_PINNED_FRONTEND = re.compile(r"[^@\s]+@sha256:[0-9a-f]{64}")
+
+
+def _frontend(out: _Collector, path: Path, rel: Path) -> None:
+    """The ``# syntax=`` frontend is an image BuildKit pulls and runs: a tag alone can move."""
+    text = bounded.read_text(path, limit=scan.MAX_BYTES, what="recipe")
+    for number, line in enumerate(text.splitlines(), start=1):
+        directive = _DIRECTIVE.match(line)
+        if directive is None:
+            return  # parser directives come first; the first other line ends them
+        name, value = directive.group(1).lower(), directive.group(2)
+        if name == "syntax" and not _PINNED_FRONTEND.fullmatch(value):
+            out.add_at(
+                rel, number, "TB106",
+                f"# syntax={value}: the frontend BuildKit pulls and runs is not pinned by digest; "
+                "write # syntax=IMAGE:TAG@sha256:<64 hex> (Renovate moves it)",
+            )  # fmt: skip
 
 
 def _literal_pins(out: _Collector, parsed: scan.Recipe, rel: Path) -> None:
@@ -456,6 +519,12 @@ def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:
     """The whole lint: manifest policy plus recipe drift."""
     report = lint_manifest(manifest, strict=strict)
     findings = [*report.findings, *lint_recipes(manifest, root)]
+    if (root / renovate_layout.CONFIG).is_file():  # a repository Renovate reads: TB013 too
+        laid_out = _Collector(manifest)
+        renovate_layout.check(
+            manifest, lambda n, text: laid_out.add_at(manifest.path, n, renovate_layout.CODE, text)
+        )
+        findings += laid_out.findings
     findings.sort(key=lambda f: (f.path, f.line, f.code))
     return LintReport(findings=findings, floating=report.floating)
 

@@ -66,8 +66,8 @@ def loads(text: str, path: Path = DEFAULT_PATH) -> Manifest:
         raise ConfigError(toml_error(path, str(exc), text)) from None
     except RecursionError:
         raise ConfigError(too_deep(path)) from None
-    except ValueError as exc:  # tomllib lets int() refuse a number of thousands of digits
-        raise ConfigError(f"{path}: invalid TOML: {exc}; write numbers of a few digits") from None
+    except ValueError:  # tomllib lets int() refuse a number of thousands of digits
+        raise bounded.huge_number(str(path), "manifest", text) from None
     # tables and arrays nested at most MAX_DEPTH deep, integers within 64 bits
     bounded.check_shape(
         raw, source=str(path), what="manifest", max_depth=MAX_DEPTH, too_deep=too_deep(path)

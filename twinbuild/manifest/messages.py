@@ -10,6 +10,8 @@ import re
 import unicodedata
 from pathlib import Path
 
+from twinbuild.util import bounded
+
 #: Deepest nesting of tables and arrays a manifest may use; it needs four.
 MAX_DEPTH = 16
 
@@ -27,7 +29,7 @@ def toml_error(path: Path, message: str, text: str) -> str:
         return f"{path}: invalid TOML: {message}"
     detail = message[: found.start()].strip()
     line, column = int(found.group(1)), int(found.group(2))
-    lines = text.splitlines()
+    lines = bounded.lines(text)
     source_line = lines[line - 1] if 0 < line <= len(lines) else ""
     odd = first_non_ascii(source_line[max(column - 2, 0) :])
     # a look-alike letter (Cyrillic for Latin) is why a bare key seems to end early

@@ -47,6 +47,8 @@ TAG_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 """A Docker tag, as the engine accepts it: no spaces, no '|' (it is printed in tables and refs)."""
 REPOSITORY_RE = re.compile(r"[a-z0-9][a-z0-9._/:-]*")
 """Loosely, an image repository: lower case, no spaces or markup (the engine checks the rest)."""
+BRANCH_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._/-]{0,199}")
+"""A branch name a git pin may ``track`` (matched whole; git's other rules are checked too)."""
 MODULE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 """A dotted Python module name (``variants.<v>.kernel_modules``)."""
 #: A Docker size for shm_size: digits and a unit (b, k, m, g).
@@ -185,6 +187,9 @@ class Values:
     index: str | None = None
     subdirectory: str | None = None
     local: str | None = None
+    #: The branch a git pin's commit is taken from: what `pins outdated` and Renovate compare the
+    #: commit with. Metadata, like ``why``: not in the image, its digest or the symmetry check.
+    track: str | None = None
 
     def changes(self) -> dict[str, Any]:
         """The keys this (override) table sets."""
@@ -192,7 +197,15 @@ class Values:
 
 
 VALUE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Values))
-PIN_KEYS: tuple[str, ...] = (*VALUE_KEYS, "why", "floating", "divergence", "asymmetry", "variants")
+PIN_KEYS: tuple[str, ...] = (
+    *VALUE_KEYS,
+    "why",
+    "floating",
+    "divergence",
+    "asymmetry",
+    "installs",
+    "variants",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,6 +221,9 @@ class Pin:
     #: Per selector (a group or variant), why its values differ from the other variants'.
     divergence: Mapping[str, str] | None = None
     asymmetry: str | None = None
+    #: A url pin whose ``version`` is not its download's own but what the download installs
+    #: (rustup-init installing a toolchain) says so here; its ``--version`` bump keeps the url.
+    installs: str | None = None
     line: int = 0
 
     @property
@@ -284,7 +300,11 @@ class ResolvedPin:
         if self.kind == "git":
             return f"{v.repo}@{v.commit or v.ref}"
         if self.kind == "url":
-            return f"{v.url} sha256:{v.sha256 or '(not pinned)'}"
+            shown = f"{v.url} sha256:{v.sha256 or '(not pinned)'}"
+            # a version the url does not carry (what the download installs) is shown too
+            if v.version is not None and v.url is not None and v.version not in v.url:
+                shown += f" version {v.version}"
+            return shown
         if v.version is not None:
             return f"=={v.version}" if self.kind == "pypi" else v.version
         if v.range:
@@ -307,9 +327,13 @@ class ResolvedPin:
         }  # fmt: skip
 
 
+#: Values that never reach an image: the branch a commit is taken from (``track``).
+NOTE_VALUES: tuple[str, ...] = ("track",)
 #: The values that must match across variants for a pin to be symmetric: all but where it is
-#: built (``layer``) and whether the local profile takes it (``local``).
-SYMMETRIC_KEYS: tuple[str, ...] = tuple(k for k in VALUE_KEYS if k not in ("layer", "local"))
+#: built (``layer``), whether the local profile takes it (``local``) and the notes.
+SYMMETRIC_KEYS: tuple[str, ...] = tuple(
+    k for k in VALUE_KEYS if k not in ("layer", "local", *NOTE_VALUES)
+)
 
 
 #: https://host[:port]/path, no credentials, spaces or query: what an OCI source label holds.
@@ -442,14 +466,27 @@ class Manifest:
 
         A CUDA-only pin change leaves the ROCm digests unchanged; so does a change to a ``why``.
         """
+        return self._digest(image, profile, skip=("line", *SMOKE_ONLY))
+
+    def claims_digest(self, image: ImageKey) -> str:
+        """Hash of all this manifest says about ``image`` in production: what its build takes
+        (:meth:`image_digest`) and what the smoke run holds it to (:data:`SMOKE_ONLY`, and the
+        versions and architectures no build arg carries). Not a ``why``, not a comment.
+        """
+        return self._digest(image, "production", skip=("line",))
+
+    def _digest(self, image: ImageKey, profile: Profile, *, skip: tuple[str, ...]) -> str:
         variant = self.variant(image.variant)
         setting: object = variant if profile == "production" else self.local
         data = {
             "image": {"variant": image.variant, "arch": image.arch},
             "profile": profile,
-            "setting": _plain(setting, skip=("line", *SMOKE_ONLY)),
+            "setting": _plain(setting, skip=skip),
             "recipe_args": self.recipe_args(image.variant),
-            "pins": [_skip(p.flat(), ("line", "why", "floating")) for p in self.resolve(image)],
+            "pins": [
+                _skip(p.flat(), ("line", "why", "floating", *NOTE_VALUES))
+                for p in self.resolve(image)
+            ],
         }
         blob = json.dumps(data, sort_keys=True, default=_json_default)
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()

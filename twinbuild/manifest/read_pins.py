@@ -14,6 +14,7 @@ from typing import Any
 from twinbuild.manifest.messages import type_name, unknown_name
 from twinbuild.manifest.model import (
     ARCH_NAMES,
+    BRANCH_RE,
     INSTALLS,
     KINDS,
     NAME_RE,
@@ -124,6 +125,7 @@ class _PinReader:
             floating=r.get_str(body, (*key, "floating")),
             divergence=self.divergence(key, body, applies),
             asymmetry=r.get_str(body, (*key, "asymmetry")),
+            installs=r.get_str(body, (*key, "installs")),
             line=r.line_of(key),
         )
         self.check_overrides(pin)
@@ -276,6 +278,23 @@ def _one_of(value: str, choices: tuple[str, ...]) -> str:
     return one_of(value, choices)
 
 
+def _check_track(r: Reader, v: Values, key: Key) -> None:
+    """``track``: the branch a pinned commit is taken from, a plain branch name."""
+    branch = v.track or ""
+    if v.commit is None:
+        r.error(
+            (*key, "track"),
+            "tracks a branch but pins no commit; a ref already follows its branch, drop track "
+            "or pin the branch's commit",
+        )
+    elif not BRANCH_RE.fullmatch(branch) or ".." in branch or branch.endswith((".", "/")):
+        r.error(
+            (*key, "track"),
+            f"{branch!r} is not a branch name (letters, digits, '.', '_', '-' and '/'; "
+            "not starting with '-' or '/'), e.g. track = \"main\"",
+        )
+
+
 def _require_fields(r: Reader, v: Values, key: Key, name: str) -> None:
     if v.kind == "git":
         if v.repo is None:
@@ -284,6 +303,8 @@ def _require_fields(r: Reader, v: Values, key: Key, name: str) -> None:
             r.error((*key, "commit"), "missing; a git pin needs a full 40-hex commit")
         if v.commit is not None and v.ref is not None:
             r.error((*key, "ref"), "set either commit or ref, not both")
+        if v.track is not None:
+            _check_track(r, v, key)
     elif v.kind == "url":
         if v.url is None:
             r.error((*key, "url"), "missing; a url pin names what it downloads")
@@ -291,6 +312,12 @@ def _require_fields(r: Reader, v: Values, key: Key, name: str) -> None:
             r.error((*key, "sha256"), "missing; a url pin carries the artifact's sha256")
     elif v.kind in ("pypi", "apt") and v.version is not None and v.range is not None:
         r.error((*key, "range"), "set either version (exact) or range (floating), not both")
+    if v.kind != "git" and v.track is not None:
+        r.error(
+            (*key, "track"),
+            f"a {v.kind} pin tracks no branch; track names the branch a git pin's commit "
+            "is taken from, drop it",
+        )
     typed_wrong = {(*key, "version"), (*key, "range")} & r.bad_keys
     if v.kind == "pypi" and v.version is None and v.range is None and not typed_wrong:
         r.error(

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Arch, ImageKey, Manifest, Profile, ResolvedPin
 
 GENERATED = ".twinbuild"
@@ -55,6 +56,17 @@ class Rendered:
     @property
     def arch(self) -> Arch:
         return self.image.arch
+
+    def to_dict(self) -> dict[str, object]:
+        """``twinbuild render --format json``: the same, as one JSON object."""
+        return {
+            "variant": self.variant, "arch": self.arch, "profile": self.profile,
+            "recipe": str(self.recipe),
+            "target": self.target, "args": dict(sorted(self.args.items())),
+            "files": dict(sorted(self.files.items())), "notes": list(self.notes),
+            "installed": [pin.name for pin in self.installed],
+            "skipped": [{"pin": pin.name, "reason": reason} for pin, reason in self.skipped],
+        }  # fmt: skip
 
     def text(self) -> str:
         """Exactly what the build receives, for ``twinbuild render``."""
@@ -112,6 +124,20 @@ def requirement(pin: ResolvedPin, *, mirror: str | None = None) -> str:
     if pin.values.version is not None:
         return f"{name}=={pin.values.version}"
     return f"{name}{pin.values.range or ''}"
+
+
+def check_mirrors(manifest: Manifest, mirrors: Mapping[str, str]) -> None:
+    """Every ``--mirror PIN=PATH`` names a git pin of the manifest: a misspelt name would be
+    ignored, and the pin it meant silently left out of the local build."""
+    git = sorted(
+        {pin.name for i in manifest.images() for pin in manifest.resolve(i) if pin.kind == "git"}
+    )
+    for name, path in mirrors.items():
+        if name not in git:
+            raise ConfigError(
+                f"--mirror {name}={path}: no git pin named {name!r} in {manifest.path}; "
+                f"git pins: {', '.join(git) or 'none'}"
+            )
 
 
 def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | None:

@@ -16,9 +16,41 @@ class TableOptions:
     manifest: Path = DEFAULT_PATH
 
 
-def table(options: TableOptions) -> str:
-    """The markdown table of the manifest ``options`` names."""
-    return markdown(load(options.manifest))
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PinTable:
+    """``twinbuild pins table``: markdown for a CI summary (the default), text or JSON."""
+
+    title: str
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    def markdown(self) -> str:
+        lines = [f"### {self.title}", "", _md(self.header), _md(("---",) * len(self.header))]
+        return "\n".join([*lines, *(_md(row) for row in self.rows)]) + "\n"
+
+    def text(self) -> str:
+        cells = [self.header, *(tuple(c.replace("`", "") for c in r) for r in self.rows)]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(self.header) - 1)]
+        lines = [
+            "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]])
+            for row in cells
+        ]
+        return "\n".join([self.title, *lines]) + "\n"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "title": self.title,
+            "rows": [dict(zip(self.header, r, strict=True)) for r in self.rows],
+        }
+
+
+def _md(row: tuple[str, ...]) -> str:
+    return "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+
+
+def table(options: TableOptions) -> PinTable:
+    """The table of the manifest ``options`` names."""
+    return pin_table(load(options.manifest))
 
 
 def _cell(pin: ResolvedPin | None) -> str:
@@ -51,22 +83,25 @@ def _variant_cell(
 
 
 def markdown(manifest: Manifest) -> str:
+    """The markdown table (what CI puts in the step summary)."""
+    return pin_table(manifest).markdown()
+
+
+def pin_table(manifest: Manifest) -> PinTable:
     """One row per pin, a column per variant; divergences and floating refs marked."""
     per = {i: {r.name: r for r in manifest.resolve(i)} for i in manifest.images()}
     names = list(manifest.variants)
-    lines = [
-        "| pin | kind | " + " | ".join(names) + " | status |",
-        "| --- | --- | " + " | ".join("---" for _ in names) + " | --- |",
-    ]
     bases = []
     for name in names:
         base = manifest.variants[name].base
         bases.append(
             f"`{base.repository}:{base.tag}`" + (" (no digest yet)" if base.floating else "")
         )
-    lines.append("| base image | image | " + " | ".join(bases) + " | per variant |")
     archs = [", ".join(i.short for i in manifest.variants[n].images()) for n in names]
-    lines.append("| architectures | - | " + " | ".join(archs) + " | per variant |")
+    rows: list[tuple[str, ...]] = [
+        ("base image", "image", *bases, "per variant"),
+        ("architectures", "-", *archs, "per variant"),
+    ]
     for name, pin in manifest.pins.items():
         marks = []
         if pin.divergence is not None:
@@ -80,12 +115,14 @@ def markdown(manifest: Manifest) -> str:
         either = next((per[i][name] for i in per if name in per[i]), None)
         kind = either.kind if either is not None else "?"
         cells = [_variant_cell(manifest, v, per, name) if v in pin.variants else "—" for v in names]
-        row = [name, kind, *cells, status]
-        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+        rows.append((name, kind, *cells, status))
     counts = (
         f"{len(manifest.pins)} pins, {len(names)} variants: "
         f"{sum(1 for p in manifest.pins.values() if p.divergence)} divergent, "
         f"{sum(1 for p in manifest.pins.values() if p.asymmetry)} not on every variant, "
         f"{sum(1 for p in manifest.pins.values() if p.floating)} floating"
     )
-    return "\n".join([f"### Pins ({counts})", "", *lines]) + "\n"
+    return PinTable(
+        title=f"Pins ({counts})", header=("pin", "kind", *names, "status"),
+        rows=tuple(rows),
+    )  # fmt: skip

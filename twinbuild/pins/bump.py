@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -22,8 +23,10 @@ import tomlkit
 from packaging.version import InvalidVersion, Version
 from tomlkit.items import InlineTable, Null, Table, Whitespace
 
-from twinbuild.errors import ConfigError
+from twinbuild.errors import ConfigError, EngineError
 from twinbuild.lint.checks import ANY_HEX40, FULL_SHA, HEX_PREFIX, is_placeholder, lint_manifest
+from twinbuild.lint.checks import SHA256 as SHA256_HEX
+from twinbuild.manifest import url_version
 from twinbuild.manifest.loader import load, loads
 from twinbuild.manifest.model import (
     ARCH_NAMES,
@@ -57,6 +60,8 @@ class BumpRequest:
     variant: str | None = None  # a variant or group: move only its images
     diverge: bool = False
     reason: str | None = None
+    url: str | None = None  # a url pin's new download (default: its url with the version moved)
+    sha256: str | None = None  # its sha256 (default: fetched and hashed)
 
     @property
     def field(self) -> Field:
@@ -79,6 +84,15 @@ class BumpResult:
     text: str
     written: bool
     manifest: Manifest  # the manifest after the bump: names the images by variant
+
+    def to_dict(self) -> dict[str, object]:
+        """``pins bump --format json``: what moved, what rebuilds (not the manifest's text)."""
+        return {
+            "manifest": str(self.path), "pin": self.pin, "written": self.written,
+            "moved": {i.name: {"old": old, "new": new} for i, (old, new) in self.moved.items()},
+            "rebuild": {i.name: list(profiles) for i, profiles in self.rebuild.items()},
+            "upstream": self.upstream.describe() if self.upstream is not None else None,
+        }  # fmt: skip
 
     def report(self) -> str:
         lines = [f"pins.{self.pin}:"]
@@ -128,13 +142,20 @@ def bump(
     *,
     upstream: str | None = None,
     write: bool = True,
+    fetch: Callable[[str, str], str] | None = None,
 ) -> BumpResult:
-    """Move a pin in the manifest at ``path``; refuse (and write nothing) if the result is bad."""
+    """Move a pin in the manifest at ``path``; refuse (and write nothing) if the result is bad.
+
+    ``fetch(url, what)`` hashes a url pin's new download (default: fetch it and hash it).
+    """
     old = load(path)
     found = old.find(request.name)  # `torch_memory_saver` names the pin `torch-memory-saver` too
     if found is not None:
         request = replace(request, name=found.name)
-    new_text = edit(old, request, hashes=_fetched(old, request) if request.fetch else None)
+    if request.fetch:
+        new_text = edit(old, request, hashes=_fetched(old, request))
+    else:
+        new_text = edit(old, request, downloads=plan_downloads(old, request, fetch=fetch))
     new = _reload(old, new_text)
     findings = lint_manifest(new).findings
     if findings:
@@ -166,9 +187,16 @@ def bump(
 # -- the edit ------------------------------------------------------------------------------------
 
 
-def edit(old: Manifest, request: BumpRequest, *, hashes: dict[str, str] | None = None) -> str:
+def edit(
+    old: Manifest,
+    request: BumpRequest,
+    *,
+    hashes: dict[str, str] | None = None,
+    downloads: Mapping[ImageKey, Download] | None = None,
+) -> str:
     """The manifest text after the bump (not yet linted or written). ``hashes`` (``--fetch``)
-    maps each url the pin names to the sha256 of what it served."""
+    maps each url the pin names to the sha256 of what it served; ``downloads``: a url pin's new
+    url and sha256 per image (:func:`plan_downloads`)."""
     pin = _check_request(old, request)
     field = request.field
     targets = _targets(old, pin, request)
@@ -182,6 +210,9 @@ def edit(old: Manifest, request: BumpRequest, *, hashes: dict[str, str] | None =
             sub = tomlkit.table()
             table[request.variant] = sub
         _set(sub, field, request.value)
+        download = next(iter((downloads or {}).values()), None)
+        if download is not None:
+            sub["url"], sub["sha256"] = download.url, download.sha256
         if not _ends_blank(table):
             table.add(tomlkit.nl())  # keep the blank line before the next pin
         reasons = dict(pin.divergence or {})
@@ -204,6 +235,12 @@ def edit(old: Manifest, request: BumpRequest, *, hashes: dict[str, str] | None =
             holder = table if selector is None else _sub(table, selector)
             if holder is not None:
                 _set(holder, field, request.value)
+        for image, download in (downloads or {}).items():
+            # beside the url where an override of this image sets one, else in the pin's table
+            where = _url_holder(pin, old.selectors(image))
+            home = table if where is None else _sub(table, where)
+            if home is not None:
+                home["url"], home["sha256"] = download.url, download.sha256
     table["why"] = request.why
     text = tomlkit.dumps(doc)
     moved = _reload(old, text)
@@ -234,6 +271,16 @@ def _holders(old: Manifest, pin: Pin, field: Field, targets: list[ImageKey]) -> 
     return out
 
 
+def _url_holder(pin: Pin, selectors: tuple[str, ...]) -> str | None:
+    """The topmost override of ``selectors`` that sets the pin's url (None: the pin's table)."""
+    holder: str | None = None
+    for selector in selectors:
+        values = pin.overrides.get(selector)
+        if values is not None and values.url is not None:
+            holder = selector
+    return holder
+
+
 def _fetched(old: Manifest, request: BumpRequest) -> dict[str, str]:
     """``--fetch``: the sha256 of every url the pin names on any of its images."""
     from twinbuild.pins.fetch import sha256_of
@@ -254,6 +301,89 @@ def _set_hashes(old: Manifest, pin: Pin, table: Table, hashes: dict[str, str]) -
         holder = table if selector is None else _sub(table, selector)
         if values.url is not None and values.url in hashes and holder is not None:
             holder["sha256"] = hashes[values.url]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Download:
+    """A url pin's new download on one image."""
+
+    url: str
+    sha256: str
+
+
+def plan_downloads(
+    old: Manifest, request: BumpRequest, *, fetch: Callable[[str, str], str] | None = None
+) -> dict[ImageKey, Download]:
+    """Where a url pin's ``--version`` bump downloads from, and that file's sha256.
+
+    The url moves with the version (``v1.36.3`` -> ``v1.37.0``) unless ``--url`` names the new
+    one; the sha256 is ``--sha256``, else the new file fetched and hashed. The old sha256 never
+    stays beside a new url: without a new one the bump is refused. A pin that ``installs`` another
+    version than its download's keeps its url (unless ``--url`` moves it).
+    """
+    pin = _check_request(old, request)
+    where = f"{old.where('pins', pin.name)}: pins.{pin.name}"
+    asked = request.url is not None or request.sha256 is not None
+    if request.field != "version":
+        if asked:
+            raise ConfigError(f"{where}: --url and --sha256 move a url pin's download; drop them")
+        return {}
+    resolved = {i: _resolved(old, pin.name, i) for i in old.images(pin.variants)}
+    carriers = [i for i in _targets(old, pin, request) if resolved[i].kind == "url"]
+    if not carriers:
+        if asked:
+            raise ConfigError(f"{where}: --url and --sha256 move a url pin's download; drop them")
+        return {}
+    if request.sha256 is not None and not SHA256_HEX.match(request.sha256):
+        raise ConfigError(f"{where}: --sha256 '{request.sha256}' is not 64 lower-case hex")
+    if pin.installs is not None and request.url is None:
+        if request.sha256 is not None:
+            raise ConfigError(
+                f"{where}: installs {pin.installs!r}: its download stays, and so does its "
+                "sha256; pass --url with --sha256 to move the download too"
+            )
+        return {}
+    hasher = fetch or _fetch_hash
+    found: dict[str, str] = {}
+    out: dict[ImageKey, Download] = {}
+    for image in carriers:
+        values = resolved[image].values
+        old_url, old_version = values.url or "", values.version or ""
+        url = request.url or url_version.moved(old_url, old_version, request.value)
+        if url is None:
+            raise ConfigError(
+                f"{where}: its url {old_url} carries no version {old_version!r} to move to "
+                f"{request.value}; pass --url NEW_URL (and --sha256 HEX), nothing written"
+            )
+        if url == old_url and request.sha256 is None:
+            out[image] = Download(url=url, sha256=values.sha256 or "")
+            continue
+        sha = request.sha256 or found.get(url) or hasher(url, f"pins bump {pin.name}")
+        found[url] = sha
+        if url != old_url and sha == values.sha256:
+            raise ConfigError(
+                f"{where}: --sha256 is the old download's ({old_url}); the new url {url} needs "
+                "its own checksum, nothing written"
+            )
+        out[image] = Download(url=url, sha256=sha)
+    if request.sha256 is not None and len({d.url for d in out.values()}) > 1:
+        raise ConfigError(
+            f"{where}: one --sha256 for {len(out)} different downloads; bump each variant "
+            "with --variant V --url URL --sha256 HEX"
+        )
+    return out
+
+
+def _fetch_hash(url: str, what: str) -> str:
+    from twinbuild.pins.download import sha256_of
+
+    try:
+        return sha256_of(url, what=what)
+    except EngineError as exc:
+        raise EngineError(
+            f"{exc}; without the new file's sha256 the url cannot move: pass --sha256 HEX (the "
+            "release's published checksum), nothing written"
+        ) from None
 
 
 def _check_request(old: Manifest, request: BumpRequest) -> Pin:
@@ -400,8 +530,41 @@ def _tidy(moved: Manifest, text: str, name: str) -> str:
     if unfloat:
         del table["floating"]
     out = tomlkit.dumps(doc)
+    if fold:
+        out = _value_after_kind(out, name)
     # The blank line added after a folded table is not wanted when that table ends the file.
     return out if text.endswith("\n\n") else re.sub(r"\n+\Z", "\n", out)
+
+
+def _key_lines(lines: list[str], start: int, end: int) -> dict[str, int]:
+    return {
+        line.split(" = ", 1)[0]: i
+        for i, line in enumerate(lines[start:end], start)
+        if " = " in line
+    }
+
+
+def _value_after_kind(text: str, name: str) -> str:
+    """A folded table got its version (or commit) last; Renovate's managers read a pin where
+    its table opens (twinbuild.lint.renovate_layout): move that line up, after kind and dist,
+    or after repo for a commit."""
+    lines = text.split("\n")
+    header = f"[pins.{name}]"
+    if header not in lines:
+        return text
+    start = lines.index(header) + 1
+    end = next((i for i in range(start, len(lines)) if lines[i].startswith("[")), len(lines))
+    keys = _key_lines(lines, start, end)
+    for value, after in (("version", ("dist", "kind")), ("range", ("dist", "kind")),
+                         ("commit", ("repo",))):  # fmt: skip
+        anchor = next((keys[a] for a in after if a in keys), None)
+        if value not in keys or anchor is None or keys[value] == anchor + 1:
+            continue
+        moved = lines.pop(keys[value])
+        at = anchor + 1 if keys[value] > anchor else anchor
+        lines.insert(at, moved)
+        keys = _key_lines(lines, start, end)
+    return "\n".join(lines)
 
 
 # -- tomlkit and model helpers -------------------------------------------------------------------
@@ -448,7 +611,7 @@ def _reload(old: Manifest, text: str) -> Manifest:
     try:
         return loads(text, old.path)
     except ConfigError as exc:
-        first = str(exc).splitlines()[0]
+        first = str(exc).split("\n", 1)[0]
         raise ConfigError(
             f"{old.path}: the bump would leave a manifest that does not load, nothing written: "
             f"{first}"

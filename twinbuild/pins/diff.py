@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Literal
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.loader import load, loads
+from twinbuild.manifest.loader import load, load_bytes
 from twinbuild.manifest.model import (
     DEFAULT_PATH,
+    NOTE_VALUES,
     PROFILES,
     ImageKey,
     Manifest,
@@ -27,7 +28,7 @@ from twinbuild.util.git import rev_arg, run_git
 
 Status = Literal["added", "removed", "changed"]
 #: Fields that do not reach the image (they are not in ``image_digest``).
-_NOTES = ("line", "why", "floating")
+_NOTES = ("line", "why", "floating", *NOTE_VALUES)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,8 +254,8 @@ def _settings(old: Manifest, new: Manifest) -> list[SettingChange]:
 # -- reading revisions ---------------------------------------------------------------------------
 
 
-def text_at(rev: str, manifest: Path, *, repo: Path) -> str | None:
-    """The file's text at ``rev`` (None when the revision has no such file)."""
+def bytes_at(rev: str, manifest: Path, *, repo: Path) -> bytes | None:
+    """The file's bytes at ``rev`` (None when the revision has no such file)."""
     if run_git(repo, "rev-parse", "--git-dir").returncode != 0:
         # say so, rather than blame a revision name that cannot exist here
         raise ConfigError(
@@ -265,15 +266,15 @@ def text_at(rev: str, manifest: Path, *, repo: Path) -> str | None:
         raise ConfigError(
             f"pins diff: unknown revision '{rev}' in {repo}; fetch it or check the name"
         )
-    shown = run_git(repo, "show", f"{rev}:./{manifest.as_posix()}")
+    shown = run_git(repo, "show", f"{rev}:./{manifest.as_posix()}", binary=True)
     return shown.stdout if shown.returncode == 0 else None
 
 
 def manifest_at(rev: str, manifest: Path, *, repo: Path) -> Manifest:
-    text = text_at(rev, manifest, repo=repo)
-    if text is None:
+    data = bytes_at(rev, manifest, repo=repo)
+    if data is None:
         raise ConfigError(f"{rev}:{manifest}: no manifest at that revision; pick a later one")
-    return loads(text, Path(f"{rev}:{manifest}"))
+    return load_bytes(data, Path(f"{rev}:{manifest}"))  # read like the file: UTF-8, bounded
 
 
 WORKTREE = "working tree"
@@ -287,7 +288,7 @@ class DiffOptions:
     root: Path = Path()  # the git repository
     rev_a: str | None = None  # None: HEAD
     rev_b: str | None = None  # None: the working tree
-    format: Literal["text", "markdown"] = "text"
+    format: Literal["text", "json", "markdown"] = "text"
 
 
 def diff_pins(options: DiffOptions) -> ManifestDiff:

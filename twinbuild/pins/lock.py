@@ -55,6 +55,16 @@ class LockResult:
     manifest: Manifest
     written: bool
 
+    def to_dict(self) -> dict[str, object]:
+        """``pins lock --format json``: what moved, what rebuilds (not the manifest itself)."""
+        return {
+            "manifest": str(self.path), "moved": dict(self.moved), "written": self.written,
+            "rebuild": {i.name: list(profiles) for i, profiles in self.rebuild.items()},
+        }  # fmt: skip
+
+    def text(self) -> str:
+        return self.report()
+
     def report(self) -> str:
         every = self.manifest.label(self.manifest.images())
         lines = [f"pins.{pin}: {every}: -> {commit}" for pin, commit in self.moved.items()]

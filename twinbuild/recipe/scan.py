@@ -30,7 +30,7 @@ from twinbuild.recipe.pin_rules import (
     url_name,
 )
 from twinbuild.recipe.shell import Text, Word, docker_words, simple_commands, tokenize
-from twinbuild.util import bounded
+from twinbuild.util import bounded, strictjson
 
 __all__ = [
     "ArgDecl",
@@ -196,6 +196,7 @@ class _Scan:
     stage_names: set[str] = field(default_factory=set)  # the stages, for O(1) look-ups
     shell_vars: dict[str, str] = field(default_factory=dict)  # set by this RUN's shell
     shell_undo: dict[str, str | None] = field(default_factory=dict)  # scope before this RUN
+    budget: int = 0  # characters expansions may still produce (see expansion_budget)
 
     # --- helpers
     def expand(self, s: str) -> str:
@@ -208,8 +209,16 @@ class _Scan:
             value = self.scope.get(name)
             dm = _DEFAULT.match(whole)
             if dm and (value is None or (value == "" and dm.group(1))):
-                return dm.group(2)  # ${X:-d}: d when X is unset or empty; ${X-d}: when unset
-            return whole if value is None else value
+                value = dm.group(2)  # ${X:-d}: d when X is unset or empty; ${X-d}: when unset
+            elif value is None:
+                return whole
+            self.budget -= len(value)
+            if self.budget < 0:
+                raise ExpansionTooLarge(
+                    f"variables expand to over {EXPANSION_FACTOR} times the recipe's size (a "
+                    f"value that repeats itself, such as ARG X=${{X}}${{X}}?); write values out"
+                )
+            return value
 
         return _VAR.sub(sub, s)
 
@@ -255,6 +264,20 @@ class _Scan:
         return posixpath.normpath(posixpath.join(self.cwd, self.expand(d)))
 
 
+class ExpansionTooLarge(ValueError):
+    """Variables expanded past the recipe's budget (:data:`EXPANSION_FACTOR`)."""
+
+
+EXPANSION_FACTOR = 8
+"""What all variable expansions of one recipe may produce, in multiples of its size (plus 1 MiB):
+real recipes expand to less than their own size; forty lines of ``ARG X=${X}${X}`` would double
+a value forty times. The cap keeps the scan linear in the recipe."""
+
+
+def expansion_budget(text: str) -> int:
+    return EXPANSION_FACTOR * len(text) + (1 << 20)
+
+
 MAX_BYTES = 16 * 1024 * 1024
 """Largest recipe read: real ones are a few KiB, the benchmark's 100,000-line ones about 5 MiB;
 more is the wrong file (or /dev/zero)."""
@@ -291,8 +314,8 @@ def parse_text(text: str, path: Path) -> Recipe:
         structure = DockerfileParser(fileobj=io.BytesIO(data)).structure
     except Exception as exc:  # dockerfile-parse raises bare exceptions on broken input
         raise ConfigError(f"{path}:1: does not parse: {exc}") from exc
-    lines = text.splitlines()
-    scan = _Scan(path=path)
+    lines = bounded.lines(text)  # dockerfile-parse counts LFs: U+2028 is no line end to it
+    scan = _Scan(path=path, budget=expansion_budget(text))
     skip_until = -1
     for item in structure:
         start, end = int(item["startline"]), int(item["endline"])
@@ -383,9 +406,10 @@ def _split_flags(words: list[Word]) -> tuple[list[Word], list[Word]]:
 
 def _after_keyword(text: Text) -> Text:
     s = text.s
-    k = len(s) - len(s.lstrip())
+    k = len(s) - len(s.lstrip(" \t"))
     keyword = s[k:].split(None, 1)
-    if not keyword:  # the parser saw a keyword that Python counts as blank (a control character)
+    if not keyword or not s[k : k + 1].isalpha():
+        # the parser saw a keyword where Python sees blanks (a control character: RS, FF, ...)
         raise ValueError("a control character around the instruction's keyword; retype the line")
     k += len(keyword[0])
     return Text(s[k:], tuple(max(o - k, 0) for o in text.starts), text.lines)
@@ -421,7 +445,10 @@ def _arg(scan: _Scan, words: list[Word]) -> None:
         if scan.stage is None and eq:
             scan.globals_[name] = default
         if eq:
-            scan.scope[name] = scan.expand(default)
+            try:
+                scan.scope[name] = scan.expand(default)
+            except ExpansionTooLarge as exc:
+                raise ExpansionTooLarge(f"ARG {name}: {exc}") from None
         elif scan.stage is not None and name not in scan.scope and name in scan.globals_:
             scan.scope[name] = scan.globals_[name]  # re-declared global ARG keeps its default
         inherited = scan.scope.get(name) if not eq and scan.stage is not None else None
@@ -521,6 +548,12 @@ def _copy(scan: _Scan, ins: str, words: list[Word], text: str, line: int) -> Non
         return
     if text.startswith("[") or (flags and words and words[0].text.startswith("[")):
         json_text = text[text.index("[") :]
+        depth = strictjson.depth(json_text.encode("utf-8", "surrogatepass"))
+        if depth > 1:  # json recurses per bracket: 100,000 of them end in a RecursionError
+            raise ValueError(
+                f"{ins} JSON form: arrays nested {depth} deep; it is one list of strings, "
+                f'e.g. {ins} ["src", "dest/"]'
+            )
         try:
             items = [str(x) for x in json.loads(json_text)]
         except json.JSONDecodeError as exc:

@@ -5,41 +5,21 @@ registry) takes the stored username and password with every request; ``Bearer`` 
 registry) trades them, or nothing for an anonymous pull, at its ``realm`` for a token scoped to
 the repositories of the request. The realm is an address the registry chose, so it is held to the
 same rule as everything else a registry sends: https, or for a loopback registry a loopback
-address, never followed through a redirect, its answer bounded, inside the command's deadline.
+address, never followed through a redirect, its answer bounded, inside the command's deadline
+(``twinbuild.engine.registry_token``, which `pins outdated` asks anonymously too).
 """
 
 from __future__ import annotations
 
 import base64
-import json
-import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from urllib.parse import urlencode, urlsplit
+from collections.abc import Callable, Sequence
 
 from twinbuild.engine.api import Credentials
-from twinbuild.engine.registry import loopback
-from twinbuild.errors import CredentialsMissing, EngineError
-from twinbuild.util.exchange import Clock, Request, exchange
+from twinbuild.engine.registry_token import Challenge, TokenRefused, bearer_token
+from twinbuild.errors import CredentialsMissing
+from twinbuild.util.exchange import Clock
 
-TOKEN_MAX = 64 << 10  # a token answer is a few KiB
-_PARAM = re.compile(r'([A-Za-z_]+)\s*=\s*(?:"([^"]*)"|([^\s,]+))')
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Challenge:
-    """One ``WWW-Authenticate`` header: its scheme (lower case) and parameters."""
-
-    scheme: str
-    params: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, header: str) -> Challenge | None:
-        scheme, _, rest = header.strip().partition(" ")
-        if not scheme:
-            return None
-        params = {m[1].lower(): m[2] if m[2] is not None else m[3] for m in _PARAM.finditer(rest)}
-        return cls(scheme=scheme.lower(), params=params)
+__all__ = ["Auth", "Challenge", "scope"]
 
 
 def scope(repository: str, *, write: bool) -> str:
@@ -117,46 +97,13 @@ class Auth:
         credentials: Credentials | None,
         what: str,
     ) -> str:
-        realm = challenge.params.get("realm", "")
-        parts = urlsplit(realm)
-        local = loopback(self.registry)
-        allowed = parts.scheme == "https" or (
-            parts.scheme == "http" and local and loopback(parts.netloc)
-        )
-        if not allowed or not parts.hostname or (local and not loopback(parts.netloc)):
-            raise EngineError(
-                f"{what}: the registry {self.registry} sends its logins to {realm!r}; twinbuild "
-                "sends credentials only over https (a loopback registry: only to loopback), "
-                "refusing it"
-            )
-        query = [("scope", s) for s in scopes]
-        if challenge.params.get("service"):
-            query.insert(0, ("service", challenge.params["service"]))
-        separator = "&" if parts.query else "?"
-        headers = {"Authorization": "Basic " + _basic(credentials)} if credentials else {}
-        request = Request(
-            method="GET", url=f"{realm}{separator}{urlencode(query)}",
-            what=f"{what} (token)", headers=headers, limit=TOKEN_MAX,
-            limit_note="a token answer is a few KiB", loopback=parts.scheme == "http",
-        )  # fmt: skip
-        reply = exchange(request, self._clock)
-        if reply.status in (401, 403):
-            raise self.refused(what) if credentials else self.missing(what)
-        if reply.status != 200:
-            raise EngineError(
-                f"{what}: the token service {parts.netloc} answered {reply.status}: {reply.text()}"
-            )
         try:
-            doc = json.loads(reply.body)
-        except (ValueError, RecursionError):
-            doc = None
-        token = (doc.get("token") or doc.get("access_token")) if isinstance(doc, dict) else None
-        if not isinstance(token, str) or not token or not token.isascii():
-            raise EngineError(
-                f"{what}: the token service {parts.netloc} answered no token (expected a JSON "
-                "object with a 'token'); refusing it"
-            )
-        return token
+            return bearer_token(
+                self.registry, challenge, scopes, clock=self._clock, what=what,
+                basic=_basic(credentials) if credentials else None,
+            )  # fmt: skip
+        except TokenRefused:
+            raise self.refused(what) if credentials else self.missing(what) from None
 
 
 def _basic(credentials: Credentials | None) -> str:

@@ -80,6 +80,11 @@ class Pushes:
     images: list[PushResult]
     indexes: list[IndexResult]
 
+    def text(self) -> str:
+        """One line per image pushed, then one per index made (the command's data)."""
+        lines = [r.describe() for r in self.images] + [i.describe() for i in self.indexes]
+        return "".join(line + "\n" for line in lines)
+
     def outputs(self) -> dict[str, str]:
         """``<image>-image`` for each image (``cu13-arm64-image``), ``<variant>-image`` for
         each variant: its index where it has one, else its one image."""
@@ -122,9 +127,7 @@ def push_images(options: PushOptions, say: Say = print) -> Pushes:
     manifest = load(options.manifest)
     registry = resolve(options.registry)
     if options.index:
-        result = push_index(manifest, options, registry)
-        say(result.describe())
-        pushes = Pushes(images=[], indexes=[result])
+        pushes = Pushes(images=[], indexes=[push_index(manifest, options, registry)])
     else:
         from twinbuild.engine.client import connect
 
@@ -165,14 +168,12 @@ def push(
         # Recorded only after the registry confirmed the digest: a failed push records nothing.
         at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         data.with_push(PushRecord(ref=pushed.ref, registry=registry, at=at)).save(path)
-        say(result.describe())
-        results.append(result)
+        results.append(result)  # the caller prints them: data, not progress
     indexes: list[IndexResult] = []
     for name, variant in manifest.variants.items():
         mine = {r.image.arch: r.ref for r in results if r.image.variant == name}
         if len(variant.archs) > 1 and len(mine) == len(variant.archs):
             indexes.append(_index(name, mine, registry, options.profile))
-            say(indexes[-1].describe())
     return Pushes(images=results, indexes=indexes)
 
 

@@ -12,7 +12,10 @@ in the middle of:
 2. the evidence must verify against the trusted keys and pass the gate's checks for exactly that
    digest, each architecture's for its own entry (source, branch, age, a GPU of the variant's
    vendor, GPU tests passed); an index with an architecture whose evidence is missing or
-   refused is not released (exit 7);
+   refused is not released (exit 7); and each must be about what the release checkout holds
+   (``ship.merged``: the inputs hash and manifest digest this code computes at HEAD, the
+   validated commit in HEAD's history), else exit 9: sound evidence of a PR nobody merged ships
+   nothing;
 3. the tag must not point at another digest, unless ``--force``;
 4. the digest is copied into the release repository (blobs mounted, the manifest's exact bytes
    PUT by digest: it names the same digest; an index with each of its entries), and each DSSE
@@ -39,8 +42,9 @@ from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import NAME_RE, Arch, ImageKey, Profile
 from twinbuild.ship.index import children
+from twinbuild.ship.merged import Checkout, check_merged, checkout_at
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
-from twinbuild.util import strictjson
+from twinbuild.util import environ, strictjson, values
 from twinbuild.util.activity import Say
 
 
@@ -62,6 +66,7 @@ class ReleaseOptions:
     tag: str
     evidence: tuple[Path | Blob, ...]  # one envelope per architecture the image names
     trust: Trust
+    checkout: Checkout  # the default branch's checkout: what the evidence must be about
     now: datetime
     variant: str | None = None  # None: the repository's; given, it must be that
     force: bool = False
@@ -77,6 +82,7 @@ class ReleaseRequest:
     evidence: tuple[Path, ...] = ()  # the envelope files (one per architecture), or
     evidence_ref: str | None = None  # a git ref carrying evidence/<variant>-<arch>.dsse.json
     keys: Path = Path("evidence/keys")
+    repo: Path = Path()  # the checkout of the default branch whose HEAD the PR was merged into
     repository: str | None = None  # None: $GITHUB_REPOSITORY
     repository_id: str | None = None  # None: $GITHUB_REPOSITORY_ID
     default_branch: str = "main"
@@ -160,20 +166,31 @@ def check_evidence(
 
 
 def load_evidence(
-    source: Path | Blob, *, image_key: ImageKey, image: ImageRef, trust: Trust, now: datetime
+    source: Path | Blob,
+    *,
+    image_key: ImageKey,
+    image: ImageRef,
+    trust: Trust,
+    checkout: Checkout,
+    now: datetime,
 ) -> tuple[bytes, Accepted]:
-    """The envelope's bytes and what it proves, or EvidenceRefused with one line."""
+    """The envelope's bytes and what it proves, or EvidenceRefused (TrustRootRefused when it is
+    not about what ``checkout`` holds) with one line."""
     # Read once, with the bounded reader `verify` uses (a FIFO or a huge file is refused, not
     # read): the bytes verified are the bytes stored.
     if not isinstance(source, Blob):
         source = Blob(name=str(source), data=strictjson.read_bytes(source))
     if not trust.keys:
+        from twinbuild.evidence.keys import keys_folder
+
         raise EvidenceRefused(
-            "no trusted evidence key: commit the public key to evidence/keys/ on the default "
-            "branch (`twinbuild evidence keygen`) and pass that folder with --keys"
+            f"no trusted evidence key in {keys_folder(trust.keys)}: commit the public key to "
+            "evidence/keys/ on the default branch (`twinbuild evidence keygen`) and pass that "
+            "folder with --keys"
         )
     verified = verify(source, trusted=trust.keys)  # a bad signature: EvidenceRefused, one line
     accepted = check_evidence(verified, image_key=image_key, image=image, trust=trust, now=now)
+    check_merged(verified.statement, checkout, source=verified.path)
     return source.data, accepted
 
 
@@ -229,8 +246,9 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
             )
         key = ImageKey(variant=variant, arch=arch)
         envelope, accepted = load_evidence(
-            source, image_key=key, image=part, trust=options.trust, now=options.now
-        )
+            source, image_key=key, image=part, trust=options.trust, checkout=options.checkout,
+            now=options.now,
+        )  # fmt: skip
         proven.append((arch, part, envelope, accepted))
     before = client.manifest(target.repository, tag)
     moved_from = None
@@ -354,14 +372,18 @@ def release_image(
     from twinbuild.evidence.keys import load_trusted
 
     env = os.environ if env is None else env
-    repository = request.repository or env.get("GITHUB_REPOSITORY", "")
+    repository = request.repository or environ.text("GITHUB_REPOSITORY", env)
     if not repository:
         raise ConfigError(
             "release: the repository whose runs count is unknown; pass --repository OWNER/NAME "
             "(GitHub Actions sets GITHUB_REPOSITORY)"
         )
-    repository_id = request.repository_id or env.get("GITHUB_REPOSITORY_ID", "")
-    if not repository_id.isdigit():
+    repository_id = (
+        values.whole(request.repository_id, name="--repository-id", low=1, high=values.MAX_ID)
+        if request.repository_id
+        else environ.whole("GITHUB_REPOSITORY_ID", low=1, high=values.MAX_ID, env=env)
+    )
+    if repository_id is None:
         raise ConfigError(
             "release: the repository id whose runs count is unknown; pass --repository-id "
             "(GitHub Actions sets GITHUB_REPOSITORY_ID)"
@@ -375,11 +397,12 @@ def release_image(
         trust=Trust(
             keys=load_trusted(request.keys),
             repository=repository,
-            repository_id=int(repository_id),
+            repository_id=repository_id,
             default_branch=request.default_branch,
             profile=request.profile,
             max_age=timedelta(days=request.max_age_days),
         ),
+        checkout=checkout_at(request.repo),
         now=datetime.now(UTC),
         force=request.force,
     )
@@ -395,7 +418,7 @@ def _evidence(request: ReleaseRequest, variant: str) -> tuple[Path | Blob, ...]:
         )
     from twinbuild.evidence.head import evidence_blobs
 
-    found = evidence_blobs(request.evidence_ref)
+    found = evidence_blobs(request.evidence_ref, repo=request.repo)
     mine = [b for b in found if b.name.rpartition("/")[2].startswith(f"{variant}-")]
     if not mine:
         raise ConfigError(

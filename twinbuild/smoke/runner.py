@@ -25,7 +25,8 @@ from twinbuild.smoke.gpu import GpuInfo, access, detect
 from twinbuild.smoke.report import SmokeReport
 from twinbuild.smoke.suite_run import run_pytest
 from twinbuild.smoke.targets import LABEL, Target
-from twinbuild.util import github
+from twinbuild.util import github, output
+from twinbuild.util.atomic import folder_to_write
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,6 +38,17 @@ class Outcome:
     @property
     def failed(self) -> int:
         return self.summary.counts.failed
+
+    def to_dict(self) -> dict[str, object]:
+        """``smoke --format json``: one image's counts and where its reports are."""
+        report = self.summary.to_json()
+        return {
+            "variant": self.summary.image_key.variant, "arch": self.summary.image_key.arch,
+            "profile": self.summary.profile,
+            "image": report["image"], "counts": report["counts"],
+            "seconds": round(self.seconds, 1),
+            "reports": {k: str(v) for k, v in self.paths.items()},
+        }  # fmt: skip
 
 
 def start_container(eng: EngineAPI, image_id: str, access: GpuAccess | None) -> str:
@@ -60,7 +72,7 @@ def smoke_target(
     """Smoke one target; write its JSON summary and JUnit XML under ``report_dir``."""
     started = time.monotonic()
     if echo:
-        print(targets.heading(target), flush=True)
+        output.say(targets.heading(target))
     vendor = manifest.variant(target.image.variant).vendor
     info = detect(vendor)
     if gpu is True and info is None:
@@ -86,7 +98,7 @@ def smoke_target(
                 rerun_failed_once=rerun_failed_once,
             )  # fmt: skip
             spec.write(work / "spec.json")
-            code, output = run_pytest(
+            code, said = run_pytest(
                 work / "spec.json",
                 work,
                 docker_host=eng.docker_host if eng is not None else None,
@@ -97,7 +109,7 @@ def smoke_target(
             if cid is not None and eng is not None:
                 eng.remove_container(cid)
         if not results.is_file() or code not in (0, 1):
-            tail = "\n".join(output.strip().splitlines()[-15:])
+            tail = "\n".join(said.strip().splitlines()[-15:])
             raise TwinbuildError(f"the smoke suite did not run (pytest exit {code}):\n{tail}")
         tests, holds = report.read_results(results)
     labels = targets.labels_of(target.inspect)
@@ -140,6 +152,7 @@ class SmokeOptions:
 
 def smoke_images(options: SmokeOptions) -> list[Outcome]:
     """Load the manifest and smoke what ``options`` names (see :func:`smoke`)."""
+    folder_to_write(options.report_dir)  # before anything runs: /dev/null is no folder
     return smoke(
         load(options.manifest), root=options.root, variant=options.variant, arch=options.arch,
         profile=options.profile, image=options.image, host=options.host, gpu=options.gpu,

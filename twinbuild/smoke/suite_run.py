@@ -60,7 +60,7 @@ def run_pytest(
             f"smoke suite still running after {PYTEST_TIMEOUT_S}s; stopped"
         ) from exc
     output = proc.stdout + proc.stderr
-    if echo:
-        sys.stdout.write(output)
-        sys.stdout.flush()
+    if echo:  # the suite's own report is a message for a person: stderr (data is the summary)
+        sys.stderr.write(output)
+        sys.stderr.flush()
     return proc.returncode, output

@@ -15,10 +15,15 @@ from pathlib import Path
 
 from twinbuild.errors import ConfigError, DiskFull
 from twinbuild.util.bounded import kind_of
+from twinbuild.util.values import encode
 
 
 def append_text(path: Path, text: str, *, what: str) -> None:
-    """Append ``text`` to the regular file ``path`` (created if its folder exists)."""
+    """Append ``text`` to the regular file ``path`` (created if its folder exists).
+
+    The text is encoded before the file is opened: what cannot be written leaves no empty file.
+    """
+    data = encode(text, target=path, what=what)
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o644)
@@ -31,7 +36,6 @@ def append_text(path: Path, text: str, *, what: str) -> None:
                 f"{path}: is {kind_of(mode)}, not a regular file; pass a file for the {what}"
             )
         os.set_blocking(fd, True)
-        data = text.encode("utf-8")
         while data:
             written = os.write(fd, data)
             data = data[written:]

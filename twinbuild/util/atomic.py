@@ -24,25 +24,37 @@ from pathlib import Path
 
 from twinbuild.errors import ConfigError, DiskFull
 from twinbuild.util.bounded import kind_of
+from twinbuild.util.values import encode
 
 
 def write_atomic(
-    path: Path, data: bytes | str, *, mode: int | None = None, within: Path | None = None
+    path: Path,
+    data: bytes | str,
+    *,
+    mode: int | None = None,
+    within: Path | None = None,
+    parents: bool = True,
 ) -> None:
     """Replace ``path`` with ``data`` atomically; ``mode`` is set before the file is visible.
 
     Without ``mode`` an existing file keeps its mode, and a new one gets 0o644. ``within``, when
-    given, is the folder the written file must stay inside.
+    given, is the folder the written file must stay inside. A missing folder is made, unless
+    ``parents=False``: a file a person named (``bake --out``, ``import --out``) goes into a folder
+    that exists, as docs/errors.md says, or nothing is written.
     """
-    if isinstance(data, str):
-        data = data.encode("utf-8")
     target = resolve_target(path, within=within)
     existed = target.exists()
+    if isinstance(data, str):
+        kept = "the previous file is unchanged" if existed else "nothing was written"
+        data = encode(data, target=path, what="file", kept=kept)
     if mode is None:
         mode = target.stat().st_mode & 0o777 if existed else 0o644
     directory = target.parent
+    if not parents:
+        need_folder(path, directory)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        if parents:
+            directory.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise _error(path, exc, existed=existed) from None
@@ -63,6 +75,16 @@ def write_atomic(
     _sync_dir(directory)
 
 
+def need_folder(path: Path, directory: Path) -> None:
+    """Refuse a write to ``path`` whose folder ``directory`` is missing (or not a folder)."""
+    if not directory.is_dir():
+        problem = "is not a folder" if directory.exists() else "does not exist"
+        raise ConfigError(
+            f"{path}: folder {directory} {problem}; nothing was written; create it or pass "
+            "a path in an existing folder"
+        )
+
+
 def plain_folder(path: Path) -> Path:
     """``path`` as a folder to write into that no link leads out of: no part of it, as written,
     is a symlink (a checkout of someone else's branch may commit one where the folder goes).
@@ -77,6 +99,11 @@ def plain_folder(path: Path) -> Path:
                 f"{path}: {part} is a symlink (to {part.readlink()}); refusing to write through "
                 "it, write into a plain folder"
             )
+    return folder_to_write(path)
+
+
+def folder_to_write(path: Path) -> Path:
+    """``path`` as a folder to write into (made later where missing): not a file or device."""
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{path}: not a folder; pass a folder to write into")
     return path

@@ -9,12 +9,21 @@ A careless path or a hostile file must end in a one-line refusal, never a hang o
   file that grows while we read it (or lies about its size, as ``/proc`` files do) is still bounded;
 - parsers recurse: tomllib, PyYAML and json raise ``RecursionError`` on a few thousand nested
   brackets and ``ValueError`` on an integer of over 4300 digits. :func:`parse` turns both into the
-  project's error, and :func:`check_shape` bounds the depth and integers of what did parse.
+  project's error, and :func:`check_shape` bounds the depth and integers of what did parse (and
+  refuses a lone surrogate, which a JSON or YAML escape such as ``\\ud800`` can make);
+- lines end at LF (:func:`lines`), as TOML, Dockerfiles and CODEOWNERS count them:
+  ``str.splitlines()`` also breaks at form feed, U+0085 and U+2028, and every later line number
+  would be off;
+- state files (pid and port files) hold one small number (:func:`read_state_int`), and a path
+  handed in is resolved with a symlink loop or a permission problem said in one line
+  (:func:`resolve`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable, Iterable
@@ -22,6 +31,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from twinbuild.errors import ConfigError
+from twinbuild.util.values import lone_surrogate
 
 MAX_DEPTH = 32
 """Deepest nesting accepted in a parsed file: our manifests, workflows and evidence use under 10."""
@@ -49,18 +59,28 @@ def kind_of(mode: int) -> str:
     return "not a regular file"
 
 
-def _not_regular(path: Path, mode: int, what: str) -> ConfigError:
+def _not_regular(path: Path, mode: int, what: str, remedy: str | None) -> ConfigError:
     kind = kind_of(mode)
     if path.is_symlink():
         kind = f"a link to {os.path.realpath(path)}, {kind}"
-    return ConfigError(f"{path}: is {kind}, not a regular file; pass the {what} file itself")
+    noun = what if what.endswith("file") else f"{what} file"
+    fix = remedy or f"pass the {noun} itself"
+    return ConfigError(f"{path}: is {kind}, not a regular file; {fix}")
 
 
-def read_bytes(path: Path, *, limit: int, what: str = "input", missing: str | None = None) -> bytes:
+def read_bytes(
+    path: Path,
+    *,
+    limit: int,
+    what: str = "input",
+    missing: str | None = None,
+    remedy: str | None = None,
+) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit`` of them, or a refusal.
 
     ``what`` names the file in messages ("manifest", "workflow"); ``missing`` replaces what is said
-    after the path when the file does not exist.
+    after the path when the file does not exist, ``remedy`` what to do about one that is not a
+    regular file.
     """
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
@@ -75,7 +95,7 @@ def read_bytes(path: Path, *, limit: int, what: str = "input", missing: str | No
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise _not_regular(path, info.st_mode, what)
+            raise _not_regular(path, info.st_mode, what, remedy)
         if info.st_size > limit:
             raise _too_large(path, info.st_size, limit, what)
         os.set_blocking(fd, True)
@@ -131,23 +151,88 @@ def read_text(
     return decode(data, source=str(path), what=what, bom=bom)
 
 
+def too_deep(source: str, what: str) -> ConfigError:
+    """What a file nested past what its parser can (or may, quickly) read is told."""
+    return ConfigError(
+        f"{source}: nested too deeply to read (a {what} needs at most {MAX_DEPTH} levels); "
+        "is this the right file?"
+    )
+
+
 def parse(loader: Callable[[], _T], *, source: str, what: str) -> _T:
     """Run a parser, turning its recursion and huge-integer failures into a :class:`ConfigError`."""
     try:
         return loader()
     except RecursionError:
-        raise ConfigError(
-            f"{source}: nested too deeply to read (a {what} needs at most {MAX_DEPTH} levels); "
-            "is this the right file?"
-        ) from None
+        raise too_deep(source, what) from None
     except ValueError as exc:
         # int('9' * 5000) is refused by Python itself (sys.get_int_max_str_digits).
         if "integer string conversion" not in str(exc):
             raise
-        raise ConfigError(
-            f"{source}: a number with over {sys.get_int_max_str_digits()} digits; "
-            f"a {what} holds no such number, is this the right file?"
-        ) from None
+        raise huge_number(source, what) from None
+
+
+def huge_number(source: str, what: str, text: str | None = None) -> ConfigError:
+    """The refusal of a number too long for ``int()``, at its line when ``text`` is given (not
+    Python's advice to raise ``sys.set_int_max_str_digits()``)."""
+    limit = sys.get_int_max_str_digits()
+    found = re.search(rf"[0-9_]{{{limit + 1},}}", text) if text is not None else None
+    at = f":{text.count(chr(10), 0, found.start()) + 1}" if text and found else ""
+    return ConfigError(
+        f"{source}{at}: a number with over {limit} digits; a {what} holds no such number, "
+        "is this the right file?"
+    )
+
+
+def lines(text: str) -> list[str]:
+    """``text`` split into lines as TOML, a Dockerfile or CODEOWNERS counts them: at LF, a CR
+    before it dropped (``str.splitlines()`` also breaks at FF, U+0085, U+2028, ...)."""
+    found = text.split("\n")
+    if found and found[-1] == "":
+        found.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in found]
+
+
+STATE_LIMIT = 64
+"""Bytes a state file (a pid or port file twinbuild wrote) may hold: one number and a newline."""
+
+
+def read_state_int(path: Path, *, low: int, high: int) -> int | None:
+    """The number in twinbuild's own state file ``path`` (a pidfile, a portfile).
+
+    None when the file is missing or holds anything but ASCII digits from ``low`` to ``high``
+    (a stale or garbled file, which the next start replaces); a FIFO, device or folder there, or
+    a file that cannot be read, is refused in one line (a FIFO would block the read forever).
+    """
+    if not os.path.lexists(path):
+        return None
+    remedy = "it is twinbuild's own state: remove it and re-run"
+    data = read_bytes(
+        path, limit=STATE_LIMIT, what="state file", missing=f"a dangling link; {remedy}",
+        remedy=remedy,
+    )  # fmt: skip
+    text = data.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= len(str(high))):
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
+
+
+def resolve(path: Path, *, name: str) -> Path:
+    """``path`` made absolute with every link followed, or one line naming ``name`` (the option
+    that gave it): a link loop (``RuntimeError`` before Python 3.13) or an unreadable folder."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        problem = "a symlink loop (too many levels of symbolic links)"
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise ConfigError(
+                f"{name}: {path}: cannot be resolved: {exc.strerror}; check the path and its "
+                "permissions"
+            ) from None
+        problem = "a symlink loop (too many levels of symbolic links)"
+    raise ConfigError(f"{name}: {path}: {problem}; pass a path that leads to a file")
 
 
 def check_shape(
@@ -158,12 +243,15 @@ def check_shape(
     children: Callable[[object], Iterable[tuple[str, object]]] | None = None,
     max_depth: int = MAX_DEPTH,
     too_deep: str | None = None,
+    integers: bool = True,
 ) -> None:
     """Refuse nesting deeper than ``max_depth`` and integers beyond a signed 64-bit range.
 
     ``children`` lists a node's (key, child) pairs (default: dicts, lists and tuples); the walk is
     iterative, so it cannot itself run out of stack. Messages name the key path of the culprit;
-    ``too_deep``, where given, is the message for nesting instead (the manifest has its own).
+    ``too_deep``, where given, is the message for nesting instead (the manifest has its own);
+    ``integers=False`` leaves integers to a reader with bounds of its own (strict JSON).
+    Text holding a lone surrogate (a JSON or YAML escape of half a character) is refused too.
     This is the one depth guard for parsed documents; strict JSON also bounds its bytes before
     parsing (``strictjson``), since ``json`` itself recurses.
     """
@@ -176,7 +264,14 @@ def check_shape(
             continue
         seen.add(id(node))
         at = f" at '{where}'" if where else ""
-        if isinstance(node, int) and not isinstance(node, bool) and abs(node) > MAX_INT:
+        if isinstance(node, str):
+            _no_surrogate(node, source=source, what=what, at=at)
+        if (
+            integers
+            and isinstance(node, int)
+            and not isinstance(node, bool)
+            and abs(node) > MAX_INT
+        ):
             raise ConfigError(
                 f"{source}: the integer{at} does not fit in 64 bits (over {MAX_INT}); "
                 f"a {what} holds no such number"
@@ -189,6 +284,7 @@ def check_shape(
                 "is this the right file?"
             )
         for key, kid in kids:
+            _no_surrogate(key, source=source, what=what, at=at, part="key")
             stack.append(
                 (
                     kid,
@@ -204,3 +300,12 @@ def _children(node: object) -> Iterable[tuple[str, object]]:
     if isinstance(node, list | tuple):
         return ((f"[{i}]", v) for i, v in enumerate(node))
     return ()
+
+
+def _no_surrogate(text: str, *, source: str, what: str, at: str, part: str = "text") -> None:
+    index = lone_surrogate(text)
+    if index is not None:
+        raise ConfigError(
+            f"{source}: the {part}{at} holds a lone surrogate ({text[index]!r}), an escape of "
+            f"half a character; a {what} holds only text, is this the right file?"
+        )

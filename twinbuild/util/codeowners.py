@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import bounded
 
 #: Where GitHub looks, in its order.
 LOCATIONS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
@@ -60,7 +61,7 @@ class CodeOwners:
 def parse(text: str, *, source: str) -> CodeOwners:
     """The rules of a CODEOWNERS file; a line GitHub would skip is refused, naming it."""
     rules = []
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(bounded.lines(text), start=1):  # LF ends a line, as for GitHub
         line = re.split(r"(?:^|\s)#", raw, maxsplit=1)[0].strip()
         if not line:
             continue

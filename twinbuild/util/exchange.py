@@ -117,6 +117,7 @@ class Request:
     limit: int = 64 << 10  # most bytes of answer body read
     limit_note: str = ""  # why that limit, for the refusal ("a manifest is at most 4 MiB")
     loopback: bool = False  # plain HTTP: connect only to loopback addresses
+    peer: str = "registry"  # what messages call the other end: "registry", "index", "server"
 
     @property
     def host(self) -> str:
@@ -213,7 +214,7 @@ def _response(
         raise EngineError(f"{request.what}: {exc}; refusing {request.target}") from None
     except (OSError, http.client.HTTPException) as exc:
         raise EngineError(
-            f"{request.what}: the registry {request.host} does not answer {request.target} "
+            f"{request.what}: the {request.peer} {request.host} does not answer {request.target} "
             f"({_reason(exc)})"
         ) from None
     finally:
@@ -226,11 +227,11 @@ def _late(request: Request, deadline: Deadline, clock: Clock) -> EngineError:
     hint = f" ({clock.hint})" if clock.hint else ""
     if deadline.budget_bound:
         return EngineError(
-            f"{request.what}: the registry {request.host} had not answered {request.target} "
+            f"{request.what}: the {request.peer} {request.host} had not answered {request.target} "
             f"when this command's {clock.budget:g}s for registry requests ran out{hint}"
         )
     return EngineError(
-        f"{request.what}: the registry {request.host} sent no complete answer to "
+        f"{request.what}: the {request.peer} {request.host} sent no complete answer to "
         f"{request.target} within {clock.timeout:g}s{hint}"
     )
 
@@ -250,8 +251,8 @@ def _too_large(request: Request, limit: int, detail: str) -> EngineError:
     note = f"; {request.limit_note}" if request.limit_note else ""
     said = f" ({detail})" if detail else ""
     return EngineError(
-        f"{request.what}: the registry {request.host} answered {request.target} with more than "
-        f"{size_text(limit)}{said}{note}; refusing it"
+        f"{request.what}: the {request.peer} {request.host} answered {request.target} with more "
+        f"than {size_text(limit)}{said}{note}; refusing it"
     )
 
 

@@ -41,35 +41,35 @@ def run_git(
     """Run git in ``repo``; never prompts, never raises for a non-zero exit.
 
     ``binary`` returns stdout and stderr as bytes (a blob, an archive, a ``-z`` listing: not
-    text). ``stdin`` is what git reads (``cat-file --batch`` requests); without it git reads
-    nothing, so nothing may wait for an answer that never comes.
+    text). Text is git's output decoded as UTF-8 with U+FFFD for what is not (a Latin-1 commit
+    subject, a file name in another encoding): a file's content is read with ``binary`` and
+    decoded by its reader, which names the file and line. ``stdin`` is what git reads
+    (``cat-file --batch`` requests); without it git reads nothing, so nothing may wait for an
+    answer that never comes.
     """
     env = {**os.environ, **_ENV}
     try:
-        if stdin is None:
-            return subprocess.run(
-                ["git", "-C", str(repo), *args],
-                capture_output=True,
-                text=not binary,
-                timeout=GIT_TIMEOUT_S,
-                check=False,
-                env=env,
-                stdin=subprocess.DEVNULL,
-            )
-        return subprocess.run(
+        proc: subprocess.CompletedProcess[bytes] = subprocess.run(
             ["git", "-C", str(repo), *args],
             capture_output=True,
-            text=not binary,
-            input=stdin if binary else stdin.decode("utf-8"),
             timeout=GIT_TIMEOUT_S,
             check=False,
             env=env,
+            input=b"" if stdin is None else stdin,  # git reads nothing unless asked to
         )
     except FileNotFoundError:
         raise ConfigError("git: not found on PATH; install git") from None
     except subprocess.TimeoutExpired:
         command = " ".join(args)
         raise ConfigError(f"git -C {repo} {command}: no answer in {GIT_TIMEOUT_S}s") from None
+    if binary:
+        return proc
+    return subprocess.CompletedProcess(
+        proc.args,
+        proc.returncode,
+        proc.stdout.decode("utf-8", "replace"),
+        proc.stderr.decode("utf-8", "replace"),
+    )
 
 
 def rev_arg(value: str, *, option: str) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import environ as environment
 from twinbuild.util import strictjson
 from twinbuild.util.append import append_text
 
@@ -79,7 +80,7 @@ def write_outputs(
     values: Mapping[str, str], *, who: str, environ: Mapping[str, str] = os.environ
 ) -> Path:
     """Append ``values`` to the file named by ``$GITHUB_OUTPUT``; ``who`` names the command."""
-    name = environ.get("GITHUB_OUTPUT")
+    name = environment.text("GITHUB_OUTPUT", environ)
     if not name:
         raise ConfigError(
             f"{who} --github-output: GITHUB_OUTPUT is not set; run it in a GitHub Actions step "
@@ -99,7 +100,7 @@ def append_outputs(path: Path, values: Mapping[str, str]) -> None:
 
 def step_summary(environ: Mapping[str, str] = os.environ) -> Path | None:
     """The job's step summary file (``$GITHUB_STEP_SUMMARY``), or None outside Actions."""
-    name = environ.get("GITHUB_STEP_SUMMARY")
+    name = environment.text("GITHUB_STEP_SUMMARY", environ)
     return Path(name) if name else None
 
 
@@ -116,15 +117,18 @@ def event(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
 
     Read strictly: a payload that two JSON readers would see differently is refused.
     """
-    name = environ.get("GITHUB_EVENT_PATH")
+    name = environment.text("GITHUB_EVENT_PATH", environ)
     if not name:
         return {}
-    return event_at(Path(name))
+    try:
+        return event_at(Path(name))
+    except ConfigError as exc:  # say where the path came from: no option names it
+        raise ConfigError(f"$GITHUB_EVENT_PATH {exc}") from None
 
 
 def event_at(path: Path) -> dict[str, Any]:
     """The event payload at ``path``, strictly read; it must be a JSON object."""
-    data = strictjson.load(path, max_bytes=EVENT_MAX_BYTES)
+    data = strictjson.load(path, max_bytes=EVENT_MAX_BYTES, what="GitHub event payload")
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: the GitHub event payload is not a JSON object")
     return data

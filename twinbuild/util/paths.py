@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import environ
 
 
 def cache_root() -> Path:
     """The cache folder: ``$TWINBUILD_CACHE``, else ``~/.cache/twinbuild``."""
-    env = os.environ.get("TWINBUILD_CACHE")
+    env = environ.text("TWINBUILD_CACHE")
     if env:
         return Path(env)
     try:

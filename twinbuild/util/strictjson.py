@@ -27,46 +27,54 @@ MAX_NUMBER_CHARS = 32
 """Longest number we convert: a run id has 19 digits; thousands of digits only cost time."""
 
 _T = TypeVar("_T", bound=str)
-_TOO_LARGE = "too large for evidence, is this the right file?"
+EVIDENCE = "evidence"
 
 
-def read_bytes(path: Path, *, max_bytes: int = MAX_BYTES) -> bytes:
-    """The file's bytes, refusing a missing, special or oversized file before reading it."""
-    return bounded.read_bytes(path, limit=max_bytes, what="evidence file")
+def read_bytes(path: Path, *, max_bytes: int = MAX_BYTES, what: str = EVIDENCE) -> bytes:
+    """The file's bytes, refusing a missing, special or oversized file before reading it.
+
+    ``what`` names the document in messages: evidence, the GitHub event payload, an API answer.
+    """
+    return bounded.read_bytes(path, limit=max_bytes, what=f"{what} file")
 
 
-def load(path: Path, *, max_bytes: int = MAX_BYTES) -> Any:
+def load(path: Path, *, max_bytes: int = MAX_BYTES, what: str = EVIDENCE) -> Any:
     """Parse the file at ``path`` strictly (see :func:`loads`)."""
-    return loads(read_bytes(path, max_bytes=max_bytes), source=str(path), max_bytes=max_bytes)
+    data = read_bytes(path, max_bytes=max_bytes, what=what)
+    return loads(data, source=str(path), max_bytes=max_bytes, what=what)
 
 
-def loads(data: bytes, *, source: str, max_bytes: int = MAX_BYTES) -> Any:
+def loads(data: bytes, *, source: str, max_bytes: int = MAX_BYTES, what: str = EVIDENCE) -> Any:
     """Parse ``data`` as one strict JSON document; ``source`` names it in messages.
 
     Refused: empty input, more than ``max_bytes``, bytes that are not UTF-8 (or a byte order mark),
-    duplicate keys, ``NaN``/``Infinity`` or numbers too large for a float, a truncated document and
+    duplicate keys, ``NaN``/``Infinity`` or numbers too large for a float, a lone surrogate escape
+    (``"\\ud800"``: half a character, which no file can be written with), a truncated document and
     anything after the document.
     """
     if not data.strip():
         raise ConfigError(f"{source}: empty file; re-run the step that writes it")
     if len(data) > max_bytes:
-        raise ConfigError(f"{source}: larger than {max_bytes} bytes; {_TOO_LARGE}")
+        raise ConfigError(
+            f"{source}: larger than {max_bytes} bytes; too large for {what}, is this the right "
+            "file?"
+        )
     if data.startswith(b"\xef\xbb\xbf"):
         raise ConfigError(f"{source}: starts with a byte order mark; write plain UTF-8 JSON")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
-            f"{source}: byte {exc.start} is not UTF-8; evidence is UTF-8 JSON, re-create the file"
+            f"{source}: byte {exc.start} is not UTF-8; {what} is UTF-8 JSON, re-create the file"
         ) from None
-    depth = _depth(data)
-    if depth > MAX_DEPTH:
+    found = _depth(data)
+    if found > MAX_DEPTH:
         raise ConfigError(
-            f"{source}: objects and arrays nested {depth} deep, over the limit of {MAX_DEPTH}; "
-            "evidence nests a few levels, re-create the file"
+            f"{source}: objects and arrays nested {found} deep, over the limit of {MAX_DEPTH}; "
+            f"{what} nests a few levels, re-create the file"
         )
     try:
-        return json.loads(
+        doc = json.loads(
             text,
             object_pairs_hook=_unique_keys,
             parse_constant=_no_constant,
@@ -88,6 +96,9 @@ def loads(data: bytes, *, source: str, max_bytes: int = MAX_BYTES) -> Any:
                 f"{where}: the JSON document ends early (truncated?): {exc.msg}; re-create the file"
             ) from None
         raise ConfigError(f"{where}: invalid JSON: {exc.msg}") from None
+    if "\\u" in text:  # only an escape can make a lone surrogate
+        bounded.check_shape(doc, source=source, what=what, integers=False)
+    return doc
 
 
 class _Refused(ValueError):
@@ -112,6 +123,12 @@ def _no_constant(name: str) -> float:
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # unrolled: linear time
 _OPEN_CLOSE = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
 _NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def depth(data: bytes) -> int:
+    """How deep ``[``/``{`` nest in the JSON ``data`` (outside strings), in linear time and
+    without recursion: the check before anything that hands brackets to ``json``."""
+    return _depth(data)
 
 
 def _depth(data: bytes) -> int:

@@ -1,0 +1,225 @@
+"""A url pin's version bump moves its download: the url with it, and a new sha256 or nothing.
+
+Before, ``pins bump kubectl --version 1.37.0`` wrote the version and kept the v1.36.3 url and its
+sha256; the lint stayed clean and the build got KUBECTL_VERSION=1.37.0 with the old binary. The
+real manifest's url pins are bumped here (a copy), the new file served on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.server
+import shutil
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import edit
+from twinbuild.cli.main import main
+from twinbuild.errors import ConfigError, EngineError
+from twinbuild.lint.checks import lint_manifest
+from twinbuild.manifest.loader import load, loads
+from twinbuild.pins.bump import BumpRequest, bump
+
+ROOT = Path(__file__).resolve().parents[2]
+OLD_URL = "https://dl.k8s.io/release/v1.36.3/bin/linux/amd64/kubectl"
+NEW_URL = "https://dl.k8s.io/release/v1.37.0/bin/linux/amd64/kubectl"
+OLD_SHA = "ebbd080e7c2e275093b55915722043257eb24004363e20acb3c4d71919f88336"
+NEW_SHA = "ab" * 32
+BODY = b"kubectl 1.37.0, as served\n" * 1000
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    (tmp_path / "pins").mkdir()
+    path = tmp_path / "pins" / "manifest.toml"
+    shutil.copy(ROOT / "pins" / "manifest.toml", path)
+    return path
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    def do_GET(self) -> None:
+        if self.path == "/v1.37.0/moved":
+            self.send_response(302)
+            self.send_header("Location", "/release/v1.37.0/kubectl")
+            self.end_headers()
+            return
+        if self.path != "/release/v1.37.0/kubectl":
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def server() -> Iterator[str]:
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _refused(fetch_url: list[str]) -> object:
+    def fetch(url: str, what: str) -> str:
+        fetch_url.append(url)
+        raise EngineError(f"{what}: the server dl.k8s.io does not answer GET {url}")
+
+    return fetch
+
+
+def test_a_version_bump_moves_the_url_and_takes_the_given_sha256(manifest: Path) -> None:
+    before = manifest.read_text()
+    result = bump(
+        manifest,
+        BumpRequest(name="kubectl", version="1.37.0", sha256=NEW_SHA, why="kubectl 1.37.0"),
+    )
+    after = manifest.read_text()
+    assert after == before.replace(OLD_URL, NEW_URL).replace(OLD_SHA, NEW_SHA).replace(
+        'version = "1.36.3"', 'version = "1.37.0"'
+    ).replace(
+        "K L4, L10-13 (KUBECTL_VERSION v1.36.3); sha256 of the linux/amd64 binary as published "
+        "in kubectl.sha256 and cited by several public pins",
+        "kubectl 1.37.0",
+    )
+    assert result.moved["cuda"] == (f"{OLD_URL} sha256:{OLD_SHA}", f"{NEW_URL} sha256:{NEW_SHA}")
+    assert not lint_manifest(load(manifest)).findings
+
+
+def test_without_a_sha256_the_moved_url_is_fetched_and_a_failure_writes_nothing(
+    manifest: Path,
+) -> None:
+    before = manifest.read_bytes()
+    asked: list[str] = []
+    with pytest.raises(EngineError, match="does not answer"):
+        bump(
+            manifest,
+            BumpRequest(name="kubectl", version="1.37.0", why="kubectl 1.37.0"),
+            fetch=_refused(asked),  # type: ignore[arg-type]
+        )
+    assert asked == [NEW_URL]
+    assert manifest.read_bytes() == before
+
+
+def test_the_new_download_is_fetched_and_hashed_through_a_redirect(
+    manifest: Path, server: str
+) -> None:
+    result = bump(
+        manifest,
+        BumpRequest(
+            name="kubectl",
+            version="1.37.0",
+            url=f"{server}/v1.37.0/moved",
+            why="kubectl 1.37.0",
+        ),
+    )
+    digest = hashlib.sha256(BODY).hexdigest()
+    assert f'url = "{server}/v1.37.0/moved"' in manifest.read_text()
+    assert f'sha256 = "{digest}"' in manifest.read_text()
+    assert result.moved["rocm"][1] == f"{server}/v1.37.0/moved sha256:{digest}"
+    assert not lint_manifest(load(manifest)).findings
+
+
+def test_an_unreachable_download_is_one_line_and_nothing_written(manifest: Path) -> None:
+    before = manifest.read_bytes()
+    closed = "http://127.0.0.1:9/release/v1.37.0/kubectl"  # discard: nothing listens
+    with pytest.raises(EngineError) as refused:
+        bump(
+            manifest,
+            BumpRequest(name="kubectl", version="1.37.0", url=closed, why="kubectl 1.37.0"),
+        )
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "connection refused" in message
+    assert "pass --sha256 HEX" in message
+    assert manifest.read_bytes() == before
+
+
+def test_the_old_sha256_beside_a_new_url_is_refused(manifest: Path) -> None:
+    before = manifest.read_bytes()
+    with pytest.raises(ConfigError, match="old download's"):
+        bump(
+            manifest,
+            BumpRequest(name="kubectl", version="1.37.0", sha256=OLD_SHA, why="kubectl 1.37.0"),
+        )
+    assert manifest.read_bytes() == before
+
+
+def test_a_url_that_does_not_carry_the_version_fails_the_lint_and_writes_nothing(
+    manifest: Path,
+) -> None:
+    before = manifest.read_bytes()
+    with pytest.raises(ConfigError, match="TB012") as refused:
+        bump(
+            manifest,
+            BumpRequest(
+                name="helm", version="4.3.0", sha256=NEW_SHA, why="helm 4.3.0",
+                url="https://get.helm.sh/helm-v4.2.9-linux-amd64.tar.gz",
+            ),
+        )  # fmt: skip
+    assert "its url carries 4.2.9" in str(refused.value)
+    assert manifest.read_bytes() == before
+
+
+def test_a_pin_whose_version_is_what_its_download_installs_keeps_the_url(manifest: Path) -> None:
+    before = manifest.read_text()
+    result = bump(manifest, BumpRequest(name="rust", version="1.92.0", why="Rust 1.92.0"))
+    assert "rustup/archive/1.28.2/" in manifest.read_text()
+    assert manifest.read_text().count("1.92.0") == 2  # the version and the why
+    assert result.moved["rocm"][1].endswith("version 1.92.0")
+    assert len(manifest.read_text()) != len(before)
+    with pytest.raises(ConfigError, match="its download stays"):
+        bump(manifest, BumpRequest(name="rust", version="1.93.0", sha256=NEW_SHA, why="x y"))
+
+
+def test_url_and_sha256_belong_to_url_pins(manifest: Path) -> None:
+    with pytest.raises(ConfigError, match="move a url pin's download"):
+        bump(manifest, BumpRequest(name="numba", version="0.65.2", sha256=NEW_SHA, why="numba"))
+    with pytest.raises(ConfigError, match="not 64 lower-case hex"):
+        bump(manifest, BumpRequest(name="kubectl", version="1.37.0", sha256="AB", why="k 1.37"))
+
+
+def test_the_issue_case_on_the_command_line_writes_nothing(
+    manifest: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = manifest.read_bytes()
+    argv = ["pins", "bump", "kubectl", "--version", "1.37.0", "--why", "kubectl 1.37.0",
+            "--manifest", str(manifest), "--url", "http://127.0.0.1:9/v1.37.0/kubectl"]  # fmt: skip
+    assert main(argv) == 3
+    assert manifest.read_bytes() == before
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("twinbuild: pins bump kubectl: the server 127.0.0.1:9 does not answer")
+
+
+def test_the_lint_refuses_a_url_pin_whose_version_is_not_its_urls(manifest: Path) -> None:
+    edit(manifest, 'version = "1.36.3"', 'version = "1.37.0"')  # the bug: the version alone
+    findings = lint_manifest(load(manifest)).findings
+    assert [(f.code, f.message) for f in findings] == [
+        (
+            "TB012",
+            "pins.kubectl.version: '1.37.0' but its url carries 1.36.3; move both with "
+            "twinbuild pins bump kubectl --version 1.37.0 (it moves the url and takes a new "
+            'sha256), or, where the download installs that version, say so: installs = "what '
+            'it installs"',
+        )
+    ]
+
+
+def test_installs_is_only_for_a_url_pin_with_a_version(manifest: Path) -> None:
+    text = manifest.read_text().replace(
+        "[pins.numba]\n", '[pins.numba]\ninstalls = "numba itself"\n'
+    )
+    findings = lint_manifest(loads(text, manifest)).findings
+    assert [f.code for f in findings] == ["TB012"]
+    assert "only a url pin with a version" in findings[0].message

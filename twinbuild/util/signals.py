@@ -1,0 +1,56 @@
+"""SIGINT and SIGTERM: one handler, exit code 130, nothing half-done kept.
+
+Python turns SIGINT into ``KeyboardInterrupt`` but lets SIGTERM kill the process where it
+stands (exit 143), so a ``pins bump`` stopped by CI left ``pins/.manifest.toml.*.tmp`` behind.
+Here both raise :class:`Stopped` (a ``KeyboardInterrupt``) in the main thread, so the code that
+was running unwinds: ``write_atomic`` removes its temporary file, ``bake`` its half-staged
+folders, ``keygen`` the private key it wrote without its public one; ``twinbuild.cli.main``
+says which signal it was and exits 130 (docs/errors.md). SIGKILL cannot be caught; nothing
+twinbuild writes is visible before its final rename, so it leaves a stray temporary file at
+most, never a half-written one.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+STOPPING = (signal.SIGINT, signal.SIGTERM)
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGINT or SIGTERM arrived; ``name`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.name = signal.Signals(signum).name
+
+
+def stopped_by(exc: KeyboardInterrupt) -> str:
+    """The signal's name for an interrupt (a plain ``KeyboardInterrupt`` is SIGINT's)."""
+    return exc.name if isinstance(exc, Stopped) else "SIGINT"
+
+
+@contextmanager
+def stopping(make: Callable[[str], BaseException] | None = None) -> Iterator[None]:
+    """For the block, SIGINT and SIGTERM raise ``make(name)`` (default :class:`Stopped`); the
+    previous handlers come back after it. Outside the main thread (where Python delivers no
+    signal) it does nothing."""
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        if make is None:
+            raise Stopped(signum)
+        raise make(signal.Signals(signum).name)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, stop) for s in STOPPING}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
