@@ -24,11 +24,11 @@ from twinbuild.cli.main import main
 from twinbuild.engine.buildx import ensure_buildx
 from twinbuild.engine.client import Engine, connect
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import PLATFORMS
 
 pytestmark = pytest.mark.docker
 
 CREATED = "org.opencontainers.image.created"
+VARIANTS = ("cuda", "rocm")  # the mini project's, each on linux/amd64
 
 
 @pytest.fixture(scope="module")
@@ -103,22 +103,22 @@ def test_the_local_profile_builds_through_buildx_as_twinbuild_build_does(
     targets = resolved["target"]
     assert isinstance(targets, dict)
     assert set(targets) == {"cuda-amd64", "rocm-amd64"}
-    built = {b["platform"]: b for b in baked["built"]}
-    for platform in PLATFORMS:
+    built = {b["image"]["variant"]: b for b in baked["built"]}
+    for platform in VARIANTS:
         target = targets[f"{platform}-amd64"]
         image = built[platform]["image_id"]
         # exactly the resolved definition: its labels are on the image (beside the base's own)
         assert dict(engine.image_labels(image)).items() >= target["labels"].items()
-        assert target["tags"] == [f"twinbuild/{platform}:local"]
-        assert engine.inspect_image(f"twinbuild/{platform}:local")["Id"] == image  # type: ignore[index]
+        assert target["tags"] == [f"twinbuild/{platform}:local-amd64"]
+        assert engine.inspect_image(f"twinbuild/{platform}:local-amd64")["Id"] == image  # type: ignore[index]
 
     # smoke takes the baked image, and evidence record takes its report
     # (by the build record bake wrote: it names the baked image and the pins its profile skips)
     reports = tmp_path / "reports"
-    for platform in PLATFORMS:
-        recorded = json.loads((project / f"build/local/{platform}/image.json").read_text())
+    for platform in VARIANTS:
+        recorded = json.loads((project / f"build/local/{platform}/amd64/image.json").read_text())
         assert recorded["image_id"] == built[platform]["image_id"]
-        assert main(["smoke", "--root", str(project), "--platform", platform, "--report-dir",
+        assert main(["smoke", "--root", str(project), "--variant", platform, "--report-dir",
                      str(reports / platform), "-q"]) == 0  # fmt: skip
     capsys.readouterr()
     head = git(project, "rev-parse", "HEAD").strip()
@@ -130,24 +130,25 @@ def test_the_local_profile_builds_through_buildx_as_twinbuild_build_does(
         "RUNNER_NAME=local\nRUNNER_ENVIRONMENT=self-hosted\n"
     )
     monkeypatch.delenv("GITHUB_ACTIONS", raising=False)  # a dry run, as on a laptop
-    for platform in PLATFORMS:
-        assert main(["evidence", "record", "--platform", platform, "--report-dir",
+    for platform in VARIANTS:
+        assert main(["evidence", "record", "--variant", platform, "--arch", "linux/amd64",
+                     "--report-dir",
                      str(reports / platform), "--out", str(tmp_path / "statements"),
                      "--commit", head, "--pr", "1", "--repo", str(project),
                      "--env-file", str(env_file), "--repository-id", "42",
                      "--format", "json"]) == 0  # fmt: skip
         recorded = json.loads(capsys.readouterr().out)
-        assert recorded["platform"] == platform
+        assert recorded["variant"] == platform
         assert Path(recorded["statement"]).is_file()
 
     # twinbuild build of the same tree finds them up to date: the same inputs hash and labels
     assert main(["build", "--root", str(project), "-q"]) == 0
     out = capsys.readouterr().out
     assert out.count(": up to date (") == 2, out
-    baked_labels = {p: _labels(engine, built[p]["image_id"]) for p in PLATFORMS}
+    baked_labels = {p: _labels(engine, built[p]["image_id"]) for p in VARIANTS}
     assert main(["build", "--root", str(project), "--force", "-q", "--format", "json"]) == 0
-    forced = {r["platform"]: r for r in json.loads(capsys.readouterr().out)}
-    for platform in PLATFORMS:
+    forced = {r["image"]["variant"]: r for r in json.loads(capsys.readouterr().out)}
+    for platform in VARIANTS:
         assert _labels(engine, forced[platform]["image_id"]) == baked_labels[platform]
         assert (
             forced[platform]["inputs_hash"] == baked_labels[platform]["org.twinbuild.inputs-hash"]

@@ -70,6 +70,20 @@ def server() -> Iterator[str]:
         httpd.server_close()
 
 
+def _one_download(manifest: Path) -> None:
+    """Leave kubectl one download (the amd64 binary on every image): what one --sha256 names."""
+    text = manifest.read_text()
+    start = text.index("[pins.kubectl.arm64]\n")
+    end = text.index("\n\n", start) + 2
+    manifest.write_text(text[:start] + text[end:])
+
+
+def _moved(result: object, family: str) -> tuple[str, str]:
+    """What moved on the first image of a variant whose name starts with ``family``."""
+    moved = result.moved  # type: ignore[attr-defined]
+    return next(v for k, v in moved.items() if k.variant.startswith(family))  # type: ignore[no-any-return]
+
+
 def _refused(fetch_url: list[str]) -> object:
     def fetch(url: str, what: str) -> str:
         fetch_url.append(url)
@@ -79,6 +93,7 @@ def _refused(fetch_url: list[str]) -> object:
 
 
 def test_a_version_bump_moves_the_url_and_takes_the_given_sha256(manifest: Path) -> None:
+    _one_download(manifest)
     before = manifest.read_text()
     result = bump(
         manifest,
@@ -88,11 +103,40 @@ def test_a_version_bump_moves_the_url_and_takes_the_given_sha256(manifest: Path)
     assert after == before.replace(OLD_URL, NEW_URL).replace(OLD_SHA, NEW_SHA).replace(
         'version = "1.36.3"', 'version = "1.37.0"'
     ).replace(
-        "K L4, L10-13 (KUBECTL_VERSION v1.36.3); sha256 of the linux/amd64 binary as published "
-        "in kubectl.sha256 and cited by several public pins",
+        "K L4, L10-13 (KUBECTL_VERSION v1.36.3, the build's architecture); sha256 of each "
+        "architecture's binary as published in kubectl.sha256 and cited by several public pins",
         "kubectl 1.37.0",
     )
-    assert result.moved["cuda"] == (f"{OLD_URL} sha256:{OLD_SHA}", f"{NEW_URL} sha256:{NEW_SHA}")
+    assert _moved(result, "cu") == (f"{OLD_URL} sha256:{OLD_SHA}", f"{NEW_URL} sha256:{NEW_SHA}")
+    assert not lint_manifest(load(manifest)).findings
+
+
+def test_one_sha256_for_each_architectures_download_is_refused(manifest: Path) -> None:
+    """kubectl downloads one binary per architecture: one --sha256 cannot be both's."""
+    before = manifest.read_bytes()
+    with pytest.raises(ConfigError, match="one --sha256 for 2 different downloads"):
+        bump(
+            manifest,
+            BumpRequest(name="kubectl", version="1.37.0", sha256=NEW_SHA, why="kubectl 1.37.0"),
+        )
+    assert manifest.read_bytes() == before
+
+
+def test_each_architectures_download_moves_with_its_own_sha256(manifest: Path) -> None:
+    hashed: list[str] = []
+
+    def fetch(url: str, what: str) -> str:
+        hashed.append(url)
+        return hashlib.sha256(url.encode()).hexdigest()
+
+    bump(manifest, BumpRequest(name="kubectl", version="1.37.0", why="kubectl 1.37.0"), fetch=fetch)
+    arm = NEW_URL.replace("amd64", "arm64")
+    assert sorted(hashed) == sorted([NEW_URL, arm])
+    moved = load(manifest)
+    for image in moved.images(moved.pins["kubectl"].variants):
+        values = next(r for r in moved.resolve(image) if r.name == "kubectl").values
+        url = arm if image.arch == "linux/arm64" else NEW_URL
+        assert (values.url, values.sha256) == (url, hashlib.sha256(url.encode()).hexdigest())
     assert not lint_manifest(load(manifest)).findings
 
 
@@ -126,7 +170,7 @@ def test_the_new_download_is_fetched_and_hashed_through_a_redirect(
     digest = hashlib.sha256(BODY).hexdigest()
     assert f'url = "{server}/v1.37.0/moved"' in manifest.read_text()
     assert f'sha256 = "{digest}"' in manifest.read_text()
-    assert result.moved["rocm"][1] == f"{server}/v1.37.0/moved sha256:{digest}"
+    assert _moved(result, "rocm")[1] == f"{server}/v1.37.0/moved sha256:{digest}"
     assert not lint_manifest(load(manifest)).findings
 
 
@@ -146,6 +190,7 @@ def test_an_unreachable_download_is_one_line_and_nothing_written(manifest: Path)
 
 
 def test_the_old_sha256_beside_a_new_url_is_refused(manifest: Path) -> None:
+    _one_download(manifest)
     before = manifest.read_bytes()
     with pytest.raises(ConfigError, match="old download's"):
         bump(
@@ -176,7 +221,7 @@ def test_a_pin_whose_version_is_what_its_download_installs_keeps_the_url(manifes
     result = bump(manifest, BumpRequest(name="rust", version="1.92.0", why="Rust 1.92.0"))
     assert "rustup/archive/1.28.2/" in manifest.read_text()
     assert manifest.read_text().count("1.92.0") == 2  # the version and the why
-    assert result.moved["rocm"][1].endswith("version 1.92.0")
+    assert _moved(result, "rocm")[1].endswith("version 1.92.0")
     assert len(manifest.read_text()) != len(before)
     with pytest.raises(ConfigError, match="its download stays"):
         bump(manifest, BumpRequest(name="rust", version="1.93.0", sha256=NEW_SHA, why="x y"))

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests import fake_registry as fake
-from tests.helpers import edit
+from tests.helpers import edit, image
 from tests.unit.evidence_builders import REPO, REPO_ID, evidence, smoke_report
 from tests.unit.gate_repos import GateRepo
 from tests.unit.gitrepos import commit_all, git
@@ -41,7 +41,7 @@ def _signed(repo: GateRepo, registry: fake.FakeRegistry, commit: str) -> tuple[s
     ref = f"{registry.address}/twinbuild-ci/cuda@{digest}"
     found = commit_inputs(commit, repo=repo.root)
     report = smoke_report("cuda", manifest_digest=found.manifest_digest)
-    report["image"]["inputs_hash"] = found.inputs["cuda"]
+    report["image"]["inputs_hash"] = found.inputs[image("cuda")]
     report["image"]["digest"] = ref
     out = repo.root.parent / f"signed-{commit[:8]}"
     out.mkdir(exist_ok=True)
@@ -55,7 +55,7 @@ def _release(
     capsys.readouterr()
     code = main(
         [
-            "release", "--platform", "cuda", "--image", ref, "--tag", "v1", "--force",
+            "release", "--variant", "cuda", "--image", ref, "--tag", "v1", "--force",
             "--evidence", str(path), "--keys", str(repo.keys), "--repository", REPO,
             "--repository-id", str(REPO_ID), *more,
         ]
@@ -86,9 +86,9 @@ def test_evidence_of_a_pr_never_merged_is_refused_from_the_default_branch(
     code, _, err = _release(capsys, gate_repo, ref, path)
     assert code == 9, err
     assert err == [
-        f"twinbuild: {path}: build.inputs_hash: the evidence tested cuda inputs "
-        f"{tested.inputs['cuda']} (commit {gate_repo.tested[:12]}), this checkout's HEAD "
-        f"{gate_repo.base[:12]} has {head.inputs['cuda']}; a release ships only what the default "
+        f"twinbuild: {path}: build.inputs_hash: the evidence tested cuda-amd64 inputs "
+        f"{tested.inputs[image('cuda')]} (commit {gate_repo.tested[:12]}), this checkout's HEAD "
+        f"{gate_repo.base[:12]} has {head.inputs[image('cuda')]}; a release ships only what the default "
         "branch holds: merge the PR, then release from a checkout of the default branch"
     ]
     _unmoved(registry)
@@ -102,7 +102,7 @@ def test_the_same_evidence_releases_once_the_pr_is_merged(
     ref, path = _signed(gate_repo, registry, gate_repo.tested)
     code, out, err = _release(capsys, gate_repo, ref, path)
     assert code == 0, err
-    assert out[-1].startswith(f"released {registry.address}/twinbuild/cuda:v1 = ")
+    assert any(line.startswith(f"released {registry.address}/twinbuild/cuda:v1 = ") for line in out)
     # A fast-forward merge (the head itself is main's HEAD) counts too.
     git(gate_repo.root, "reset", "-q", "--hard", gate_repo.tested)
     code, _, err = _release(capsys, gate_repo, ref, path)

@@ -22,7 +22,7 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import PLATFORMS, Manifest
+from twinbuild.manifest.model import Manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "39.264.1"
@@ -78,15 +78,18 @@ def _extracted(tmp_path: Path) -> list[dict[str, Any]]:
 
 
 def _pypi_expected(manifest: Manifest) -> set[tuple[str, str | None, str, str]]:
-    """(pin, platform table or None, dist, version or range or 'unpinned') per PyPI pin."""
+    """(pin, override table or None, dist, version or range or 'unpinned') per PyPI pin."""
     out: set[tuple[str, str | None, str, str]] = set()
     for name, pin in manifest.pins.items():
-        for platform in pin.platforms:
-            r = next(x for x in manifest.resolve(platform) if x.name == name)
+        for image in manifest.images(pin.variants):
+            r = next(x for x in manifest.resolve(image) if x.name == name)
             if r.kind != "pypi":
                 continue
-            own = pin.overrides.get(platform)
-            table = platform if own is not None and (own.version or own.range is not None) else None
+            table = None
+            for selector in manifest.selectors(image):  # the topmost table that sets it
+                own = pin.overrides.get(selector)
+                if own is not None and (own.version or own.range is not None):
+                    table = selector
             value = r.values.version or r.values.range or "unpinned"
             dist = canonicalize_name((r.values.dist or name).split("[", 1)[0])
             out.add((name, table, dist, value))
@@ -113,7 +116,8 @@ def test_every_git_pin_that_tracks_a_branch_is_found(extracted: list[dict[str, A
     manifest = load(ROOT / "pins/manifest.toml")
     expected = {
         (r.name, r.values.repo, r.values.track, r.values.commit)
-        for p in PLATFORMS for r in manifest.resolve(p) if r.kind == "git" and r.values.track
+        for i in manifest.images() for r in manifest.resolve(i)
+        if r.kind == "git" and r.values.track
     }  # fmt: skip
     found = {
         (d["depName"], d["packageName"], d["currentValue"], d["currentDigest"])
@@ -130,7 +134,9 @@ def test_both_bases_and_both_frontends_are_found(extracted: list[dict[str, Any]]
         for d in extracted if d["datasource"] == "docker" and d["file"] == "pins/manifest.toml"
     }  # fmt: skip
     assert bases == {
-        (p, s.base.repository, s.base.tag, s.base.digest) for p, s in manifest.platforms.items()
+        (name, v.base.repository, v.base.tag, v.base.digest)
+        for name, v in manifest.variants.items()
+        if v.base.digest
     }
     frontends = {
         d["file"]

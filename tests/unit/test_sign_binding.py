@@ -23,7 +23,6 @@ from twinbuild.cli.main import main
 from twinbuild.evidence import record, save
 from twinbuild.evidence.head import commit_inputs, validated
 from twinbuild.evidence.statement import Validated
-from twinbuild.manifest.model import Platform
 
 pytestmark = needs_git
 
@@ -215,60 +214,60 @@ def test_record_does_not_write_through_a_linked_folder(
     assert list(elsewhere.iterdir()) == []
 
 
-# One statement per platform, each from a file named for its platform. The sign job downloads
-# every evidence-* artifact of the run into one folder, and the GPU jobs run an image the PR
-# built: a ROCm runner that uploaded a CUDA statement as evidence-rocm/cuda.statement.json had it
+# One statement per image, each from a file named for its image. The sign job downloads every
+# evidence-* artifact of the run into one folder, and the GPU jobs run an image the PR built: a
+# ROCm runner that uploaded a CUDA statement as evidence-rocm/cuda-amd64.statement.json had it
 # signed over the CUDA runner's own (sorted later, written last), and a statement in a file
-# named for the other platform was signed under that name.
+# named for another image was signed under that name.
 
 
-def _save(repo: GateRepo, platform: Platform, path: Path) -> None:
-    """A statement of ``platform`` for the tested commit, as a GPU job records it, at ``path``."""
+def _save(repo: GateRepo, variant: str, path: Path) -> None:
+    """A statement of ``variant`` (amd64) for the tested commit, as a GPU job records it."""
     about = validated(repo.tested, PR, repo=repo.root)
     report = write_json(
         repo.root.parent / f"smoke-{path.parent.name}.json",
-        smoke_report(platform, manifest_digest=about.manifest_digest),
+        smoke_report(variant, manifest_digest=about.manifest_digest),
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     save(record(report, env=github_env(), now=datetime.now(UTC), validated=about), path)
 
 
-def test_a_second_statement_for_one_platform_is_refused(
+def test_a_second_statement_for_one_image_is_refused(
     repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     unsigned, out = repo.root.parent / "unsigned", repo.root.parent / "sign-out"
-    _save(repo, "cuda", unsigned / "evidence-cuda/cuda.statement.json")
-    _save(repo, "cuda", unsigned / "evidence-rocm/cuda.statement.json")  # the ROCm runner's
+    _save(repo, "cuda", unsigned / "evidence-cuda/cuda-amd64.statement.json")
+    _save(repo, "cuda", unsigned / "evidence-rocm/cuda-amd64.statement.json")  # the ROCm runner's
     capsys.readouterr()
     assert _sign(repo, unsigned, out, repo.tested) == 7
     assert capsys.readouterr().err.splitlines() == [
-        f"twinbuild: {unsigned}/evidence-rocm/cuda.statement.json: a second cuda statement (the "
-        f"first is {unsigned}/evidence-cuda/cuda.statement.json); each platform's GPU job records "
-        "one, so sign none of them: re-run the validation"
+        f"twinbuild: {unsigned}/evidence-rocm/cuda-amd64.statement.json: a second cuda "
+        f"(linux/amd64) statement (the first is {unsigned}/evidence-cuda/cuda-amd64.statement.json)"
+        "; each image's GPU job records one, so sign none of them: re-run the validation"
     ]
     assert not out.exists() or not list(out.iterdir())  # nothing signed, not even the first
 
 
-def test_a_statement_in_a_file_named_for_another_platform_is_refused(
+def test_a_statement_in_a_file_named_for_another_image_is_refused(
     repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     unsigned, out = repo.root.parent / "unsigned", repo.root.parent / "sign-out"
-    _save(repo, "cuda", unsigned / "evidence-rocm/rocm.statement.json")
+    _save(repo, "cuda", unsigned / "evidence-rocm/rocm-amd64.statement.json")
     capsys.readouterr()
     assert _sign(repo, unsigned, out, repo.tested) == 7
     assert capsys.readouterr().err.splitlines() == [
-        f"twinbuild: {unsigned}/evidence-rocm/rocm.statement.json: predicate.platform: 'cuda', "
-        "but the file is named for rocm; sign only what each platform's GPU job recorded: re-run "
-        "the validation"
+        f"twinbuild: {unsigned}/evidence-rocm/rocm-amd64.statement.json: predicate.image: cuda "
+        "(linux/amd64), but the file is named for rocm-amd64; sign only what each image's GPU job "
+        "recorded: re-run the validation"
     ]
     assert not out.exists() or not list(out.iterdir())
 
 
-def test_one_statement_per_platform_is_signed(
+def test_one_statement_per_image_is_signed(
     repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
     unsigned, out = repo.root.parent / "unsigned", repo.root.parent / "sign-out"
-    _save(repo, "cuda", unsigned / "evidence-cuda/cuda.statement.json")
-    _save(repo, "rocm", unsigned / "evidence-rocm/rocm.statement.json")
+    _save(repo, "cuda", unsigned / "evidence-cuda/cuda-amd64.statement.json")
+    _save(repo, "rocm", unsigned / "evidence-rocm/rocm-amd64.statement.json")
     assert _sign(repo, unsigned, out, repo.tested) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["cuda.dsse.json", "rocm.dsse.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["cuda-amd64.dsse.json", "rocm-amd64.dsse.json"]

@@ -270,6 +270,7 @@ def _url_versions(
                     "a version other than its download's; drop 'installs'",
                     *key, "installs")  # fmt: skip
         return
+    said: set[str] = set()  # each architecture's url may miss the same version: one finding
     for image, r in resolved.items():
         version, url = r.values.version, r.values.url
         if r.kind != "url" or version is None or url is None or url_version.carries(url, version):
@@ -283,14 +284,15 @@ def _url_versions(
         ), key)  # fmt: skip
         found = url_version.versions_in(url)
         carried = f"carries {', '.join(found)}" if found else "carries no version"
-        out.add(
-            "TB012",
+        message = (
             f"pins.{pin.name}.version: '{version}' but its url {carried}; move both with "
             f"twinbuild pins bump {pin.name} --version {version} (it moves the url and takes a "
             "new sha256), or, where the download installs that version, say so: installs = "
-            '"what it installs"',
-            *where, "version",
-        )  # fmt: skip
+            '"what it installs"'
+        )
+        if message not in said:
+            said.add(message)
+            out.add("TB012", message, *where, "version")
 
 
 def _joined(manifest: Manifest, floats: list[tuple[str, ImageKey]]) -> str:

@@ -368,7 +368,8 @@ def plan_downloads(
         out[image] = Download(url=url, sha256=sha)
     if request.sha256 is not None and len({d.url for d in out.values()}) > 1:
         raise ConfigError(
-            f"{where}: one --sha256 for {len(out)} different downloads; bump each variant "
+            f"{where}: one --sha256 for {len({d.url for d in out.values()})} different downloads; "
+            "bump each variant "
             "with --variant V --url URL --sha256 HEX"
         )
     return out
