@@ -129,9 +129,10 @@ class FakeRegistry(http.server.ThreadingHTTPServer):
             self.store.blobs[(repository, digest)] = data
         return digest
 
-    def image(self, repository: str, seed: str = "a") -> tuple[str, bytes]:
-        """An image (config, one layer, manifest) in ``repository``: (its digest, its manifest)."""
-        config = json.dumps({"seed": seed, "os": "linux", "architecture": "amd64"}).encode()
+    def image(self, repository: str, seed: str = "a", arch: str = "amd64") -> tuple[str, bytes]:
+        """An image (config, one layer, manifest) of ``arch`` in ``repository``: (its digest, its
+        manifest)."""
+        config = json.dumps({"seed": seed, "os": "linux", "architecture": arch}).encode()
         layer = f"layer {seed}".encode()
         self.put_blob(repository, config)
         self.put_blob(repository, layer)

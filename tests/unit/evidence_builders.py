@@ -237,7 +237,8 @@ def about_checkout(
 ) -> dict[str, Any]:
     """``report`` as the validation run of ``found``'s commit records it (its inputs hash and
     manifest digest), for the image ``ref`` when given."""
-    report["image"]["inputs_hash"] = found.inputs[report["platform"]]
+    key = ImageKey(variant=report["variant"], arch=report["arch"])
+    report["image"]["inputs_hash"] = found.inputs[key]
     report["manifest_digest"] = found.manifest_digest
     if ref is not None:
         report["image"]["digest"] = ref

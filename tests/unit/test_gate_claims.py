@@ -3,7 +3,7 @@
 The inputs hash covers the manifest through each platform's rendered slice: the build args and
 generated pip files, what decides the image's bytes. But the manifest also says what the image
 holds and what the smoke run holds it to: the Python and toolkit versions, the GPU architectures
-its kernels must run on, the modules that must import, the binaries, the all-reduce floors. None of
+its kernels must run on (a build arg too: ``GPU_ARCHS``), the modules that must import, the binaries, the all-reduce floors. None of
 those reaches the build, so a PR that changed only them passed the gate as "no image input
 changed" with no GPU run and, since ``pins/`` is not a trust root, no approval: the default
 branch then claimed, say, Blackwell support (``gpu_archs``) or a toolkit no GPU run ever checked.
@@ -32,14 +32,13 @@ CLAIMS = {
         'python = "3.12"\ntoolkit = "12.9"',
         'python = "3.11"\ntoolkit = "12.9"',
     ),
-    "a GPU architecture": ('gpu_archs = ["9.0", "10.0"]', 'gpu_archs = ["9.0", "10.0", "10.3"]'),
     "the modules that must import": (CUDA, CUDA + 'imports = ["torch", "flash_attn"]\n'),
     "the binaries": (CUDA, CUDA + 'binaries = ["/usr/local/bin/all_reduce_perf"]\n'),
     "the shared memory the smoke run gives": (CUDA, CUDA + 'shm_size = "16g"\n'),
 }
 MISSING = [
-    "twinbuild: cuda: missing: no signed cuda evidence",
-    "twinbuild: rocm: missing: no signed rocm evidence",
+    "twinbuild: cuda-amd64: missing: no signed evidence of cuda (linux/amd64)",
+    "twinbuild: rocm-amd64: missing: no signed evidence of rocm (linux/amd64)",
 ]
 
 
@@ -55,7 +54,7 @@ def test_a_change_to_what_the_manifest_claims_needs_evidence(
     code, out, err = run_gate(capsys, head, "--base", attack_repo.base)
     assert err[0] == (
         "twinbuild: manifest: no build input moved, but pins/manifest.toml changes what it "
-        "claims about the cuda image (what the smoke run checks), so GPU evidence of those claims "
+        "claims about the cuda-amd64 image (what the smoke run checks), so GPU evidence of those claims "
         "is needed: push the head to validate/pr-42"
     )
     assert [line.split(";")[0] for line in err[1:]] == MISSING
@@ -66,13 +65,13 @@ def test_a_change_to_what_the_manifest_claims_needs_evidence(
 def test_with_evidence_of_the_new_claims_it_passes(
     attack_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    edit(attack_repo.root / MANIFEST, *CLAIMS["a GPU architecture"])
-    head = commit_all(attack_repo.root, "pins: Blackwell")
+    edit(attack_repo.root / MANIFEST, *CLAIMS["the toolkit version"])
+    head = commit_all(attack_repo.root, "pins: CUDA 13.0")
     sign_evidence(attack_repo.root, head, attack_repo.signer)  # the GPUs checked the new claim
     git(attack_repo.root, "checkout", "-q", "attack")
     code, out, err = run_gate(capsys, head, "--base", attack_repo.base)
     assert (code, err) == (0, [])
-    assert [line.split(":")[0] for line in out] == ["cuda", "rocm"]
+    assert [line.split(":")[0] for line in out] == ["cuda-amd64", "rocm-amd64"]
 
 
 def test_a_why_or_a_comment_in_the_manifest_needs_no_evidence(

@@ -1,10 +1,11 @@
-"""A release tags only what a GPU run tested: one image, not an index of several.
+"""A release tags only what a GPU run tested: an index only with each of its images' evidence.
 
 The build job runs the PR's code and pushes what it likes into the CI namespace; the GPU job pulls
 the digest it hands on, and an engine resolves an image index to the one image of its own
-platform. So evidence for an index digest is evidence for one of its images: an index that also
-lists, say, an arm64 image (what a Grace Hopper or Grace Blackwell host pulls) would carry a tag
-onto an image no GPU run ever started. The registry is tests/fake_registry.py on 127.0.0.1; the
+platform. So evidence for an index digest is evidence for one of its images at most: an index
+that also lists, say, an arm64 image (what a Grace Hopper or Grace Blackwell host pulls) would
+carry a tag onto an image no GPU run ever started. A variant's index is released only with the
+evidence of every architecture it names, each for that image's own digest. The registry is tests/fake_registry.py on 127.0.0.1; the
 real command line runs in a child process (tests/unit/test_registry_attacks.py).
 """
 
@@ -32,7 +33,8 @@ def _index(registry: fake.FakeRegistry, *platforms: tuple[str, str]) -> tuple[st
     """An OCI index of one image per (os, architecture), each a real image in the registry."""
     entries = []
     for os_name, arch in platforms:
-        digest, manifest = registry.image(REPOSITORY, seed=arch)
+        real = arch if os_name == "linux" else "amd64"  # an attestation's bytes are no image
+        digest, manifest = registry.image(REPOSITORY, seed=arch, arch=real)
         entries.append(
             {
                 "mediaType": fake.MANIFEST_TYPE,
@@ -60,13 +62,17 @@ def test_an_index_of_two_images_is_not_released_on_the_evidence_of_one(
     tmp_path: Path, registry: fake.FakeRegistry
 ) -> None:
     registry.put_manifest("twinbuild/cuda", "v1", RELEASED)
-    s = _shipped(tmp_path, registry, ("linux", "amd64"), ("linux", "arm64"))
-    ran = release(tmp_path, s, s.ref(registry))
+    digest, data = _index(registry, ("linux", "amd64"), ("linux", "arm64"))
+    amd64 = json.loads(data)["manifests"][0]["digest"]
+    s = shipped_image(tmp_path, registry, amd64, b"", "index-evidence")  # the amd64 run's
+    index = f"{registry.address}/{REPOSITORY}@{digest}"
+    ran = release(tmp_path, s, index)
     assert ran.returncode == 7, ran.stderr
+    arm64 = json.loads(data)["manifests"][1]["digest"]
     assert ran.stderr.strip().splitlines() == [
-        f"twinbuild: --image {s.ref(registry)}: an index of 2 images (linux/amd64, linux/arm64); "
-        "a GPU run tests the one image its engine pulls, so the evidence does not cover the "
-        "others: release one image's own digest"
+        f"twinbuild: --image {index}: the index names linux/arm64 {arm64}, and no evidence given "
+        "is for that digest; an image is released only with the evidence of every architecture "
+        "it names: pass each architecture's envelope (evidence/cuda-<arch>.dsse.json)"
     ]
     assert registry.writes() == []
     assert registry.manifest_at("twinbuild/cuda", "v1") == RELEASED
@@ -77,7 +83,9 @@ def test_an_index_of_one_image_and_its_attestation_is_released(
 ) -> None:
     """Pins this rule down: BuildKit's provenance rides in the index as an unknown/unknown entry,
     which no engine runs; the one image is what the GPU run tested."""
-    s = _shipped(tmp_path, registry, ("linux", "amd64"), ("unknown", "unknown"))
-    ran = release(tmp_path, s, s.ref(registry))
+    digest, data = _index(registry, ("linux", "amd64"), ("unknown", "unknown"))
+    amd64 = json.loads(data)["manifests"][0]["digest"]
+    s = shipped_image(tmp_path, registry, amd64, b"", "index-evidence")
+    ran = release(tmp_path, s, f"{registry.address}/{REPOSITORY}@{digest}")
     assert ran.returncode == 0, ran.stderr
-    assert registry.manifest_at("twinbuild/cuda", "v1") == s.manifest
+    assert registry.manifest_at("twinbuild/cuda", "v1") == data

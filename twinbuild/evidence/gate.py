@@ -209,8 +209,8 @@ def _why_claims(policy: Policy) -> list[str]:
     pr = f"pr-{policy.pr}" if policy.pr is not None else "pr-N"
     return [
         f"manifest: no build input moved, but pins/manifest.toml changes what it claims about the "
-        f"{', '.join(i.name for i in moved)} images (what the smoke run checks), so GPU evidence "
-        "of those "
+        f"{', '.join(i.name for i in moved)} image{'s' if len(moved) > 1 else ''} (what the smoke "
+        "run checks), so GPU evidence of those "
         f"claims is needed: push the head to validate/{pr}"
     ]
 
