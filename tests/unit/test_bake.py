@@ -86,7 +86,7 @@ def test_a_target_is_what_twinbuild_build_of_it_receives_and_labels(root: Path) 
     }
     assert target["labels"]["org.twinbuild.inputs-hash"] == digest
     short = digest.removeprefix("sha256:")[:12]
-    assert target["context"] == ".twinbuild/bake/rocm"
+    assert target["context"] == ".twinbuild/bake/rocm-amd64"
     assert target["dockerfile"] == "images/rocm/Dockerfile"
     assert target["args"] == rendered.args
     assert target["platforms"] == ["linux/amd64"]
@@ -138,11 +138,11 @@ def test_the_staged_contexts_hold_everything_the_real_recipes_bind_mount(tmp_pat
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, copy / name)
     result = bake(load(copy / "pins/manifest.toml"), BakeOptions(root=copy))
-    for platform in ("cuda", "rocm"):
+    for platform, image in (("cuda", "cu13-arm64"), ("rocm", "rocm720-mi35x-amd64")):
         recipe = (copy / f"images/{platform}/Dockerfile").read_text()
         mounted = set(re.findall(r"--mount=type=bind,source=([^,\s]+)", recipe))
         assert "twinbuild/util/exact_pin.py" in mounted
-        context = result.contexts[f"{platform}-amd64"]
+        context = result.contexts[image]
         missing = sorted(m for m in mounted if not (context / m).is_file())
         assert not missing, f"{platform}: the context lacks {missing}"
 

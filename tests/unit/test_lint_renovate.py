@@ -60,7 +60,7 @@ def test_without_the_renovate_config_the_layout_is_free(root: Path) -> None:
     assert _codes(root, "TB013") == []
 
 
-def test_a_platform_table_with_its_version_alone_is_read_after_its_pins_kind(root: Path) -> None:
+def test_a_variant_table_with_its_version_alone_is_read_after_its_pins_kind(root: Path) -> None:
     manifest = root / "pins/manifest.toml"
     edit(
         manifest,
@@ -71,7 +71,8 @@ def test_a_platform_table_with_its_version_alone_is_read_after_its_pins_kind(roo
     start = text.index("[pins.flash-linear-attention]")
     end = text.index("\n[", start + 1)
     manifest.write_text(
-        text[:end] + '\ndivergence = "rocm first"\n\n[pins.flash-linear-attention.cuda]\n'
+        text[:end]
+        + '\ndivergence = { rocm = "rocm first" }\n\n[pins.flash-linear-attention.cuda]\n'
         'version = "0.4.2"\n\n[pins.flash-linear-attention.rocm]\nversion = "0.4.3"\n' + text[end:]
     )
     assert _codes(root, "TB013") == []
@@ -105,7 +106,7 @@ def test_a_base_written_in_another_order(root: Path) -> None:
     )
     found = _codes(root, "TB013")
     assert len(found) == 1
-    assert "platforms.cuda.base: write it as base = { repository" in found[0]
+    assert "variants.cuda.base: write it as base = { repository" in found[0]
 
 
 def test_an_unpinned_frontend_fails_the_lint(root: Path) -> None:

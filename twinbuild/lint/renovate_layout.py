@@ -26,7 +26,8 @@ CODE = "TB013"
 CONFIG = ".github/renovate.json"
 WHY = "so Renovate's managers (.github/renovate.json) find it"
 _BASE = re.compile(
-    r'\s*base = \{ repository = "[^"]+", tag = "[^"]+", digest = "[^"]+" \}\s*(#.*)?$'
+    r'\s*base = \{ repository = "[^"]+", tag = "[^"]+", digest = "[^"]*"'
+    r'(?:, floating = "[^"]*")? \}\s*(#.*)?$'
 )
 
 Add = Callable[[int, str], None]

@@ -172,7 +172,7 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
     root = _light_project(tmp_path)
     env = {**os.environ, "DOCKER_HOST": private.state.docker_host,
            "TWINBUILD_CACHE": str(private.user_cache)}  # fmt: skip
-    argv = [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(root),
+    argv = [sys.executable, "-m", "twinbuild", "build", "--variant", "rocm", "--root", str(root),
             "--manifest", str(root / "pins/manifest.toml")]  # fmt: skip
     good = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert good.returncode == 0, good.stderr
@@ -212,7 +212,7 @@ def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: P
     for marker in (uuid.uuid4().hex, uuid.uuid4().hex):  # a layer only this build has
         edit(recipe, "FROM common AS rocm\n", f"FROM common AS rocm\nRUN echo {marker} > /x\n")
         built = subprocess.run(
-            [sys.executable, "-m", "twinbuild", "build", "--platform", "rocm", "--root", str(root)],
+            [sys.executable, "-m", "twinbuild", "build", "--variant", "rocm", "--root", str(root)],
             env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert built.returncode == 0, built.stderr
