@@ -28,7 +28,13 @@ from twinbuild.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[2]
 #: Sample values for shell variables, so that choices (--platform) and types (--attempt) parse.
-SAMPLES = {"PLATFORM": "cuda", "ATTEMPT": "2", "PR": "1"}
+SAMPLES = {
+    "VARIANT": "cu13",
+    "ARCH": "linux/amd64",
+    "NAME": "cu13-amd64",
+    "ATTEMPT": "2",
+    "PR": "1",
+}
 #: nox sessions that pass their arguments to one twinbuild command (checked against the noxfile).
 NOX_FORWARDS = {
     "lint": "lint",

@@ -230,7 +230,7 @@ def test_push_records_the_digest_and_writes_github_output(tmp_path: Path) -> Non
     ref = "127.0.0.1:5000/twinbuild-ci/cuda@sha256:" + hashlib.sha256(image_id.encode()).hexdigest()
     assert [r.ref for r in results] == [ref]
     assert engine.tagged == [(image_id, "127.0.0.1:5000/twinbuild-ci/cuda:local-amd64")]
-    assert pushes.outputs() == {"cuda-amd64-image": ref, "cuda-image": ref}
+    assert pushes.outputs() == {"cuda-amd64-image": ref, "cuda-image": ref, "image": ref}
     assert [r.describe() for r in results] == [
         f"cuda-amd64: {ref} (1 layers sent, 0 already there)"
     ]

@@ -215,15 +215,14 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
         build_ws = tmp_path / f"build-{platform}"
         build_ws.mkdir()
         contexts = {
-            "matrix.platform": platform,
-            "matrix.platform == 'cuda' && steps.push.outputs.cuda-image "
-            "|| steps.push.outputs.rocm-image": images[platform],
+            "matrix.name": f"{platform}-amd64",
+            "steps.push.outputs.image": images[platform],
         }
         handoff = [
             s for s in _steps("validate.yml", "build") if "pushed digest" in s.get("name", "")
         ]
         _run_steps(handoff, build_ws, build_env, contexts)
-        shutil.copytree(build_ws / f"image-{platform}", artifacts / f"image-{platform}")
+        shutil.copytree(build_ws / f"image-{platform}-amd64", artifacts / f"image-{platform}-amd64")
 
     # validate-gpu.yml (the default branch's): GitHub starts it with the finished run's payload.
     privileged_env = {
@@ -259,8 +258,12 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
         smoke_ws = tmp_path / f"smoke-{platform}"
         git(tmp_path, "clone", "-q", "--branch", "main", str(origin), str(smoke_ws / "tool"))
         _twinbuild_on_path(smoke_ws / ".venv" / "bin")
-        shutil.copytree(artifacts / f"image-{platform}", smoke_ws / "image")  # download-artifact
-        contexts = {"matrix.platform": platform, **needs, **token}
+        leg = f"{platform}-amd64"
+        shutil.copytree(artifacts / f"image-{leg}", smoke_ws / "image")  # download-artifact
+        contexts = {
+            "matrix.variant": platform, "matrix.arch": "linux/amd64", "matrix.name": leg,
+            **needs, **token,
+        }  # fmt: skip
         done = []
         for step in _steps("validate-gpu.yml", "smoke"):
             name = str(step.get("name", ""))
@@ -272,10 +275,10 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
                     digest = load(smoke_ws / "data/pins/manifest.toml").digest()
                     report = smoke_report(platform, manifest_digest=digest)
                     report["image"]["digest"] = images[platform]
-                    (smoke_ws / f"smoke-{platform}").mkdir()
-                    (
-                        smoke_ws / f"smoke-{platform}/smoke-{platform}-amd64-production.json"
-                    ).write_text(json.dumps(report))
+                    (smoke_ws / f"smoke-{leg}").mkdir()
+                    (smoke_ws / f"smoke-{leg}/smoke-{leg}-production.json").write_text(
+                        json.dumps(report)
+                    )
                 continue
             _run_steps([step], smoke_ws, privileged_env, contexts)
             done.append(name)
@@ -286,7 +289,7 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
         manifest = git(work, "cat-file", "blob", f"{head}:pins/manifest.toml")
         assert (smoke_ws / "data/pins/manifest.toml").read_text().strip() == manifest
         # actions/upload-artifact + download-artifact (pattern evidence-*, path unsigned)
-        shutil.copytree(smoke_ws / f"evidence-{platform}", unsigned / f"evidence-{platform}")
+        shutil.copytree(smoke_ws / f"evidence-{leg}", unsigned / f"evidence-{leg}")
 
     # sign job: tool/ is the default branch; the branch is only ever git objects.
     sign_ws = tmp_path / "sign"
@@ -298,8 +301,8 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
     }
     printed = _run_job("validate-gpu.yml", "sign", sign_ws, privileged_env, sign_contexts)
     assert [line.split(": ", 1)[1] for line in printed if "verdict" in line] == [
-        f"cuda signed by {pair.keyid[:16]}, verdict passed",
-        f"rocm signed by {pair.keyid[:16]}, verdict passed",
+        f"cuda (linux/amd64) signed by {pair.keyid[:16]}, verdict passed",
+        f"rocm (linux/amd64) signed by {pair.keyid[:16]}, verdict passed",
     ]
     tip = git(origin, "rev-parse", f"refs/heads/{BRANCH}")
     assert git(origin, "rev-parse", f"{tip}^") == head  # one evidence commit on the PR head
@@ -313,7 +316,7 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
         "evidence/rocm-amd64.dsse.json",
     ]
     recorded = verify(
-        sign_ws / "signed/cuda.dsse.json", trusted=load_trusted(work / "evidence/keys")
+        sign_ws / "signed/cuda-amd64.dsse.json", trusted=load_trusted(work / "evidence/keys")
     )
     assert recorded.statement.predicate.build.inputs_hash == found.inputs[image("cuda")]
     assert recorded.statement.predicate.source.ref == f"refs/heads/{BRANCH}"
@@ -321,10 +324,12 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
 
     # gate.yml: the default branch checked out, the PR and its evidence fetched as data.
     printed, summary = _gate_steps(tmp_path, env, origin, head, base, reviews=[])
-    verdicts = [line.split(";") for line in printed if line.startswith(("cuda:", "rocm:"))]
+    verdicts = [
+        line.split(";") for line in printed if line.startswith(("cuda-amd64:", "rocm-amd64:"))
+    ]
     assert [(v[0].split(" on ")[0], v[1].rsplit(", ", 1)[0]) for v in verdicts] == [
         (p, f" run 4242 attempt 1 on refs/heads/{BRANCH}, commit {head[:12]}")
-        for p in ("cuda: 2 passed, 0 skipped", "rocm: 2 passed, 0 skipped")
+        for p in ("cuda-amd64: 2 passed, 0 skipped", "rocm-amd64: 2 passed, 0 skipped")
     ]
     assert summary.read_text().startswith("## Evidence gate: accepted\n")
 
@@ -405,7 +410,7 @@ def test_the_gate_step_refuses_a_new_key_until_a_code_owner_approves_the_head(
     printed, _ = _gate_steps(tmp_path, env, origin, head, base, reviews=[(OWNER, "APPROVED", head)])
     assert [line.split(";")[0] for line in printed if not line.startswith("no validate/")] == [
         "trust roots: 1 changed (evidence/keys/mallory.pub)",
-        f"no image input changed between the base {base[:12]} and the head {head[:12]} (cuda "
-        f"{commit_inputs(head, repo=work).inputs[image('cuda')]}, rocm "
-        f"{commit_inputs(head, repo=work).inputs[image('rocm')]})",
+        f"no image input changed between the base {base[:12]} and the head {head[:12]} "
+        f"(cuda-amd64 {commit_inputs(head, repo=work).inputs[image('cuda')][:19]}, rocm-amd64 "
+        f"{commit_inputs(head, repo=work).inputs[image('rocm')][:19]})",
     ]

@@ -86,9 +86,10 @@ def children(client: Client, image: ImageRef, manifest: Manifest) -> tuple[Entry
     for i, item in enumerate(doc.get("manifests") or []):
         child = descriptor(item, f"{what}: manifests[{i}]")
         platform = item.get("platform") if isinstance(item, dict) else None
-        if not isinstance(platform, dict) or (
-            platform.get("os"), platform.get("architecture")
-        ) == ("unknown", "unknown"):
+        if not isinstance(platform, dict) or (platform.get("os"), platform.get("architecture")) == (
+            "unknown",
+            "unknown",
+        ):
             continue  # an attestation (BuildKit's is unknown/unknown): no engine runs it
         ref = ImageRef(registry=image.registry, repository=image.repository, digest=child.digest)
         found = client.manifest(image.repository, child.digest)

@@ -87,12 +87,15 @@ class Pushes:
 
     def outputs(self) -> dict[str, str]:
         """``<image>-image`` for each image (``cu13-arm64-image``), ``<variant>-image`` for
-        each variant: its index where it has one, else its one image."""
+        each variant: its index where it has one, else its one image; and ``image`` where one
+        image was pushed (what a workflow's matrix leg reads)."""
         found = {f"{r.image.name}-image": r.ref for r in self.images}
         for r in self.images:
             found.setdefault(f"{r.image.variant}-image", r.ref)
         for index in self.indexes:
             found[f"{index.variant}-image"] = index.ref
+        if len(self.images) == 1 and not self.indexes:  # a matrix leg's one image: ``image``
+            found["image"] = self.images[0].ref
         return found
 
 
