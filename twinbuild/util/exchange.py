@@ -350,6 +350,8 @@ def _resolve(host: str, port: int, deadline: Deadline) -> list[tuple[int, tuple[
             found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
         except OSError as exc:
             answers.put(exc)
+        except UnicodeError as exc:  # a name IDNA cannot encode ('.', a label over 63)
+            answers.put(OSError(f"{host!r} is not a host name ({exc})"))
         else:
             answers.put([(f, (str(a[0]), int(a[1]))) for f, _, _, _, a in found])
 
