@@ -92,7 +92,8 @@ def test_a_long_why_and_comment_index_in_linear_time(root: Path) -> None:
     long = "x" * 400_000
     edit(root / M, 'why = "Qwen3-Next linear attention kernels"', f'why = "{long}"  # {long}')
     code, err = child(["lint"], cwd=root)
-    assert (code, err) == (0, "")
+    assert code == 0
+    assert all(line.startswith("note: ") for line in err.splitlines()), err
 
 
 def test_pins_bump_with_a_long_why_in_linear_time(root: Path) -> None:
@@ -205,8 +206,9 @@ def test_a_garbled_engine_pidfile_is_stale(
     monkeypatch.delenv("DOCKER_HOST", raising=False)
     monkeypatch.setattr("twinbuild.engine.daemon.DEFAULT_HOST", f"unix://{tmp_path}/none.sock")
     code, out, err = run(["engine", "status"], capsys)
-    assert (code, err) == (3, "")
-    assert out.startswith("no engine answers at unix://")
+    assert (code, out) == (3, "")
+    assert err.startswith("twinbuild: no engine answers at unix://")
+    assert len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("content", [b"\xc2\xb2\n", b"9" * 23, b"\xff\n", b"99999\n"])
@@ -221,8 +223,9 @@ def test_a_garbled_registry_portfile_is_ignored(
     monkeypatch.setenv("TWINBUILD_CACHE", env["TWINBUILD_CACHE"])
     monkeypatch.delenv("TWINBUILD_REGISTRY_PORT", raising=False)
     code, out, err = run(["registry", "env"], capsys)
-    assert (code, err) == (3, "")
-    assert "127.0.0.1:5000" in out
+    assert (code, out) == (3, "")
+    assert "127.0.0.1:5000" in err
+    assert len(err.splitlines()) == 1
 
 
 # -- numbers -------------------------------------------------------------------------------------------
