@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import http.server
 import shutil
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +35,16 @@ def repin(pin: ResolvedPin, **changes: Any) -> ResolvedPin:
     """``pin`` with some of its fields changed, a value (``version``) or its own (``name``)."""
     own = {k: changes.pop(k) for k in list(changes) if k in ResolvedPin.__dataclass_fields__}
     return dataclasses.replace(pin, values=dataclasses.replace(pin.values, **changes), **own)
+
+
+@contextlib.contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
+    """``handler`` served on 127.0.0.1 (never another address) in a thread; yields the port."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(httpd.server_address[1])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project
+from tests.helpers import mini_project, serving
 from tests.unit.gitrepos import git, init, isolate_git, needs_git
 from twinbuild.cli.main import main
 from twinbuild.pins.index import default_index
@@ -73,14 +72,8 @@ class _Index(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Index) as port:
+        yield f"127.0.0.1:{port}"
 
 
 @pytest.fixture
