@@ -3,8 +3,12 @@ key of one of its images."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import http.server
 import shutil
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +52,16 @@ RECIPE_VARIANTS = {"cuda": "cu13", "rocm": "rocm720-mi35x"}
 def repo_image(recipe: str, arch: Arch = "linux/amd64") -> ImageKey:
     """The repository manifest's image of ``recipe``'s release variant on ``arch``."""
     return ImageKey(variant=RECIPE_VARIANTS[recipe], arch=arch)
+
+
+@contextlib.contextmanager
+def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
+    """``handler`` served on 127.0.0.1 (never another address) in a thread; yields the port."""
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(httpd.server_address[1])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

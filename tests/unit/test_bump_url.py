@@ -10,13 +10,12 @@ from __future__ import annotations
 import hashlib
 import http.server
 import shutil
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import edit
+from tests.helpers import edit, serving
 from twinbuild.cli.main import main
 from twinbuild.errors import ConfigError, EngineError
 from twinbuild.lint.checks import lint_manifest
@@ -60,14 +59,8 @@ class _Files(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Files) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 def _one_download(manifest: Path) -> None:

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import http.server
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project
+from tests.helpers import mini_project, serving
 from tests.unit.gitrepos import git, init, isolate_git, needs_git
 from twinbuild.cli.main import main
 from twinbuild.pins.index import default_index
@@ -73,14 +72,8 @@ class _Index(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server() -> Iterator[str]:
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Index)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+    with serving(_Index) as port:
+        yield f"127.0.0.1:{port}"
 
 
 @pytest.fixture
@@ -207,3 +200,31 @@ def test_against_pypi_itself(capsys: pytest.CaptureFixture[str]) -> None:
     fla = next(r for r in pypi if r["pin"] == FLA)
     assert fla["status"] in ("current", "outdated")
     assert all(r["status"] in ("current", "outdated", "floating", "unknown") for r in pypi)
+
+
+@pytest.mark.parametrize(
+    "bad", [" ", "http://r.example", "r.example/x", "r.example:0", "r:99999", "-r"]
+)
+def test_a_base_registry_that_is_no_host_is_refused_by_the_parser(
+    bad: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI fuzz suite found ``--base-registry=' '`` crashing in http.client: it is a usage
+    error now, one line naming the option, before anything is asked."""
+    with pytest.raises(SystemExit) as stopped:
+        main(["pins", "outdated", f"--base-registry={bad}"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert err.splitlines()[-1].startswith(
+        "twinbuild pins outdated: error: argument --base-registry"
+    )
+
+
+def test_an_address_http_client_refuses_is_an_engine_error_not_a_traceback() -> None:
+    from twinbuild.errors import EngineError
+    from twinbuild.util.exchange import Clock, Request, exchange
+
+    with pytest.raises(EngineError, match="is not an http"):
+        exchange(
+            Request(method="GET", url="http://127.0.0.1:99999/v2/", what="probe", loopback=True),
+            Clock(timeout=1.0, budget=1.0),
+        )

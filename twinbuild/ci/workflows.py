@@ -219,7 +219,13 @@ def _find_tool(name: str) -> str | None:
 
 def _workflow_files(paths: Sequence[Path]) -> Iterator[Path]:
     for path in paths:
-        if path.is_dir():
+        try:
+            folder = path.is_dir()
+        except OSError as exc:  # a name too long for the file system, say: is_dir lets it through
+            raise ConfigError(
+                f"{str(path)[:200]}: {exc.strerror}; pass a workflow file or a folder of them"
+            ) from None
+        if folder:
             yield from sorted(p for p in path.iterdir() if p.suffix in {".yml", ".yaml"})
         else:
             yield path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -122,6 +123,20 @@ def days(text: str) -> float:
     if reason is not None:
         raise argparse.ArgumentTypeError(reason)
     return float(text)
+
+
+_REGISTRY_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?(?::[0-9]{1,5})?")
+
+
+def registry_host(text: str) -> str:
+    """An argparse ``type``: a registry's ``HOST[:PORT]`` (no scheme, path, space, user)."""
+    port = text.rpartition(":")[2] if ":" in text else ""
+    if not _REGISTRY_HOST.fullmatch(text) or (port and not 0 < int(port) < 65536):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a registry HOST[:PORT]; give a host name and an optional port, "
+            "e.g. registry.example:5000"
+        )
+    return text
 
 
 def find_root(start: Path) -> Path | None:

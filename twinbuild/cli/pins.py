@@ -5,7 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, add_format, manifest_path, repo_manifest, root
+from twinbuild.cli.common import (
+    add_common,
+    add_format,
+    manifest_path,
+    registry_host,
+    repo_manifest,
+    root,
+    whole_number,
+)
 from twinbuild.util import output
 
 #: What `pins outdated` may ask (twinbuild.pins.outdated.SOURCES, without importing it here).
@@ -162,10 +170,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "the one pip uses: PIP_INDEX_URL, else pip's default)",
     )  # fmt: skip
     p.add_argument(
-        "--base-registry", metavar="HOST[:PORT]",
+        "--base-registry", metavar="HOST[:PORT]", type=registry_host,
         help="ask this registry (a mirror) for the bases' tags instead of the one each base's "
         "repository names",
     )  # fmt: skip
-    p.add_argument("--jobs", type=int, default=8, help="requests in flight (default: %(default)s)")
+    p.add_argument(
+        "--jobs", type=whole_number(1, 64), default=8,
+        help="requests in flight (default: %(default)s)",
+    )  # fmt: skip
     add_format(p, "markdown", what="one row per pin")
     p.set_defaults(func=cmd_pins_outdated)

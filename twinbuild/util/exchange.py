@@ -200,7 +200,12 @@ def _response(
     parts = urlsplit(request.url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise EngineError(f"{request.what}: {request.url!r} is not an http(s) address")
-    conn = _Connection(parts, deadline, loopback=request.loopback)
+    try:
+        conn = _Connection(parts, deadline, loopback=request.loopback)
+    except (ValueError, http.client.InvalidURL) as exc:  # a port out of range, a space in a host
+        raise EngineError(
+            f"{request.what}: {request.url!r} is not an http(s) address: {exc}"
+        ) from None
     path = parts.path + (f"?{parts.query}" if parts.query else "")
     headers = {"User-Agent": USER_AGENT, **request.headers}
     response: http.client.HTTPResponse | None = None
