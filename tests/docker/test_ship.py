@@ -166,12 +166,13 @@ def _build_push_smoke(r: Rehearsal, made: list[str]) -> None:
     assert pushed.returncode == 0, pushed.stderr
     for line in out.read_text().splitlines():
         key, _, ref = line.partition("=")
-        r.refs[key.removesuffix("-image")] = ref
+        if key.removesuffix("-image") in MINI_VARIANTS:  # each variant's (its one amd64 image)
+            r.refs[key.removesuffix("-image")] = ref
     assert set(r.refs) == set(MINI_VARIANTS)
     for platform, ref in r.refs.items():
         assert ref.startswith(f"{r.address}/twinbuild-ci/{platform}@sha256:")
-        assert f"{platform}: {ref} (" in pushed.stdout
-        record = json.loads((r.root / f"build/local/{platform}/image.json").read_text())
+        assert f"{platform}-amd64: {ref} (" in pushed.stdout
+        record = json.loads((r.root / f"build/local/{platform}/amd64/image.json").read_text())
         assert record["pushed"]["ref"] == ref
         made.append(record["image_id"])
         # A second runner: the image is not in its engine; it must come from the registry.
@@ -179,7 +180,7 @@ def _build_push_smoke(r: Rehearsal, made: list[str]) -> None:
         assert r.engine.inspect_image(ref) is None
         smoked = r.cli("smoke", "--image", ref, "--report-dir", str(r.work / "smoke"))
         assert smoked.returncode == 0, smoked.stderr + smoked.stdout
-        report = json.loads((r.work / f"smoke/smoke-{platform}-local.json").read_text())
+        report = json.loads((r.work / f"smoke/smoke-{platform}-amd64-local.json").read_text())
         assert report["image"]["digest"] == ref
         assert report["image"]["id"] == record["image_id"]  # the very bytes the build made
 
@@ -195,7 +196,7 @@ def _record_sign_commit(r: Rehearsal) -> None:
         "RUNNER_NAME": "rehearsal", "RUNNER_ENVIRONMENT": "self-hosted",
     }  # fmt: skip
     for platform in MINI_VARIANTS:
-        path = r.work / f"smoke/smoke-{platform}-local.json"
+        path = r.work / f"smoke/smoke-{platform}-amd64-local.json"
         report = json.loads(path.read_text())
         # The GPU section, supplied by the test and labelled so: there is no GPU here.
         report["gpu"] = GPUS[platform]
@@ -211,7 +212,7 @@ def _record_sign_commit(r: Rehearsal) -> None:
         folder.mkdir()
         (folder / path.name).write_text(json.dumps(report))
         recorded = r.cli(
-            "evidence", "record", "--variant", platform, "--report-dir", str(folder),
+            "evidence", "record", "--variant", platform, "--arch", "linux/amd64", "--report-dir", str(folder),
             "--out", str(r.work / "statements"), "--commit", r.head, "--pr", str(PR),
             "--repo", str(r.root), extra=env,
         )  # fmt: skip
@@ -274,7 +275,7 @@ def test_rehearsal_build_push_smoke_by_digest_sign_gate_release_verify(
         assert r.tag_digest(platform, "v1", ci=True) is None  # no release tag in the CI namespace
         verified = r.cli("evidence", "verify", "--image", str(target))
         assert verified.returncode == 0, verified.stderr
-        assert f"{platform} evidence signed by" in verified.stdout
+        assert f"{platform} (linux/amd64) evidence signed by" in verified.stdout
         assert "verdict passed" in verified.stdout
         assert SUPPLIED in verified.stdout  # the evidence says its GPU section was supplied
 
@@ -282,7 +283,7 @@ def test_rehearsal_build_push_smoke_by_digest_sign_gate_release_verify(
     again = r.cli("push")
     assert again.returncode == 0, again.stderr
     for platform in MINI_VARIANTS:
-        assert f"{platform}: {r.refs[platform]} (nothing transferred" in again.stdout
+        assert f"{platform}-amd64: {r.refs[platform]} (nothing transferred" in again.stdout
 
 
 def _second_cuda_digest(r: Rehearsal) -> str:
@@ -297,7 +298,7 @@ def _second_cuda_digest(r: Rehearsal) -> str:
         assert pushed.returncode == 0, pushed.stderr
     finally:
         recipe.write_text(text)
-    ref = pushed.stdout.split("cuda: ", 1)[1].split(" ", 1)[0]
+    ref = pushed.stdout.split("cuda-amd64: ", 1)[1].split(" ", 1)[0]
     assert ref != r.refs["cuda"]
     return ref
 
@@ -384,7 +385,7 @@ def test_registry_gone_mid_push_is_exit_3_and_tags_nothing(rehearsal: Rehearsal)
     if r.tag_digest("cuda", "v1") is None:  # run alone: the release the rehearsal test makes
         assert r.release("cuda", r.refs["cuda"], "v1").returncode == 0
     before = {"v1": r.tag_digest("cuda", "v1"), "local": r.tag_digest("cuda", "local", ci=True)}
-    record = r.root / "build/local/cuda/image.json"
+    record = r.root / "build/local/cuda/amd64/image.json"
     recipe = r.root / "images/local/Dockerfile"
     text = recipe.read_text()
     try:
@@ -429,7 +430,7 @@ def test_a_build_that_finds_its_image_up_to_date_keeps_what_push_recorded(
     in the record, so a smoke of the built image still names the pushed digest (it once fell
     back to the engine's first repo digest, the pushed one only while it knows one registry)."""
     r = rehearsal
-    record = r.root / "build/local/rocm/image.json"
+    record = r.root / "build/local/rocm/amd64/image.json"
     assert r.cli("build", "--variant", "rocm").returncode == 0
     pushed = r.cli("push", "--variant", "rocm")
     assert pushed.returncode == 0, pushed.stderr
@@ -444,7 +445,7 @@ def test_a_build_that_finds_its_image_up_to_date_keeps_what_push_recorded(
     assert after["pushed"] == before["pushed"]
     smoked = r.cli("smoke", "--variant", "rocm", "--report-dir", str(r.work / "smoke-noop"))
     assert smoked.returncode == 0, smoked.stderr + smoked.stdout
-    report = json.loads((r.work / "smoke-noop/smoke-rocm-local.json").read_text())
+    report = json.loads((r.work / "smoke-noop/smoke-rocm-amd64-local.json").read_text())
     assert report["image"]["digest"] == ref
 
 
@@ -590,7 +591,7 @@ def test_the_release_workflow_steps_fetch_log_in_and_release_production_evidence
     workflow = Path(__file__).resolve().parents[2] / ".github/workflows/release.yml"
     job = yaml.safe_load(workflow.read_text(encoding="utf-8"))["jobs"]["release"]
     values = {
-        "inputs.platform": "rocm", "inputs.image": r.refs["rocm"], "inputs.tag": "v-workflow",
+        "inputs.variant": "rocm", "inputs.image": r.refs["rocm"], "inputs.tag": "v-workflow",
         "inputs.evidence-branch": f"validate/pr-{PR}", "github.token": "unused-by-a-file-remote",
         "github.event.repository.default_branch": "main", "vars.TWINBUILD_REGISTRY": r.address,
         "vars.TWINBUILD_RELEASE_USER": "release-bot", "secrets.TWINBUILD_RELEASE_TOKEN": "x",
