@@ -154,7 +154,8 @@ def manifest(project: Path) -> Manifest:
 def images(eng: client.Engine, project: Path, base_id: str) -> Iterator[dict[str, str]]:
     made: dict[str, str] = {}
     labels = {
-        "org.twinbuild.platform": "cuda",
+        "org.twinbuild.variant": "cuda",
+        "org.twinbuild.arch": "linux/amd64",
         "org.twinbuild.base-digest": CUDA_BASE,
         "org.twinbuild.inputs-hash": INPUTS,
     }
@@ -173,14 +174,14 @@ def images(eng: client.Engine, project: Path, base_id: str) -> Iterator[dict[str
             context.mkdir()
             (context / "Dockerfile").write_text(f"FROM {made['good']}\nRUN {command}\n")
             made[name] = _build(eng, context)
-        record = project / "build/local/cuda/image.json"
+        record = project / "build/local/cuda/amd64/image.json"
         record.parent.mkdir(parents=True)
         record.write_text(
             json.dumps(
                 {
-                    "image_id": made["good"], "tag": "twinbuild/cuda:local",
+                    "image_id": made["good"], "tag": "twinbuild/cuda:local-amd64",
                     "inputs_hash": "sha256:" + "0" * 64, "manifest_digest": "sha256:" + "0" * 64,
-                    "platform": "cuda", "profile": "local",
+                    "variant": "cuda", "arch": "linux/amd64", "profile": "local",
                     "base": {"ref": "twinbuild/base:test", "id": base_id},
                     "skipped": [
                         {"pin": "checkout", "reason": "checkout needs GitHub"},
@@ -202,12 +203,12 @@ def _smoke(manifest: Manifest, project: Path, tmp_path: Path, **kwargs: Any) -> 
 
 
 def _summary(report_dir: Path, profile: str) -> dict[str, Any]:
-    """The one report of the run: ``smoke-cuda-<profile>.json`` for the recorded build, keyed by
-    the image id for any other image (``--image``)."""
-    (path,) = report_dir.glob(f"smoke-cuda-{profile}*.json")
+    """The one report of the run: ``smoke-cuda-amd64-<profile>.json`` for the recorded build, keyed
+    by the image id for any other image (``--image``)."""
+    (path,) = report_dir.glob(f"smoke-cuda-amd64-{profile}*.json")
     data: dict[str, Any] = json.loads(path.read_text())
-    if path.name != f"smoke-cuda-{profile}.json":
-        assert path.name == f"smoke-cuda-{profile}-{data['image']['id'][7:19]}.json"
+    if path.name != f"smoke-cuda-amd64-{profile}.json":
+        assert path.name == f"smoke-cuda-amd64-{profile}-{data['image']['id'][7:19]}.json"
     return data
 
 
@@ -247,8 +248,8 @@ def test_smoke_local_build_record_passes(
     )
     gpu = tests["test_gpu.py::test_torch_sees_gpu"]
     assert (gpu["outcome"], gpu["message"], gpu["markers"]) == ("skipped", NO_GPU, ["gpu"])
-    assert (tmp_path / "smoke-cuda-local.junit.xml").is_file()
-    assert "| cuda | local |" in (tmp_path / "smoke.md").read_text()
+    assert (tmp_path / "smoke-cuda-amd64-local.junit.xml").is_file()
+    assert "| cuda | linux/amd64 | local |" in (tmp_path / "smoke.md").read_text()
     assert _containers(eng) == before  # the container is gone
 
 
@@ -268,7 +269,7 @@ def test_smoke_production_by_image_id_passes(
     assert summary["holds"]["artifact"] == ARTIFACT_SHA
     # The report is what `evidence record` reads: here, with no GPU, it records a failed run.
     # --image: the report is keyed by the image id; `evidence record` finds it by its glob
-    (report,) = tmp_path.glob("smoke-cuda-production-*.json")
+    (report,) = tmp_path.glob("smoke-cuda-amd64-production-*.json")
     about = validated(json.loads(report.read_text()))  # the commit's hashes: here, its labels
     statement = evidence.record(report, env=github_env(), now=datetime.now(UTC), validated=about)
     assert statement.predicate.results.verdict == "failed"
@@ -284,9 +285,9 @@ def test_smoke_changed_version_fails_naming_pin(
             manifest, root=project, variant="cuda", image=images["version"], profile="local",
             report_dir=tmp_path, echo=False,
         )  # fmt: skip
-    message = "pins/manifest.toml:25: pin tinydist: expected tinydist==1.2.3, found tinydist 1.2.4"
+    message = "pins/manifest.toml:31: pin tinydist: expected tinydist==1.2.3, found tinydist 1.2.4"
     assert str(err.value) == (
-        f"smoke: 1 failed; first: cuda (local): {message} (reports in {tmp_path})"
+        f"smoke: 1 failed; first: cuda (linux/amd64) (local): {message} (reports in {tmp_path})"
     )
     tests = _by_id(_summary(tmp_path, "local"))
     assert tests["test_conformance.py::test_pin[tinydist]"]["message"] == message
@@ -305,6 +306,6 @@ def test_smoke_changed_commit_fails_naming_pin(
     failed = [t for t in tests.values() if t["outcome"] == "failed"]
     assert [t["id"] for t in failed] == ["test_conformance.py::test_pin[gitdist]"]
     assert failed[0]["message"] == (
-        f"pins/manifest.toml:30: pin gitdist: expected gitdist at commit {GIT}, "
+        f"pins/manifest.toml:36: pin gitdist: expected gitdist at commit {GIT}, "
         f"found commit {'b' * 40}"
     )
