@@ -124,7 +124,7 @@ def test_failed_step_tags_nothing_and_keeps_the_previous_image(
     with pytest.raises(BuildFailed) as info:
         _build(project, engine, "rocm")
     message = str(info.value)
-    assert message.startswith("rocm: build failed at ")
+    assert message.startswith("rocm (linux/amd64): build failed at ")
     assert "RUN echo about to fail && false" in message
     assert "nothing was tagged" in message
     assert _tagged(engine, "rocm") == good.image_id
@@ -142,7 +142,7 @@ def test_sigterm_stops_the_build_and_tags_nothing(project: Path, engine: Engine)
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     deadline = time.monotonic() + 120
-    log = project / "build/local/rocm/build.log"
+    log = project / "build/local/rocm/amd64/build.log"
     while time.monotonic() < deadline:
         if log.exists() and marker in log.read_text():
             break
@@ -164,7 +164,7 @@ def test_two_builds_of_one_image_at_once_are_serialized(project: Path, engine: E
     first = subprocess.Popen(
         argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-    log = project / "build/local/rocm/build.log"
+    log = project / "build/local/rocm/amd64/build.log"
     deadline = time.monotonic() + 120
     while not (log.exists() and marker in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -172,8 +172,8 @@ def test_two_builds_of_one_image_at_once_are_serialized(project: Path, engine: E
     out_first, _ = first.communicate(timeout=120)
     assert first.returncode == 0
     assert second.returncode == 0, second.stderr
-    assert "twinbuild/rocm:local: built in" in out_first
+    assert "twinbuild/rocm:local-amd64: built in" in out_first
     # A message, so on stderr (the output contract); the report line is the data, on stdout.
     assert "another build of this image is running; waiting for it" in second.stderr
-    assert "twinbuild/rocm:local: up to date" in second.stdout
+    assert "twinbuild/rocm:local-amd64: up to date" in second.stdout
     BUILT.append(_tagged(engine, "rocm"))

@@ -177,7 +177,7 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
     good = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
     assert good.returncode == 0, good.stderr
     with client.connect(private.state.docker_host) as eng:
-        before = (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id")
+        before = (eng.inspect_image("twinbuild/rocm:local-amd64") or {}).get("Id")
     assert before
 
     marker = f"sleep 120 # {uuid.uuid4().hex}"
@@ -185,7 +185,7 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
          f"FROM common AS rocm\nRUN {marker}\n")  # fmt: skip
     build = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)  # fmt: skip
-    log = root / "build/local/rocm/build.log"
+    log = root / "build/local/rocm/amd64/build.log"
     deadline = time.monotonic() + 180
     while not (log.exists() and marker in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -198,7 +198,7 @@ def test_engine_killed_mid_build_tags_nothing(private: Private, tmp_path: Path) 
 
     private.state = daemon.up(private.paths)  # a fresh daemon on the same data root
     with client.connect(private.state.docker_host) as eng:
-        assert (eng.inspect_image("twinbuild/rocm:local") or {}).get("Id") == before
+        assert (eng.inspect_image("twinbuild/rocm:local-amd64") or {}).get("Id") == before
 
 
 def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: Path) -> None:
@@ -217,7 +217,7 @@ def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: P
         )  # fmt: skip
         assert built.returncode == 0, built.stderr
         with client.connect(private.state.docker_host) as eng:
-            ids.append(str((eng.inspect_image("twinbuild/rocm:local") or {})["Id"]))
+            ids.append(str((eng.inspect_image("twinbuild/rocm:local-amd64") or {})["Id"]))
         edit(recipe, f"RUN echo {marker} > /x\n", "")
     pruned = subprocess.run(
         [sys.executable, "-m", "twinbuild", "prune", "--keep", "0"],
@@ -232,7 +232,7 @@ def test_prune_removes_the_untagged_previous_build(private: Private, tmp_path: P
     assert int(match[1]) >= 1
     with client.connect(private.state.docker_host) as eng:
         assert eng.inspect_image(ids[0]) is None  # the first build, untagged by the second: gone
-        assert eng.inspect_image("twinbuild/rocm:local") is not None  # tagged: never pruned
+        assert eng.inspect_image("twinbuild/rocm:local-amd64") is not None  # tagged: never pruned
         assert eng.inspect_image(ids[1]) is not None
 
 
