@@ -269,7 +269,7 @@ def test_rehearsal_build_push_smoke_by_digest_sign_gate_release_verify(
         target = r.released(platform)
         assert (
             f"released {target.tagged('v1')} = {target}, copied from {r.address}/twinbuild-ci/"
-            f"{platform}; evidence" in released.stdout
+            f"{platform}\n  evidence (" in released.stdout
         )
         assert r.tag_digest(platform, "v1") == r.refs[platform].split("@")[1]
         assert r.tag_digest(platform, "v1", ci=True) is None  # no release tag in the CI namespace
@@ -312,7 +312,7 @@ def test_refusals_other_digest_swapped_evidence_and_a_tag_that_points_elsewhere(
     refused = r.release("cuda", other, "v2")
     assert refused.returncode == 7, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1
-    assert "evidence counts only for the image it tested" in refused.stderr
+    assert "no evidence given is for that digest" in refused.stderr
     assert r.tag_digest("cuda", "v2") is None
 
     # Evidence for A copied next to B by someone with push rights: verify --image B refuses it.
@@ -434,12 +434,12 @@ def test_a_build_that_finds_its_image_up_to_date_keeps_what_push_recorded(
     assert r.cli("build", "--variant", "rocm").returncode == 0
     pushed = r.cli("push", "--variant", "rocm")
     assert pushed.returncode == 0, pushed.stderr
-    ref = pushed.stdout.split("rocm: ", 1)[1].split(" ", 1)[0]
+    ref = pushed.stdout.split("rocm-amd64: ", 1)[1].split(" ", 1)[0]
     before = json.loads(record.read_text())
     assert before["pushed"]["ref"] == ref
     again = r.cli("build", "--variant", "rocm")
     assert again.returncode == 0, again.stderr
-    assert "twinbuild/rocm:local: up to date" in again.stdout
+    assert "twinbuild/rocm:local-amd64: up to date" in again.stdout
     after = json.loads(record.read_text())
     assert after["image_id"] == before["image_id"]
     assert after["pushed"] == before["pushed"]
