@@ -79,11 +79,29 @@ def matrix(
     for image in images:
         variant = manifest.variant(image.variant)
         labels = variant.runners.build if job == "build" else variant.runners.gpu
+        if job == "gpu" and required_by is not None:
+            labels = _trusted_gpu_labels(image.variant, labels, required_by)
         entries.append({
             "variant": image.variant, "arch": image.arch, "name": image.name,
             "runner": [*labels, RUNNER_ARCH[image.arch]],
         })  # fmt: skip
     return Matrix(entries=tuple(entries), left_out=tuple(left))
+
+
+def _trusted_gpu_labels(name: str, asked: tuple[str, ...], trusted: Manifest) -> tuple[str, ...]:
+    """The GPU runner labels of variant ``name`` as the default branch's manifest gives them:
+    the validated commit's manifest is the PR's, and the runner its image runs on is not the
+    PR's to choose. A variant the default branch lacks may ask only for a label set one of the
+    default branch's variants uses."""
+    if name in trusted.variants:
+        return trusted.variant(name).runners.gpu
+    known = {v.runners.gpu for v in trusted.variants.values()}
+    if asked not in known:
+        raise ConfigError(
+            f"variant {name}: GPU runner labels {list(asked)} are not a set the default branch's "
+            "manifest uses; give the new variant one of those, or land the runner labels first"
+        )
+    return asked
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
