@@ -339,3 +339,48 @@ def test_zizmor_is_clean_on_our_workflows_and_not_on_a_bad_one(tmp_path: Path) -
     result = workflows.zizmor(bad)
     assert not result.ok
     assert "template-injection" in result.output
+
+
+HAND_WRITTEN = """\
+name: x
+on: {push: {branches: [main]}}
+permissions: {}
+jobs:
+  build:
+    runs-on: ubuntu-24.04
+    strategy:
+      matrix:
+MATRIX
+    steps:
+      - run: twinbuild build --variant "${{ matrix.variant }}"
+"""
+
+
+@pytest.mark.parametrize(
+    "matrix",
+    [
+        "        variant: [cu13, rocm720-mi35x]",
+        "        platform: [cuda, rocm]",
+        "        include:\n          - {variant: cu13, arch: linux/arm64}",
+        "        image: [cu13-amd64]",
+    ],
+)
+def test_a_hand_written_image_matrix_is_refused(tmp_path: Path, matrix: str) -> None:
+    """The images a workflow builds or tests come from the manifest (`twinbuild variants
+    --matrix`): a list written into the workflow drifts from it, as pins did between recipes."""
+    found = workflows.check([write(tmp_path, HAND_WRITTEN.replace("MATRIX", matrix))])
+    assert [f.code for f in found] == ["TB-W009"]
+    assert "twinbuild variants --matrix" in found[0].message
+
+
+@pytest.mark.parametrize(
+    "matrix",
+    ["        python: ['3.11', '3.12']", "        ${{ fromJSON(needs.images.outputs.matrix) }}"],
+)
+def test_other_matrices_and_a_generated_one_pass(tmp_path: Path, matrix: str) -> None:
+    text = HAND_WRITTEN.replace("      matrix:\nMATRIX", "      matrix:\nMATRIX")
+    if matrix.strip().startswith("${{"):
+        text = text.replace("      matrix:\nMATRIX", "      matrix: " + matrix.strip())
+    else:
+        text = text.replace("MATRIX", matrix)
+    assert workflows.check([write(tmp_path, text)]) == []

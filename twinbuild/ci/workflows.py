@@ -17,6 +17,9 @@ the trust model that zizmor does not know about:
   (``actions/checkout``'s ``ref:``/``repository:``, or ``git checkout``-like commands in ``run:``)
 - TB-W008 (:mod:`twinbuild.ci.ownership`, with the repository root): a trust root that no @user
   code owner owns
+- TB-W009: a hand-written image matrix (a ``variant``, ``arch``, ``image`` or ``platform`` key
+  in a job's ``strategy.matrix``): the images a job builds or tests come from the manifest,
+  ``fromJSON`` of ``twinbuild variants --matrix``'s output, never from a list that drifts from it
 
 A ``workflow_run`` workflow may use self-hosted runners (TB-W001) only in jobs that need, directly
 or not, a job running ``twinbuild evidence trigger``: the check that the run which finished is the
@@ -325,6 +328,10 @@ def _items(node: Node | None) -> list[tuple[ScalarNode, Node]]:
     return [(k, v) for k, v in node.value if isinstance(k, ScalarNode)]
 
 
+#: Matrix keys that name images: what ``twinbuild variants --matrix`` alone may decide.
+_IMAGE_KEYS = frozenset({"variant", "arch", "image", "platform"})
+
+
 class _Workflow:
     def __init__(self, path: Path, text: str, root: MappingNode) -> None:
         self.path = path
@@ -343,10 +350,33 @@ class _Workflow:
         privileged = self._privileged()
         for job_key, job in _items(_value(self.root, "jobs")):
             self._runner(job_key.value, job)
+            self._matrix(job_key.value, job)
             self._signing_environment(job_key.value, job)
             for step in _steps(job):
                 self._step(step, privileged)
         return sorted(self.out, key=lambda f: (f.line, f.code))
+
+    def _matrix(self, job_id: str, job: Node) -> None:
+        """TB-W009: a matrix that names images itself instead of taking the manifest's."""
+        matrix = _value(_value(job, "strategy"), "matrix")
+        if not isinstance(matrix, MappingNode):
+            return  # absent, or an expression: fromJSON(needs.<job>.outputs.matrix)
+        rows: list[Node] = [matrix]
+        for key in ("include", "exclude"):
+            listed = _value(matrix, key)
+            if isinstance(listed, SequenceNode):
+                rows += listed.value
+        for row in rows:
+            for key, _ in _items(row):
+                if key.value in _IMAGE_KEYS:
+                    self.add(
+                        _line(key), "TB-W009",
+                        f"job '{job_id}' lists images itself ({key.value}: ...); take the "
+                        "matrix from the manifest: a job running `twinbuild variants --matrix "
+                        "build|gpu --github-output`, then matrix: ${{ fromJSON(needs.<job>."
+                        "outputs.matrix) }}",
+                    )  # fmt: skip
+                    return
 
     def _guarded(self, job_id: str) -> bool:
         """Whether a workflow_run-only workflow's job needs a job that runs the trigger check."""
