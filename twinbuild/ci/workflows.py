@@ -362,8 +362,8 @@ class _Workflow:
         if not isinstance(matrix, MappingNode):
             return  # absent, or an expression: fromJSON(needs.<job>.outputs.matrix)
         rows: list[Node] = [matrix]
-        for key in ("include", "exclude"):
-            listed = _value(matrix, key)
+        for part in ("include", "exclude"):
+            listed = _value(matrix, part)
             if isinstance(listed, SequenceNode):
                 rows += listed.value
         for row in rows:
