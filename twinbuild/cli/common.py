@@ -139,6 +139,14 @@ def registry_host(text: str) -> str:
     return text
 
 
+def add_max_age(p: argparse.ArgumentParser) -> None:
+    """``--max-age-days``: the gate and release judge evidence age by the same rule."""
+    p.add_argument(
+        "--max-age-days", type=days, default=14.0,
+        help="oldest evidence accepted, in days (default: %(default)s)",
+    )  # fmt: skip
+
+
 def find_root(start: Path) -> Path | None:
     """The nearest folder at or above ``start`` holding the manifest, or None.
 

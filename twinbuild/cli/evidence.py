@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import add_format, days, whole_number
+from twinbuild.cli.common import add_format, add_max_age, whole_number
 from twinbuild.manifest.model import ARCHS, DEFAULT_PATH
 
 #: A pull request number, as GitHub hands them out (a positive 32-bit integer).
@@ -206,10 +206,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--manifest", default=str(DEFAULT_PATH),
         help="the manifest's path in the commits (default: %(default)s)",
     )  # fmt: skip
-    p.add_argument(
-        "--max-age-days", type=days, default=14.0,
-        help="oldest evidence accepted, in days (default: %(default)s)",
-    )  # fmt: skip
+    add_max_age(p)
     p.add_argument("--same-commit", action="store_true", help="accept the head commit only")
     p.add_argument(
         "--default-branch", default="main",

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_format, add_variant, days, whole_number
+from twinbuild.cli.common import add_format, add_max_age, add_variant, whole_number
 from twinbuild.manifest.model import DEFAULT_PATH, PROFILES
 from twinbuild.util import environ, output
 
@@ -138,10 +138,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--profile", choices=PROFILES, default="production",
         help="the profile the evidence must be for (default: %(default)s)",
     )  # fmt: skip
-    p.add_argument(
-        "--max-age-days", type=days, default=14.0,
-        help="oldest evidence accepted, in days (default: %(default)s)",
-    )  # fmt: skip
+    add_max_age(p)
     p.add_argument("--force", action="store_true", help="move a tag that names another digest")
     add_format(p, what="the release")
     p.set_defaults(func=cmd_release)
