@@ -332,7 +332,7 @@ def _check_address(value: str, where: str) -> str:
     if not _ADDRESS_RE.fullmatch(value) or (port and values.whole_reason(port, low=1, high=65535)):
         raise ConfigError(
             f"{where}={value!r}: expected a registry HOST[:PORT][/NAMESPACE] such as "
-            "127.0.0.1:5000 or ghcr.io/acme (no scheme, no tag, a port from 1 to 65535)"
+            "127.0.0.1:5000 or registry.example/acme (no scheme, no tag, a port from 1 to 65535)"
         )
     return value
 
