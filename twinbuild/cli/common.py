@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -125,17 +124,14 @@ def days(text: str) -> float:
     return float(text)
 
 
-_REGISTRY_HOST = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252}[A-Za-z0-9])?(?::[0-9]{1,5})?")
-
-
 def registry_host(text: str) -> str:
-    """An argparse ``type``: a registry's ``HOST[:PORT]`` (no scheme, path, space, user)."""
-    port = text.rpartition(":")[2] if ":" in text else ""
-    if not _REGISTRY_HOST.fullmatch(text) or (port and not 0 < int(port) < 65536):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a registry HOST[:PORT]; give a host name and an optional port, "
-            "e.g. registry.example:5000"
-        )
+    """An argparse ``type``: a registry's ``HOST[:PORT]`` (no scheme, path, space, user), by the
+    rule ``--registry`` follows (``engine.registry.address_reason``)."""
+    from twinbuild.engine.registry import address_reason
+
+    reason = address_reason(text, namespace=False)
+    if reason is not None:
+        raise argparse.ArgumentTypeError(f"{text!r}: {reason}")
     return text
 
 

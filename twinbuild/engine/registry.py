@@ -322,18 +322,32 @@ def index_ref(registry: str, variant: str, profile: Profile) -> str:
     return f"{repository(registry, variant)}:{profile}"
 
 
-_ADDRESS_RE = re.compile(r"[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*")
+#: A registry's host and port: no leading or trailing dot or hyphen, a host name's 253 characters.
+_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(?::[0-9]+)?"
+_ADDRESS_RE = re.compile(_HOST + r"(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*")
+_HOST_RE = re.compile(_HOST)
+
+
+def address_reason(value: str, *, namespace: bool = True) -> str | None:
+    """Why ``value`` is not a registry ``HOST[:PORT]`` (with ``namespace``, optionally
+    ``/NAMESPACE``), or None when it is one."""
+    pattern = _ADDRESS_RE if namespace else _HOST_RE
+    port = value.partition("/")[0].partition(":")[2]
+    if pattern.fullmatch(value) and not (port and values.whole_reason(port, low=1, high=65535)):
+        return None
+    shape = "HOST[:PORT][/NAMESPACE]" if namespace else "HOST[:PORT]"
+    return (
+        f"expected a registry {shape} such as 127.0.0.1:5000 or registry.example"
+        f"{'/acme' if namespace else ':5000'} (no scheme, no tag, a port from 1 to 65535)"
+    )
 
 
 def _check_address(value: str, where: str) -> str:
     """``host[:port]`` or ``host[:port]/namespace`` (images go to ``<it>/twinbuild/<variant>``)."""
     value = value.strip().rstrip("/")
-    port = value.partition("/")[0].partition(":")[2]
-    if not _ADDRESS_RE.fullmatch(value) or (port and values.whole_reason(port, low=1, high=65535)):
-        raise ConfigError(
-            f"{where}={value!r}: expected a registry HOST[:PORT][/NAMESPACE] such as "
-            "127.0.0.1:5000 or registry.example/acme (no scheme, no tag, a port from 1 to 65535)"
-        )
+    reason = address_reason(value)
+    if reason is not None:
+        raise ConfigError(f"{where}={value!r}: {reason}")
     return value
 
 
