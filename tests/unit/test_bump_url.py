@@ -261,3 +261,21 @@ def test_installs_is_only_for_a_url_pin_with_a_version(manifest: Path) -> None:
     findings = lint_manifest(loads(text, manifest)).findings
     assert [f.code for f in findings] == ["TB012"]
     assert "only a url pin with a version" in findings[0].message
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "0", "3601", " 60", "1e3"])
+def test_the_download_timeout_is_whole_seconds(value: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``"²".isdigit()`` is true and ``int("²")`` raises: one line, not a traceback."""
+    from twinbuild.errors import ConfigError
+    from twinbuild.pins.download import TIMEOUT_VAR, clock
+
+    monkeypatch.setenv(TIMEOUT_VAR, value)
+    with pytest.raises(ConfigError, match=r"is not whole seconds from 1 to 3600"):
+        clock()
+
+
+def test_a_name_that_starts_with_127_is_no_loopback() -> None:
+    from twinbuild.pins.download import _loopback
+
+    assert _loopback("http://127.0.0.1:8080/x")
+    assert not _loopback("http://127.attacker.example/x")

@@ -283,7 +283,7 @@ def _url_holder(pin: Pin, selectors: tuple[str, ...]) -> str | None:
 
 def _fetched(old: Manifest, request: BumpRequest) -> dict[str, str]:
     """``--fetch``: the sha256 of every url the pin names on any of its images."""
-    from twinbuild.pins.fetch import sha256_of
+    from twinbuild.pins.download import sha256_of
 
     pin = _check_request(old, request)
     urls: dict[str, str] = {}

@@ -3,17 +3,19 @@
 ``pins bump kubectl --version 1.37.0`` moves the url; the old sha256 cannot stay, so without
 ``--sha256`` the new file is fetched once and hashed as it streams (never kept). Every request
 goes through :mod:`twinbuild.util.exchange`: a deadline per chunk, a bound on the size, https
-only (plain http only to a loopback server), a few redirects followed to https addresses only.
+only (plain http only to a loopback server), a few redirects followed to https addresses only,
+never from a public server to an internal one. ``pins bump --fetch`` (a url pin whose artifact
+publishes no checksum, as the ROCm 7.2 VMM fix's patched ROCr) hashes through it too.
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
 from urllib.parse import urljoin, urlsplit
 
 from twinbuild.errors import ConfigError, EngineError
-from twinbuild.util.exchange import Clock, Request, streaming
+from twinbuild.util import environ, values
+from twinbuild.util.exchange import Clock, Request, internal_host, streaming
 
 #: The largest download hashed (a CUDA toolkit runfile is ~4 GiB).
 MAX_DOWNLOAD = 8 << 30
@@ -23,8 +25,11 @@ TIMEOUT_VAR = "TWINBUILD_DOWNLOAD_TIMEOUT"
 
 
 def _loopback(url: str) -> bool:
-    host = urlsplit(url).hostname or ""
-    return host in ("localhost", "::1") or host.startswith("127.")
+    """A literal loopback address or ``localhost``, by parsing the host (``engine.registry``):
+    ``127.attacker.example`` is a name like any other."""
+    from twinbuild.engine.registry import loopback
+
+    return loopback(urlsplit(url).netloc)
 
 
 def _check(url: str, where: str) -> None:
@@ -39,17 +44,20 @@ def _check(url: str, where: str) -> None:
 
 def clock() -> Clock:
     """Deadlines of a download: ``TWINBUILD_DOWNLOAD_TIMEOUT`` seconds without data (60)."""
-    text = os.environ.get(TIMEOUT_VAR, "60")
-    if not text.isdigit() or not 1 <= int(text) <= 3600:
+    text = environ.text(TIMEOUT_VAR) or "60"
+    if values.whole_reason(text, low=1, high=3600) is not None:
         raise ConfigError(f"${TIMEOUT_VAR}: {text!r} is not whole seconds from 1 to 3600")
     seconds = float(text)
     return Clock(timeout=seconds, budget=seconds, hint=f"${TIMEOUT_VAR} sets it")
 
 
 def sha256_of(url: str, *, what: str, timeout: Clock | None = None) -> str:
-    """The hex sha256 of what ``url`` serves; EngineError where it cannot be fetched."""
+    """The hex sha256 of what ``url`` serves; EngineError where it cannot be fetched.
+
+    A redirect is followed only to https (or, from a loopback server, to loopback), and never
+    from a public server to an internal address (``util.exchange.internal_host``)."""
     ticking = timeout or clock()
-    target = url
+    target, local = url, _loopback(url)
     for _ in range(_REDIRECTS + 1):
         _check(target, what)
         request = Request(
@@ -58,7 +66,13 @@ def sha256_of(url: str, *, what: str, timeout: Clock | None = None) -> str:
         )  # fmt: skip
         with streaming(request, ticking, chunk=_CHUNK, total=MAX_DOWNLOAD) as answer:
             if answer.status in (301, 302, 303, 307, 308):
-                target = urljoin(target, answer.header("Location"))
+                moved = urljoin(target, answer.header("Location"))
+                if not local and internal_host(urlsplit(moved).hostname or ""):
+                    raise EngineError(
+                        f"{what}: {target[:200]} redirected to {moved[:200]!r}; only an https "
+                        "redirect to a public host is followed"
+                    )
+                target = moved
                 continue
             if answer.status != 200:
                 raise EngineError(
