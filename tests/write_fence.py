@@ -6,7 +6,8 @@ outside the folders it may write in.
 write outside its folders is recorded and, with ``refuse``, stopped there by raising
 :class:`WroteOutside` (so nothing lands in the repository even where the code under test swallows
 the error); when the fence comes down, any recorded write fails the test. Python's own bytecode
-cache (``__pycache__``) is not the test's doing and passes. Child processes are not seen: a test
+cache (``__pycache__``, or the folder ``PYTHONPYCACHEPREFIX`` names: ``nox -s tests`` keeps it
+outside the checkout) is not the test's doing and passes. Child processes are not seen: a test
 that runs one gives it a working folder of its own.
 """
 
@@ -31,6 +32,7 @@ _PATH_EVENTS = {
     "os.replace": (0, 1), "os.symlink": (1,), "os.link": (1,),
 }  # fmt: skip
 _SKIP = os.sep + "__pycache__" + os.sep
+_PYCACHE = (os.path.realpath(sys.pycache_prefix) + os.sep) if sys.pycache_prefix else None
 
 
 @dataclass(slots=True)
@@ -40,7 +42,9 @@ class Fence:
     seen: list[str] = field(default_factory=list)
 
     def allows(self, path: str) -> bool:
-        return _SKIP in path or any(path == f or path.startswith(f + os.sep) for f in self.folders)
+        if _SKIP in path or (_PYCACHE is not None and path.startswith(_PYCACHE)):
+            return True
+        return any(path == f or path.startswith(f + os.sep) for f in self.folders)
 
 
 _active: list[Fence] = []
