@@ -367,7 +367,7 @@ def content(data: bytes, media: str = MANIFEST_TYPE) -> Attack:
 @contextmanager
 def serving() -> Iterator[FakeRegistry]:
     server = FakeRegistry()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield server

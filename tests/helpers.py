@@ -58,7 +58,7 @@ def repo_image(recipe: str, arch: Arch = "linux/amd64") -> ImageKey:
 def serving(handler: type[http.server.BaseHTTPRequestHandler]) -> Iterator[int]:
     """``handler`` served on 127.0.0.1 (never another address) in a thread; yields the port."""
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         yield int(httpd.server_address[1])

@@ -545,7 +545,7 @@ def test_interrupted_release_moves_no_tag_and_evidence_is_stored_first(
     r = rehearsal
     image = ImageRef.parse(r.refs["cuda"])
     proxy = _HoldingProxy(r.address, "v-interrupted")
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
+    thread = threading.Thread(target=proxy.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     try:
         through = f"{proxy.address}/{image.repository}@{image.digest}"
