@@ -22,10 +22,16 @@ def mini_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root
 
 
+@pytest.fixture(scope="session")
+def _gate_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("gate-template")
+
+
 @pytest.fixture
-def gate_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
-    """A repository whose PR head was validated, with signed evidence for both platforms."""
-    return make_repo(tmp_path, monkeypatch)
+def gate_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _gate_template: Path) -> GateRepo:
+    """A repository whose PR head was validated, with signed evidence for both platforms (a copy
+    of one made once per worker)."""
+    return make_repo(tmp_path, monkeypatch, _gate_template)
 
 
 @pytest.fixture

@@ -61,7 +61,41 @@ def copy_codeowners(root: Path) -> None:
     shutil.copy2(THIS_CHECKOUT / ".github/CODEOWNERS", root / ".github/CODEOWNERS")
 
 
-def make_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
+def make_repo(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, template: Path | None = None
+) -> GateRepo:
+    """The gate repository in ``tmp_path``. With ``template`` (a folder of the session's), it is
+    made there once per process and copied for each test: the same commits, key and evidence,
+    in 0.05 s instead of the 0.45 s that the two commits, the inputs and the signing take."""
+    if template is None:
+        return _make_repo(tmp_path, monkeypatch)
+    made = _TEMPLATES.get(template)
+    if made is None:
+        with pytest.MonkeyPatch.context() as scoped:
+            made = _TEMPLATES[template] = _make_repo(template, scoped)
+    shutil.copytree(template, tmp_path, symlinks=True, dirs_exist_ok=True)
+    root = tmp_path / made.root.relative_to(template)
+    _enter(root, tmp_path, monkeypatch)
+    return GateRepo(
+        root=root, base=made.base, tested=made.tested, keys=root / "evidence/keys",
+        signer=made.signer,
+    )  # fmt: skip
+
+
+#: The repository each session folder holds (one per worker process), made on first use.
+_TEMPLATES: dict[Path, GateRepo] = {}
+
+
+def _enter(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a test of the gate runs in: git's HOME of its own, the repository the cwd."""
+    isolate_git(monkeypatch, tmp_path / "home")
+    monkeypatch.chdir(root)
+    monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
+    monkeypatch.setenv("GITHUB_REPOSITORY_ID", str(REPO_ID))
+    monkeypatch.delenv("GITHUB_EVENT_PATH", raising=False)
+
+
+def _make_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
     isolate_git(monkeypatch, tmp_path / "home")
     root = mini_project(tmp_path)
     copy_builder_code(root)
@@ -81,10 +115,7 @@ def make_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> GateRepo:
     signer = Signer(key=load_private(env={}, path=pair.private_path))
     sign_evidence(root, tested, signer)
     git(root, "checkout", "-q", "-b", f"pr-{PR}", tested)
-    monkeypatch.chdir(root)
-    monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
-    monkeypatch.setenv("GITHUB_REPOSITORY_ID", str(REPO_ID))
-    monkeypatch.delenv("GITHUB_EVENT_PATH", raising=False)
+    _enter(root, tmp_path, monkeypatch)
     return GateRepo(root=root, base=base, tested=tested, keys=root / "evidence/keys", signer=signer)
 
 
