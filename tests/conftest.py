@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import session_tmp
 from tests.session_engine import SessionEngine, start
 from tests.write_fence import fenced
 from tests.xdist_docker import DOCKER_TESTS, make_scheduler, misplaced
@@ -73,7 +74,9 @@ _ENGINE = pytest.StashKey[SessionEngine]()
 
 def pytest_configure(config: pytest.Config) -> None:
     """Start the session's own engine (in the controlling process only) when a Docker test may
-    run, before any xdist worker exists, so every worker inherits its DOCKER_HOST."""
+    run, before any xdist worker exists, so every worker inherits its DOCKER_HOST; and the
+    session's temporary folder in memory (tests/session_tmp.py)."""
+    session_tmp.in_memory(config)
     if not _docker_enabled() or hasattr(config, "workerinput"):
         return
     if _reaches_docker_tests(config):
@@ -91,6 +94,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     engine = config.stash.get(_ENGINE, None)
     if engine is not None:
         engine.stop()
+    session_tmp.release(config)
 
 
 @functools.cache

@@ -36,6 +36,7 @@ class SessionEngine:
 
 #: The most an engine's (or a registry's) folder in memory may hold; a session uses a few GiB.
 SCRATCH_SIZE = "12g"
+SCRATCH_ROOT = Path("/tmp")  # not TMPDIR: a socket path there must stay short
 
 
 def scratch(prefix: str) -> Path:
@@ -43,7 +44,7 @@ def scratch(prefix: str) -> Path:
     tmpfs) where we may mount one: a session writes, pushes, pulls and deletes image layers by
     the GiB, and on a shared machine the disk is the slowest part of that. Elsewhere (not root,
     no CAP_SYS_ADMIN) it is a plain folder on disk. ``remove`` takes either away."""
-    folder = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))  # the socket path: <= 107 bytes
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=SCRATCH_ROOT))  # a socket path: <= 107 B
     if os.geteuid() == 0:
         run_command(["mount", "-t", "tmpfs", "-o", f"size={SCRATCH_SIZE},mode=0700", "tmpfs",
                      str(folder)])  # fmt: skip
