@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import http.server
 import shutil
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -52,6 +53,14 @@ RECIPE_VARIANTS = {"cuda": "cu13", "rocm": "rocm720-mi35x"}
 def repo_image(recipe: str, arch: Arch = "linux/amd64") -> ImageKey:
     """The repository manifest's image of ``recipe``'s release variant on ``arch``."""
     return ImageKey(variant=RECIPE_VARIANTS[recipe], arch=arch)
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 just now (for a server a test starts)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
 
 
 @contextlib.contextmanager

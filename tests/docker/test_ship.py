@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import MINI_VARIANTS, edit, image, mini_project
+from tests.helpers import MINI_VARIANTS, edit, free_port, image, mini_project
 from tests.session_engine import remove, scratch
 from twinbuild import evidence
 from twinbuild.engine import registry
@@ -47,13 +47,6 @@ GPUS: dict[str, dict[str, Any]] = {
     "cuda": {"vendor": "nvidia", "model": SUPPLIED, "driver": "0", "runtime": "0", "count": 1},
     "rocm": {"vendor": "amd", "model": SUPPLIED, "driver": "0", "runtime": "0", "count": 1},
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def git(cwd: Path, *args: str) -> str:

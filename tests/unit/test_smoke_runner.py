@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import platform
 from pathlib import Path
 
 import pytest
 
 from tests.fake_engine import FakeEngine
-from tests.helpers import image, mini_project
+from tests.helpers import edit, image, mini_project
 from twinbuild.builder.record import BuildRecord, SkippedPin, record_path
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.manifest.loader import load
@@ -137,6 +138,7 @@ def test_host_mode_runs_the_suite_on_this_machine(tmp_path: Path) -> None:
     data = json.loads((reports / "smoke-cuda-amd64-production-host.json").read_text())
     tests = {t["id"]: t for t in data["tests"]}
     assert data["image"]["id"] is None
+    assert tests["test_platform.py::test_architecture"]["outcome"] == "passed"  # natively
     assert tests["test_conformance.py::test_base"]["message"] == (
         "host mode: no image to compare with the base"
     )
@@ -148,6 +150,30 @@ def test_host_mode_runs_the_suite_on_this_machine(tmp_path: Path) -> None:
         "found no distribution flash-linear-attention installed"
     )
     assert (reports / "smoke.md").read_text().startswith("## twinbuild smoke\n")
+
+
+def test_an_image_that_runs_as_another_architecture_fails(tmp_path: Path) -> None:
+    """An arm64 image whose programs are really x86_64 ones (here: this x86_64 machine taken for
+    arm64) fails its smoke, naming both architectures: a mislabelled image is not an arm64 one."""
+    root = mini_project(tmp_path)
+    edit(
+        root / "pins/manifest.toml",
+        '[variants.cuda]\narchs = ["linux/amd64"]',
+        '[variants.cuda]\narchs = ["linux/amd64", "linux/arm64"]',
+    )
+    manifest = load(root / "pins/manifest.toml")
+    reports = tmp_path / "reports"
+    with pytest.raises(FindingsError):
+        runner.smoke(
+            manifest, root=root, variant="cuda", arch="linux/arm64", host=True, gpu=False,
+            report_dir=reports, echo=False,
+        )  # fmt: skip
+    data = json.loads((reports / "smoke-cuda-arm64-production-host.json").read_text())
+    tests = {t["id"]: t for t in data["tests"]}
+    assert tests["test_platform.py::test_architecture"]["outcome"] == "failed"
+    assert tests["test_platform.py::test_architecture"]["message"] == (
+        f"architecture: expected linux/arm64 (aarch64), found {platform.machine()}"
+    )
 
 
 def test_spec_round_trips(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""The environment the recipe sets, the diagnostic binaries, and the key imports."""
+"""The architecture the image runs as, the environment the recipe sets, the diagnostic binaries,
+and the key imports."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from twinbuild.manifest.model import MACHINES
 from twinbuild.smoke.spec import EnvCase, SuiteSpec
 from twinbuild.smoke.suite.remote import run_argv
 
@@ -17,6 +19,17 @@ def env_pattern(value: str) -> re.Pattern[str]:
     """The recipe's value as a pattern; a ``$VAR`` left unresolved (the base's) matches anything."""
     parts = _VAR.split(value)
     return re.compile(".*".join(re.escape(p) for p in parts), re.DOTALL)
+
+
+def test_architecture(spec: SuiteSpec, host: Any) -> None:
+    """Its interpreter runs as the architecture the image is for (under QEMU where that is not
+    this machine's): an arm64 image that holds x86_64 programs is not an arm64 image."""
+    want = MACHINES.get(spec.arch, spec.arch)  # type: ignore[call-overload]
+    result = run_argv(host, [spec.python, "-c", "import platform; print(platform.machine())"])
+    last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+    found = result.stdout.strip() if result.rc == 0 else f"nothing ({last})"
+    if found != want:
+        pytest.fail(f"architecture: expected {spec.arch} ({want}), found {found}", pytrace=False)
 
 
 def test_env(env_case: EnvCase, spec: SuiteSpec, host: Any) -> None:
