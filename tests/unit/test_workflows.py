@@ -346,7 +346,15 @@ name: x
 on: {push: {branches: [main]}}
 permissions: {}
 jobs:
+  images:
+    runs-on: ubuntu-24.04
+    outputs:
+      matrix: ${{ steps.matrix.outputs.matrix }}
+    steps:
+      - id: matrix
+        run: twinbuild variants --matrix build --github-output
   build:
+    needs: images
     runs-on: ubuntu-24.04
     strategy:
       matrix:
@@ -384,3 +392,47 @@ def test_other_matrices_and_a_generated_one_pass(tmp_path: Path, matrix: str) ->
     else:
         text = text.replace("MATRIX", matrix)
     assert workflows.check([write(tmp_path, text)]) == []
+
+
+UNDECLARED = """\
+name: pr
+on: pull_request
+permissions: {}
+jobs:
+  plan:
+    runs-on: ubuntu-24.04
+    outputs:
+      cuda: ${{ steps.plan.outputs.cuda }}
+      matrix: ${{ steps.plan.outputs.matrix }}
+    steps:
+      - id: plan
+        run: twinbuild plan --github-output
+  image:
+    needs: plan
+    if: ${{ needs.plan.outputs.cu13 != 'false' && needs.plan.outputs['rocm720-mi35x'] != 'x' }}
+    runs-on: ubuntu-24.04
+    strategy:
+      matrix: ${{ fromJSON(needs.plan.outputs.matrix) }}
+    steps:
+      - run: echo "${{ needs.plan.outputs.cuda }} ${{ needs.lint.outputs.ok }}"
+"""
+
+
+def test_an_output_the_needed_job_does_not_declare_is_refused(tmp_path: Path) -> None:
+    """GitHub reads ``needs.<job>.outputs.<name>`` that the job does not declare as '', silently:
+    a condition ``!= 'false'`` on it is always true (pr.yml built every image on every PR)."""
+    found = workflows.check([write(tmp_path, UNDECLARED)])
+    assert [(f.line, f.code) for f in found] == [(15, "TB-W010"), (15, "TB-W010"), (20, "TB-W010")]
+    assert found[0].message == (
+        "job 'image' reads needs.plan.outputs.cu13, which job 'plan' does not declare (it "
+        "declares cuda, matrix); GitHub reads it as '': declare it under plan's outputs"
+    )
+    assert "needs.plan.outputs.rocm720-mi35x" in found[1].message
+    assert found[2].message == (
+        "job 'image' reads needs.lint.outputs.ok, but it does not need job 'lint'; add it to "
+        "its needs (GitHub reads it as '')"
+    )
+    fixed = UNDECLARED.replace("      cuda: ${{", "      cu13: ${{ steps.plan.outputs.cu13 }}\n"
+                               "      rocm720-mi35x: ${{ steps.plan.outputs.x }}\n      cuda: ${{")
+    fixed = fixed.replace(" ${{ needs.lint.outputs.ok }}", "")
+    assert workflows.check([write(tmp_path, fixed)]) == []

@@ -20,6 +20,8 @@ the trust model that zizmor does not know about:
 - TB-W009: a hand-written image matrix (a ``variant``, ``arch``, ``image`` or ``platform`` key
   in a job's ``strategy.matrix``): the images a job builds or tests come from the manifest,
   ``fromJSON`` of ``twinbuild variants --matrix``'s output, never from a list that drifts from it
+- TB-W010: ``needs.<job>.outputs.<name>`` where that job does not declare the output, or is not
+  needed: GitHub reads it as '' without a word, so a condition ``!= 'false'`` on it always holds
 
 A ``workflow_run`` workflow may use self-hosted runners (TB-W001) only in jobs that need, directly
 or not, a job running ``twinbuild evidence trigger``: the check that the run which finished is the
@@ -351,6 +353,7 @@ class _Workflow:
         for job_key, job in _items(_value(self.root, "jobs")):
             self._runner(job_key.value, job)
             self._matrix(job_key.value, job)
+            self._outputs_read(job_key.value, job)
             self._signing_environment(job_key.value, job)
             for step in _steps(job):
                 self._step(step, privileged)
@@ -377,6 +380,32 @@ class _Workflow:
                         "outputs.matrix) }}",
                     )  # fmt: skip
                     return
+
+    def _outputs_read(self, job_id: str, job: Node) -> None:
+        """TB-W010: a job reads an output that the job it names does not declare."""
+        jobs = {k.value: v for k, v in _items(_value(self.root, "jobs"))}
+        needed = set(_needs(job))
+        for node in _scalars(job):
+            for found in _NEEDS_OUTPUT.finditer(node.value):
+                other, name = found["job"], found["dot"] or found["key"]
+                read = f"needs.{other}.outputs.{name}"
+                if other not in needed:
+                    self.add(
+                        _line(node), "TB-W010",
+                        f"job '{job_id}' reads {read}, but it does not need job '{other}'; "
+                        "add it to its needs (GitHub reads it as '')",
+                    )  # fmt: skip
+                    continue
+                outputs = _value(jobs.get(other), "outputs")
+                declared = [k.value for k, _ in _items(outputs)]
+                if name not in declared:
+                    listed = ", ".join(declared) or "no outputs"
+                    self.add(
+                        _line(node), "TB-W010",
+                        f"job '{job_id}' reads {read}, which job '{other}' does not declare (it "
+                        f"declares {listed}); GitHub reads it as '': declare it under {other}'s "
+                        "outputs",
+                    )  # fmt: skip
 
     def _guarded(self, job_id: str) -> bool:
         """Whether a workflow_run-only workflow's job needs a job that runs the trigger check."""
@@ -636,6 +665,27 @@ def _needs(job: Node | None) -> list[str]:
         return [v for v in (_scalar(n) for n in needs.value) if v]
     value = _scalar(needs)
     return [value] if value else []
+
+
+#: ``needs.<job>.outputs.<name>`` or ``needs.<job>.outputs['<name>']`` in an expression.
+_NEEDS_OUTPUT = re.compile(
+    r"\bneeds\.(?P<job>[A-Za-z_][\w-]*)\.outputs"
+    r"(?:\.(?P<dot>[A-Za-z_][\w-]*)|\[\s*'(?P<key>[^']+)'\s*\])"
+)
+
+
+def _scalars(node: Node | None) -> Iterator[ScalarNode]:
+    """Every scalar under ``node`` (keys and values), depth first."""
+    todo: list[Node] = [node] if node is not None else []
+    while todo:
+        here = todo.pop()
+        if isinstance(here, ScalarNode):
+            yield here
+        elif isinstance(here, MappingNode):
+            for key, value in reversed(here.value):
+                todo += [value, key]
+        elif isinstance(here, SequenceNode):
+            todo += reversed(here.value)
 
 
 def _steps(job: Node) -> list[Node]:
