@@ -52,6 +52,8 @@ INSTALLS = {
     + _LOCKED.format(where="./tool/", lock="image", tool="./tool").replace(
         "python -m", ".venv/bin/python -m"
     ),
+    "python3 -m venv .venv && "
+    + _LOCKED.format(where="", lock="image", tool=".").replace("python -m", ".venv/bin/python -m"),
 }
 _EXPR = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
 
@@ -414,3 +416,92 @@ def test_the_gate_step_refuses_a_new_key_until_a_code_owner_approves_the_head(
         f"(cuda-amd64 {commit_inputs(head, repo=work).inputs[image('cuda')][:19]}, rocm-amd64 "
         f"{commit_inputs(head, repo=work).inputs[image('rocm')][:19]})",
     ]
+
+
+def test_validate_joins_each_multi_arch_variants_digests_into_one_index(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """validate.yml's `index` job, its own shell: the matrix the `images` job writes (the real
+    `twinbuild variants --matrix`, this checkout's manifest), the digests the build jobs left as
+    artifacts (`image-<name>/image`), and the real `twinbuild push --index` against a registry on
+    127.0.0.1: one index for cu13 (amd64 + arm64), none for a variant of one architecture."""
+    from tests import fake_registry as fake
+
+    workspace = tmp_path / "ws"
+    shutil.copytree(ROOT / "pins", workspace / "pins")
+    venv = workspace / ".venv/bin"
+    _twinbuild_on_path(venv)
+    (venv / "python").symlink_to(sys.executable)
+    outputs = tmp_path / "github_output"
+    outputs.touch()
+    with fake.serving() as server:
+        run_env = {**env, "GITHUB_OUTPUT": str(outputs), "TWINBUILD_REGISTRY": server.address}
+        _run_job("validate.yml", "images", workspace, run_env, {})
+        matrix = runner_outputs(outputs.read_text())["matrix"]
+        rows = json.loads(matrix)["include"]
+        assert {r["name"] for r in rows} >= {"cu13-amd64", "cu13-arm64", "rocm720-mi35x-amd64"}
+        pushed = {}
+        for row in rows:  # what each build job pushed and left as its artifact
+            arch = row["arch"].removeprefix("linux/")
+            digest, _ = server.image(f"twinbuild-ci/{row['variant']}", seed=row["name"], arch=arch)
+            pushed[row["name"]] = f"{server.address}/twinbuild-ci/{row['variant']}@{digest}"
+            (workspace / f"image-{row['name']}").mkdir()
+            (workspace / f"image-{row['name']}/image").write_text(pushed[row["name"]] + "\n")
+        contexts = {
+            "vars.TWINBUILD_REGISTRY": server.address,
+            "needs.images.outputs.matrix": matrix,
+            "github.token": "t",
+        }
+        out = _run_job(
+            "validate.yml", "index", workspace, {**run_env, "MATRIX": matrix}, contexts,
+            skip=("Log in", "Log out"),
+        )  # fmt: skip
+        stored = server.manifest_at("twinbuild-ci/cu13", "production")
+        assert stored is not None
+        index = json.loads(stored)
+        assert {(m["platform"]["architecture"], m["digest"]) for m in index["manifests"]} == {
+            ("amd64", pushed["cu13-amd64"].rpartition("@")[2]),
+            ("arm64", pushed["cu13-arm64"].rpartition("@")[2]),
+        }
+        assert server.manifest_at("twinbuild-ci/rocm720-mi35x", "production") is None
+    assert out == [
+        f"cu13: {server.address}/twinbuild-ci/cu13@{fake.digest_of(stored)} "
+        f"(index of linux/amd64 {pushed['cu13-amd64'].rpartition('@')[2][:19]}, "
+        f"linux/arm64 {pushed['cu13-arm64'].rpartition('@')[2][:19]})"
+    ]
+
+
+def test_validate_index_job_refuses_a_digest_of_the_wrong_architecture(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The arm64 build's artifact names an amd64 image: the index step fails with twinbuild's one
+    line (exit 2) and no index is pushed."""
+    from tests import fake_registry as fake
+
+    workspace = tmp_path / "ws"
+    shutil.copytree(ROOT / "pins", workspace / "pins")
+    venv = workspace / ".venv/bin"
+    _twinbuild_on_path(venv)
+    (venv / "python").symlink_to(sys.executable)
+    matrix = json.dumps({"include": [
+        {"variant": "cu13", "arch": "linux/amd64", "name": "cu13-amd64"},
+        {"variant": "cu13", "arch": "linux/arm64", "name": "cu13-arm64"},
+    ]})  # fmt: skip
+    with fake.serving() as server:
+        for name in ("cu13-amd64", "cu13-arm64"):
+            digest, _ = server.image("twinbuild-ci/cu13", seed=name, arch="amd64")  # both amd64
+            (workspace / f"image-{name}").mkdir()
+            (workspace / f"image-{name}/image").write_text(
+                f"{server.address}/twinbuild-ci/cu13@{digest}\n"
+            )
+        step = next(
+            s for s in _steps("validate.yml", "index") if s.get("name", "").startswith("One index")
+        )
+        proc = _run_step(
+            step, workspace, {**env, "MATRIX": matrix, "TWINBUILD_REGISTRY": server.address}, {}
+        )
+        assert server.manifest_at("twinbuild-ci/cu13", "production") is None
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("twinbuild: --index ")
+    assert proc.stderr.rstrip().endswith(": a linux/amd64 image twice")

@@ -432,7 +432,10 @@ def test_an_output_the_needed_job_does_not_declare_is_refused(tmp_path: Path) ->
         "job 'image' reads needs.lint.outputs.ok, but it does not need job 'lint'; add it to "
         "its needs (GitHub reads it as '')"
     )
-    fixed = UNDECLARED.replace("      cuda: ${{", "      cu13: ${{ steps.plan.outputs.cu13 }}\n"
-                               "      rocm720-mi35x: ${{ steps.plan.outputs.x }}\n      cuda: ${{")
+    fixed = UNDECLARED.replace(
+        "      cuda: ${{",
+        "      cu13: ${{ steps.plan.outputs.cu13 }}\n"
+        "      rocm720-mi35x: ${{ steps.plan.outputs.x }}\n      cuda: ${{",
+    )
     fixed = fixed.replace(" ${{ needs.lint.outputs.ok }}", "")
     assert workflows.check([write(tmp_path, fixed)]) == []
