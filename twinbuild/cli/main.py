@@ -38,7 +38,10 @@ GROUPS = (lint, manifest, engine, build, smoke, ship, importer, ci, evidence, pi
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="twinbuild",
-        description="One pin manifest, every CUDA and ROCm image variant: lint, build, smoke-test and prove them.",
+        description=(
+            "One pin manifest, every CUDA and ROCm image variant: lint, build, smoke-test and "
+            "prove them."
+        ),
     )
     parser.add_argument("--version", action="version", version=f"twinbuild {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
