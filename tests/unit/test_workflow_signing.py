@@ -95,6 +95,7 @@ permissions: {{}}
 jobs:
   trigger:
     runs-on: ubuntu-24.04
+    outputs: {{commit: "${{{{ steps.t.outputs.commit }}}}"}}
     steps:
       - run: {trigger}
   smoke:
@@ -103,7 +104,7 @@ jobs:
     steps:
       - run: echo smoke
   sign:
-    needs: [smoke]
+    needs: [smoke, trigger]
     runs-on: ubuntu-24.04
     environment: evidence-signing
     steps:
@@ -131,13 +132,13 @@ def test_an_unguarded_workflow_run_may_not_reach_gpu_runners(
     tmp_path: Path, trigger: str, needs: str
 ) -> None:
     text = WORKFLOW_RUN.format(trigger=trigger, needs=needs, ref="")
-    assert _check(tmp_path, text) == [(13, "TB-W001")]
+    assert _check(tmp_path, text) == [(14, "TB-W001")]
 
 
 def test_the_signing_job_checks_out_the_default_branch_only(tmp_path: Path) -> None:
     ref = "ref: ${{ needs.trigger.outputs.commit }}\n          "
     text = WORKFLOW_RUN.format(trigger="twinbuild evidence trigger", needs="trigger", ref=ref)
-    assert _check(tmp_path, text) == [(23, "TB-W007")]
+    assert _check(tmp_path, text) == [(24, "TB-W007")]
 
 
 def _repository(tmp_path: Path, codeowners: str | None) -> Path:
