@@ -177,3 +177,17 @@ def test_each_option_reaches_bench_options(
     options = reached.value.options
     _assert_typed(options)
     assert any(_matches(v, expected) for v in _carried(options, action.dest))
+
+
+def test_only_an_unknown_benchmark_is_one_line_exit_2_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tools.bench.__main__ import main
+
+    code = main(["--root", str(tmp_path), "--out", str(tmp_path / "out"), "--only", "emulaton"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("twinbuild: --only 'emulaton': no such benchmark; one of: cold builds, ")
+    assert err.rstrip().endswith(", emulation")
+    assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()  # nothing written

@@ -23,13 +23,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="repository root (default: found from here)")
     p.add_argument("--out", default="build/bench", help="folder for bench.md and bench.json")
     p.add_argument("--quick", action="store_true", help="fewer runs, no base-included build")
+    p.add_argument(
+        "--only", action="append", default=[], metavar="NAME",
+        help="run this benchmark alone (repeatable), e.g. --only emulation",
+    )  # fmt: skip
     return p
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
     from tools.bench.runner import BenchOptions, bench
 
-    options = BenchOptions(root=Path(args.root), out=Path(args.out), quick=args.quick)
+    options = BenchOptions(
+        root=Path(args.root), out=Path(args.out), quick=args.quick, only=tuple(args.only)
+    )
     bench(options, say=print)
     out = options.out
     print((out / "bench.md").read_text(), end="")

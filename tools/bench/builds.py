@@ -20,7 +20,7 @@ BUMP_PIN = """
 [pins.click]
 kind = "pypi"
 version = "8.1.7"
-platforms = ["cuda"]
+variants = ["cuda"]
 asymmetry = "bench: a CUDA-only pin in the late layer"
 layer = "late"
 why = "bench pin"

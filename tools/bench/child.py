@@ -119,7 +119,7 @@ def _job_build(job: dict[str, Any]) -> dict[str, Any]:
                 suite=manifest.local.suite,
                 mirror=manifest.local.mirror,
                 packages=manifest.local.packages,
-                arch="linux/amd64",
+                arch=job.get("arch", "linux/amd64"),
             )
             out["base"] = {
                 "seconds": time.perf_counter() - t0,
@@ -130,9 +130,8 @@ def _job_build(job: dict[str, Any]) -> dict[str, Any]:
             }
 
         def one(p: str) -> dict[str, Any]:
-            r = build_image(
-                manifest, engine, manifest.image(p, "linux/amd64"), options, say=lambda _: None
-            )
+            image = manifest.image(p, job.get("arch", "linux/amd64"))
+            r = build_image(manifest, engine, image, options, say=lambda _: None)
             return {
                 "platform": p,
                 "up_to_date": r.up_to_date,

@@ -25,6 +25,7 @@ from tools.bench.builds import (
     bench_noop,
     bench_noop_real,
 )
+from tools.bench.emulation import bench_emulation
 from tools.bench.lint import bench_lint
 from tools.bench.recipes import bench_recipes
 from tools.bench.registry_cache import bench_registry_cache
@@ -33,6 +34,7 @@ from tools.bench.smoke import bench_smoke
 from tools.bench.stats import Row, table
 from tools.bench.suite import bench_suite
 from tools.bench.wheels import bench_wheels
+from twinbuild.errors import ConfigError
 from twinbuild.util.activity import Say
 
 if TYPE_CHECKING:
@@ -68,6 +70,23 @@ def machine_line(env: dict[str, str] | None = None) -> str:
     )
 
 
+#: Every benchmark step, in the order a run takes them (``--only NAME`` picks some).
+STEPS: list[tuple[str, Callable[[Session], None]]] = [
+    ("cold builds", bench_cold),
+    ("no-op decision", bench_noop),
+    ("no-op decision, real project", bench_noop_real),
+    ("one-pin bump", bench_bump),
+    ("cold build with base", bench_base),
+    ("smoke conformance", bench_smoke),
+    ("registry build cache", bench_registry_cache),
+    ("lint", bench_lint),
+    ("recipe size", bench_recipes),
+    ("test suite", bench_suite),
+    ("wheel stage", bench_wheels),
+    ("emulation", bench_emulation),
+]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BenchOptions:
     """What ``twinbuild bench`` was asked for."""
@@ -75,15 +94,28 @@ class BenchOptions:
     root: Path = Path()  # the repository, for tests/fixtures/mini and the real project
     out: Path = Path("build/bench")  # folder for bench.md and bench.json
     quick: bool = False  # fewer runs, no base-included build
+    only: tuple[str, ...] = ()  # --only NAME: these steps alone (their names as listed)
 
 
 def bench(options: BenchOptions, say: Say = print) -> dict[str, Any]:
     """:func:`run` with the options of ``twinbuild bench``."""
-    return run(options.root, options.out, quick=options.quick, say=say)
+    return run(options.root, options.out, quick=options.quick, only=options.only, say=say)
 
 
-def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> dict[str, Any]:
-    """Run every benchmark; write ``out_dir/bench.json`` and ``out_dir/bench.md``."""
+def run(
+    root: Path,
+    out_dir: Path,
+    *,
+    quick: bool = False,
+    only: tuple[str, ...] = (),
+    say: Say = print,
+) -> dict[str, Any]:
+    """Run every benchmark (or those ``only`` names); write ``out_dir/bench.json`` and
+    ``out_dir/bench.md``."""
+    unknown = sorted(set(only) - {name for name, _ in STEPS})
+    if unknown:
+        names = ", ".join(name for name, _ in STEPS)
+        raise ConfigError(f"--only {unknown[0]!r}: no such benchmark; one of: {names}")
     from twinbuild.engine.client import connect
     from twinbuild.engine.daemon import docker_host
 
@@ -105,20 +137,9 @@ def run(root: Path, out_dir: Path, *, quick: bool = False, say: Say = print) -> 
     with connect(env["DOCKER_HOST"]) as engine:
         before = {t: (engine.inspect_image(t) or {}).get("Id") for t in tags}
         try:
-            steps: list[tuple[str, Callable[[Session], None]]] = [
-                ("cold builds", bench_cold),
-                ("no-op decision", bench_noop),
-                ("no-op decision, real project", bench_noop_real),
-                ("one-pin bump", bench_bump),
-                ("cold build with base", bench_base),
-                ("smoke conformance", bench_smoke),
-                ("registry build cache", bench_registry_cache),
-                ("lint", bench_lint),
-                ("recipe size", bench_recipes),
-                ("test suite", bench_suite),
-                ("wheel stage", bench_wheels),
-            ]
-            for name, step in steps:
+            for name, step in STEPS:
+                if only and name not in only:
+                    continue
                 t0 = time.perf_counter()
                 say(f"bench: {name}...")
                 try:

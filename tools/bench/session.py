@@ -27,6 +27,8 @@ class Session:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def build(self, platforms: Sequence[str], **job: Any) -> Sample:
+        """Build ``platforms`` (variants) of the mini copy; ``root=``, ``arch=`` for another copy
+        or architecture."""
         sample = child(
             {"kind": "build", "root": str(self.root), "platforms": list(platforms), **job}, self.env
         )
@@ -42,9 +44,10 @@ class Session:
     def docker(self, *args: str) -> Sample:
         return spawn(["docker", *args], env=self.env)
 
-    def fresh(self) -> None:
-        """Make every layer after FROM new (no engine cache hit), so the next build is cold."""
-        recipe = self.root / "images/local/Dockerfile"
+    def fresh(self, root: Path | None = None) -> None:
+        """Make every layer after FROM new (no engine cache hit), so the next build of this copy
+        (or of the project copy ``root``) is cold."""
+        recipe = (root or self.root) / "images/local/Dockerfile"
         lines = [
             ln
             for ln in recipe.read_text().splitlines(keepends=True)
