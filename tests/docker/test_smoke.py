@@ -63,7 +63,7 @@ gpu_archs = ["gfx942"]
 
 [local]
 suite = "bookworm"
-mirror = "http://deb.debian.org/debian"
+# mirror: none (mmdebstrap's default)
 packages = ["python3", "python3-venv", "git"]
 imports = ["tinydist"]
 

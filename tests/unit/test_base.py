@@ -16,7 +16,7 @@ from twinbuild.engine.base import BaseInputs
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 
 SUITE = "bookworm"
-MIRROR = "http://deb.debian.org/debian"
+MIRROR = "http://debian-mirror.invalid/debian"
 PACKAGES = ["python3", "python3-venv", "python3-pip", "git", "ca-certificates"]
 INPUTS = BaseInputs(
     suite=SUITE,
@@ -44,9 +44,11 @@ class FakeRunner:
         if argv[0] == "dpkg":
             return 0, "amd64\n"
         if argv[0] == "mmdebstrap":
-            # mmdebstrap [--options] SUITE TARGET MIRROR; an option taken for the target once made
-            # a folder named "--include=..." in the checkout (removed, with this fence and check)
-            _suite, target, _mirror = [a for a in argv[1:] if not a.startswith("--")]
+            # mmdebstrap [--options] SUITE TARGET [MIRROR]; an option taken for the target once
+            # made a folder named "--include=..." in the checkout (removed, with this fence and
+            # check)
+            _suite, target, *_mirror = [a for a in argv[1:] if not a.startswith("--")]
+            assert len(_mirror) <= 1, argv
             rootfs = Path(target)
             assert rootfs.is_absolute(), argv
             assert rootfs.name == "rootfs", argv
@@ -115,6 +117,18 @@ def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
     assert "mmdebstrap" not in run.names()
     assert len(engine.imported) == 1
     assert second.describe() == f"{first.tag} is up to date (sha256:000000000000, 1 MiB)"
+
+
+def test_no_mirror_leaves_mmdebstrap_its_own_default(tmp_path: Path) -> None:
+    """``[local].mirror`` is optional: without one, mmdebstrap is given none (it uses Debian's
+    own, with the updates and security suites of a stable release), and the base's hash records
+    that it had none, so a base from an explicit mirror is not taken for it."""
+    engine, run = FakeEngine(), FakeRunner()
+    made = _ensure(engine, run, tmp_path, mirror="")
+    mmdebstrap = run.calls[1]
+    assert mmdebstrap[7:] == [SUITE, mmdebstrap[8]]  # SUITE TARGET, no MIRROR
+    assert made.inputs_hash != INPUTS.digest()
+    assert made.inputs_hash == BaseInputs(**{**_fields(INPUTS), "mirror": ""}).digest()
 
 
 def test_a_fresh_engine_imports_the_saved_root_filesystem(tmp_path: Path) -> None:
@@ -275,7 +289,8 @@ def _fields(inputs: BaseInputs) -> dict[str, Any]:
         ),
         (
             {"mirror": "ftp://x"},
-            "local.mirror: 'ftp://x' is not an http(s) URL, e.g. 'http://deb.debian.org/debian'",
+            "local.mirror: 'ftp://x' is not an http(s) URL, e.g. 'http://<mirror host>/debian'; "
+            "or leave it out for mmdebstrap's default",
         ),
         ({"packages": ["git", "--foo"]}, "local.packages[1]: '--foo' is not a Debian package name"),
     ],

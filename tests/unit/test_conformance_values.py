@@ -39,7 +39,7 @@ vendor = "amd"
 gpu_archs = ["gfx942"]
 [local]
 suite = "bookworm"
-mirror = "http://deb.debian.org/debian"
+# mirror: none (mmdebstrap's default)
 packages = ["python3"]
 """
 

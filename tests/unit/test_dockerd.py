@@ -169,7 +169,7 @@ def test_up_reports_failed_apt(paths: EnginePaths) -> None:
     host = FakeHost(
         binaries={},
         run_results={
-            "apt-get update": (100, "Reading lists\nE: Could not resolve 'deb.debian.org'")
+            "apt-get update": (100, "Reading lists\nE: Could not resolve 'debian-mirror.invalid'")
         },
     )
     said: list[str] = []
@@ -178,7 +178,7 @@ def test_up_reports_failed_apt(paths: EnginePaths) -> None:
     assert said[-1].startswith("engine: installing Debian's docker.io with apt-get: failed after ")
     assert str(info.value) == (
         "`apt-get update` failed (exit 100): Reading lists | E: Could not resolve "
-        "'deb.debian.org'; install docker.io by hand and rerun"
+        "'debian-mirror.invalid'; install docker.io by hand and rerun"
     )
 
 

@@ -44,7 +44,7 @@ gpu_archs = ["gfx942"]
 
 [local]
 suite = "bookworm"
-mirror = "http://deb.debian.org/debian"
+# mirror: none (mmdebstrap's default)
 packages = ["python3"]
 
 [pins.diverged]

@@ -152,6 +152,6 @@ def test_missing_top_tables_are_named_and_a_wrong_type_is_not_called_missing(
     path.write_text("schema = 2\npins = 3\n")
     assert _messages(path) == [
         f"{path}: variants: missing; declare each image as [variants.NAME] (docs/manifest.md)",
-        f"{path}: local: missing; declare [local] (suite, mirror, packages)",
+        f"{path}: local: missing; declare [local] (suite, packages)",
         f"{path}:2: pins: expected a table, got int",
     ]

@@ -30,7 +30,6 @@ gpu_archs = ["gfx942"]
 
 [local]
 suite = "bookworm"
-mirror = "http://deb.debian.org/debian"
 packages = ["python3", "python3-venv", "git"]
 """ % ("1" * 64, "2" * 64)  # noqa: UP031 (braces of TOML inline tables)
 

@@ -111,9 +111,10 @@ class BaseResult:
 def _check(suite: str, mirror: str, packages: Sequence[str]) -> None:
     if not _SUITE.fullmatch(suite):
         raise ConfigError(f"local.suite: {suite!r} is not a Debian suite name, e.g. 'bookworm'")
-    if not mirror.startswith(("http://", "https://")):
+    if mirror and not mirror.startswith(("http://", "https://")):
         raise ConfigError(
-            f"local.mirror: {mirror!r} is not an http(s) URL, e.g. 'http://deb.debian.org/debian'"
+            f"local.mirror: {mirror!r} is not an http(s) URL, e.g. 'http://<mirror host>/debian'; "
+            "or leave it out for mmdebstrap's default"
         )
     for i, pkg in enumerate(packages):
         if not _PACKAGE.fullmatch(pkg):
@@ -271,7 +272,7 @@ def _bootstrap(inputs: BaseInputs, rootfs: Path, cache: Path, run: Runner) -> No
         f"--include={','.join(inputs.packages)}",
         inputs.suite,
         str(rootfs),
-        inputs.mirror,
+        *([inputs.mirror] if inputs.mirror else []),  # none: mmdebstrap's default mirror
     ]
     rc, out = run(argv)
     if rc != 0:
@@ -279,7 +280,8 @@ def _bootstrap(inputs: BaseInputs, rootfs: Path, cache: Path, run: Runner) -> No
         log = cache / "base-mmdebstrap.log"
         log.write_text(out)
         raise BuildFailed(
-            f"mmdebstrap {inputs.suite} from {inputs.mirror} failed (exit {rc}): {_tail(out)}; "
+            f"mmdebstrap {inputs.suite} from {inputs.mirror or 'its default mirror'} failed "
+            f"(exit {rc}): {_tail(out)}; "
             f"full log: {log}"
         )
 

@@ -501,7 +501,6 @@ def draft(adoption: Adoption) -> str:
     local = tomlkit.table()
     local.add(tomlkit.comment("the local profile's defaults; adjust to your project"))
     local.add("suite", "bookworm")
-    local.add("mirror", "http://deb.debian.org/debian")
     local.add("packages", ["python3", "python3-venv", "python3-pip", "git", "ca-certificates"])
     doc.add("local", local)
     pins = tomlkit.table(is_super_table=True)

@@ -381,7 +381,7 @@ def read_groups(
 
 def read_local(r: Reader, raw: Mapping[str, Any], variants: Mapping[str, Variant]) -> LocalProfile:
     key = ("local",)
-    table = r.need_table(raw, key, "declare [local] (suite, mirror, packages)")
+    table = r.need_table(raw, key, "declare [local] (suite, packages)")
     if table is None:
         return LocalProfile(suite="", mirror="", packages=())
     r.unknown_keys(table, key, ("suite", "mirror", "packages", "imports", "variants"))
@@ -393,7 +393,7 @@ def read_local(r: Reader, raw: Mapping[str, Any], variants: Mapping[str, Variant
         r.error((*key, "variants"), "empty; list the variants a local build makes, or drop it")
     return LocalProfile(
         suite=r.need_str(table, (*key, "suite"), "e.g. suite = 'bookworm'"),
-        mirror=r.need_str(table, (*key, "mirror"), "a Debian mirror URL"),
+        mirror=r.get_str(table, (*key, "mirror")) or "",  # "": mmdebstrap's own default
         packages=r.get_list(table, (*key, "packages")),
         imports=r.get_list(table, (*key, "imports")),
         variants=tuple(v for v in listed if v in variants),
