@@ -64,7 +64,7 @@ BAD = (
     "", " ", "-1", "0", "\u00b2", "\u0663", "nan", "inf", "1e300", "99999", "0x10", " 7", "+7",
     "../x", "../x.json", "/dev/null", "/dev/zero", "/dev/full", "fifo", "loop", "dir", "latin1",
     "missing/x.json", "x\n", "HEAD\n", "caf\udce9", "a\u2028b", "a\x85b", "a" * 300, "-x",
-    "--output=out", "Ghcr.io/X/Y", "https://u:p@github.com/o/r", "https://github.com/o/r\n",
+    "--output=out", "Registry.example/X/Y", "https://u:p@github.com/o/r", "https://github.com/o/r\n",
     "nosuchpin=/tmp", "sha256:", "{", "[[", "pins", "images", ".git", "HEAD:pins/manifest.toml",
 )  # fmt: skip
 value = st.one_of(st.sampled_from(GOOD), st.sampled_from(GOOD), st.sampled_from(BAD), fragment)

@@ -39,8 +39,8 @@ VENDORS: dict[str, Vendor] = {"cuda": "nvidia", "rocm": "amd"}
 INPUTS: dict[str, str] = {"cuda": "sha256:" + "c" * 64, "rocm": "sha256:" + "d" * 64}
 IMAGE_IDS: dict[str, str] = {"cuda": "sha256:" + "1" * 64, "rocm": "sha256:" + "2" * 64}
 IMAGE_REFS: dict[str, str] = {
-    "cuda": "ghcr.io/twinbuild/cuda@sha256:" + "3" * 64,
-    "rocm": "ghcr.io/twinbuild/rocm@sha256:" + "4" * 64,
+    "cuda": "registry.example/twinbuild/cuda@sha256:" + "3" * 64,
+    "rocm": "registry.example/twinbuild/rocm@sha256:" + "4" * 64,
 }
 GPUS: dict[str, dict[str, Any]] = {
     "cuda": {

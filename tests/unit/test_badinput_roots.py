@@ -670,7 +670,10 @@ def test_render_mirror_of_no_pin(root: Path, capsys: pytest.CaptureFixture[str])
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--repository", "Ghcr.io/X/Y"], "--repository 'Ghcr.io/X/Y': not an image repository"),
+        (
+            ["--repository", "Registry.example/X/Y"],
+            "--repository 'Registry.example/X/Y': not an image repository",
+        ),
         (
             ["--source", "https://user:pw@github.com/o/r"],
             "--source 'https://user:pw@github.com/o/r'",

@@ -425,7 +425,7 @@ def test_registry_push_and_release_without_a_registry_or_engine(
     for key in ("GITHUB_REPOSITORY", "GITHUB_REPOSITORY_ID"):
         monkeypatch.delenv(key, raising=False)
     code = main(
-        ["release", "--variant", "cuda", "--image", "ghcr.io/a/b@sha256:" + "0" * 64,
+        ["release", "--variant", "cuda", "--image", "registry.example/a/b@sha256:" + "0" * 64,
          "--tag", "v1", "--evidence", str(tmp_path / "cuda.dsse.json")]
     )  # fmt: skip
     assert code == 2

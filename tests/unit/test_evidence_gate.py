@@ -419,7 +419,7 @@ def test_a_swapped_statement_type_is_refused(
 
 def test_an_image_digest_mismatch_is_refused(tmp_path: Path, signer: Signer) -> None:
     cuda, rocm = _both(tmp_path, signer)
-    other = "ghcr.io/twinbuild/cuda@sha256:" + "9" * 64
+    other = "registry.example/twinbuild/cuda@sha256:" + "9" * 64
     policy = replace(POLICY, images={image("cuda"): other, image("rocm"): IMAGE_REFS["rocm"]})
     assert _refusals([cuda, rocm], signer, policy) == [
         f"{cuda}: image: the cuda (linux/amd64) image tested was sha256:{'3' * 64}, not {other}; evidence "
@@ -429,9 +429,9 @@ def test_an_image_digest_mismatch_is_refused(tmp_path: Path, signer: Signer) -> 
 
 def test_an_expected_image_given_as_a_tag_is_refused(tmp_path: Path, signer: Signer) -> None:
     cuda, rocm = _both(tmp_path, signer)
-    policy = replace(POLICY, images={image("rocm"): "ghcr.io/twinbuild/rocm:v1"})
+    policy = replace(POLICY, images={image("rocm"): "registry.example/twinbuild/rocm:v1"})
     assert _refusals([cuda, rocm], signer, policy) == [
-        f"{rocm}: image: 'ghcr.io/twinbuild/rocm:v1' is a tag without a digest; tags move, "
+        f"{rocm}: image: 'registry.example/twinbuild/rocm:v1' is a tag without a digest; tags move, "
         "evidence binds digests: pass repository@sha256:<64 hex>"
     ]
 

@@ -43,7 +43,7 @@ def test_statement_from_a_passing_run(tmp_path: Path) -> None:
     assert data["_type"] == STATEMENT_TYPE
     assert data["predicateType"] == PREDICATE_TYPE
     assert data["subject"] == [
-        {"name": "ghcr.io/twinbuild/cuda", "digest": {"sha256": "3" * 64}},
+        {"name": "registry.example/twinbuild/cuda", "digest": {"sha256": "3" * 64}},
         {"name": "pins/manifest.toml", "digest": {"sha256": "a" * 64}},
     ]
     p = data["predicate"]
@@ -136,11 +136,11 @@ def test_counts_that_disagree_with_tests_are_refused(tmp_path: Path) -> None:
 
 def test_a_tag_without_digest_is_refused(tmp_path: Path) -> None:
     report = smoke_report("cuda")
-    report["image"]["digest"] = "ghcr.io/twinbuild/cuda:latest"
+    report["image"]["digest"] = "registry.example/twinbuild/cuda:latest"
     with pytest.raises(ConfigError) as info:
         _record(tmp_path, report)
     assert str(info.value) == (
-        f"{tmp_path / 'smoke.json'}: report.image.digest: 'ghcr.io/twinbuild/cuda:latest' is a "
+        f"{tmp_path / 'smoke.json'}: report.image.digest: 'registry.example/twinbuild/cuda:latest' is a "
         "tag without a digest; tags move, evidence binds digests: push the image and record "
         "repository@sha256:..."
     )

@@ -154,7 +154,7 @@ def test_add_checksum_is_the_pins_sha256_and_copy_from_image_is_listed(tmp_path:
     a = _pair(tmp_path, "FROM nvidia/cuda:12.9.1-devel-ubuntu22.04\n"
               f"ADD --checksum=sha256:{sha} https://dl.k8s.io/release/v1.31.2/bin/linux/amd64/"
               "kubectl /usr/local/bin/\n"
-              "COPY --from=ghcr.io/astral-sh/uv:0.5.31 /uv /bin/\n")  # fmt: skip
+              "COPY --from=registry.example/astral-sh/uv:0.5.31 /uv /bin/\n")  # fmt: skip
     assert _cuda(a, "kubectl") == {
         "kind": "url", "url": "https://dl.k8s.io/release/v1.31.2/bin/linux/amd64/kubectl",
         "sha256": sha, "install": "file", "path": "/usr/local/bin/kubectl",
@@ -162,7 +162,9 @@ def test_add_checksum_is_the_pins_sha256_and_copy_from_image_is_listed(tmp_path:
     assert [line for line, _ in _unrecognised(a)] == [3]
     parsed = scan.parse(tmp_path / "cuda")
     image = [p for p in parsed.pins if p.source == "image"]
-    assert [(p.name, p.tag, p.literal) for p in image] == [("ghcr.io/astral-sh/uv", "0.5.31", True)]
+    assert [(p.name, p.tag, p.literal) for p in image] == [
+        ("registry.example/astral-sh/uv", "0.5.31", True)
+    ]
 
 
 def test_unquoted_env_with_semicolon_is_one_value(tmp_path: Path) -> None:

@@ -224,7 +224,7 @@ def test_text_generation_inference(tmp_path: Path) -> None:
     Short commits (648a58d ...) are drafted as written with a TODO to expand them; pins of stages
     the final image is not built FROM (rccl in build_rccl, protoc in builder) carry a note.
     Not faithful, listed: images besides the final base, CUDA L2 (cargo-chef), L47
-    (nvidia/cuda devel builder), L65 and L163 (COPY --from=ghcr.io/astral-sh/uv:0.5.31); ROCm L2
+    (nvidia/cuda devel builder), L65 and L163 (a COPY --from of the uv image, 0.5.31); ROCm L2
     (cargo-chef), L88 (COPY --from uv). 6.
     """
     assert len(TGI) == 25

@@ -100,12 +100,12 @@ def test_literal_pins_the_scanner_used_to_miss(tmp_path: Path) -> None:
         root / "images/rocm/Dockerfile",
         "RUN pip install --no-deps -r /tmp/late.txt\n",
         "RUN pip install --no-deps -r /tmp/late.txt\n"
-        "COPY --from=ghcr.io/astral-sh/uv:0.5.31 /uv /bin/\n"
+        "COPY --from=registry.example/astral-sh/uv:0.5.31 /uv /bin/\n"
         "RUN pip -v install y==2.0 && pip3 install --resume-retries 999 -r /tmp/late.txt\n"
         "ONBUILD RUN pip install z==3.0\n",
     )
     assert _findings(root) == [
-        "images/rocm/Dockerfile:10: TB101 literal pin 'ghcr.io/astral-sh/uv:0.5.31' (image); move "
+        "images/rocm/Dockerfile:10: TB101 literal pin 'registry.example/astral-sh/uv:0.5.31' (image); move "
         "it into pins/ and read it from a build arg or .twinbuild/pip/<layer>.txt",
         "images/rocm/Dockerfile:11: TB101 literal pin 'y==2.0' (pip); move it into pins/ and read "
         "it from a build arg or .twinbuild/pip/<layer>.txt",

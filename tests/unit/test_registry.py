@@ -153,18 +153,18 @@ def test_resolve_prefers_the_flag_then_the_env_then_the_private_one(
     paths = RegistryPaths.under(tmp_path)
     with pytest.raises(EngineError, match="run `twinbuild registry up`, or name a real one"):
         registry.resolve(None, paths)
-    monkeypatch.setenv(registry.ENV_VAR, "ghcr.io")
-    assert registry.resolve(None, paths) == "ghcr.io"
+    monkeypatch.setenv(registry.ENV_VAR, "registry.example")
+    assert registry.resolve(None, paths) == "registry.example"
     assert registry.resolve("registry.example:5000", paths) == "registry.example:5000"
     with pytest.raises(
-        ConfigError, match=re.escape("--registry='https://ghcr.io': expected a registry")
+        ConfigError, match=re.escape("--registry='https://registry.example': expected a registry")
     ):
-        registry.resolve("https://ghcr.io", paths)
-    monkeypatch.setenv(registry.ENV_VAR, "ghcr.io/acme")
-    assert registry.resolve(None, paths) == "ghcr.io/acme"
-    monkeypatch.setenv(registry.ENV_VAR, "ghcr.io/acme/images:latest")
+        registry.resolve("https://registry.example", paths)
+    monkeypatch.setenv(registry.ENV_VAR, "registry.example/acme")
+    assert registry.resolve(None, paths) == "registry.example/acme"
+    monkeypatch.setenv(registry.ENV_VAR, "registry.example/acme/images:latest")
     with pytest.raises(
-        ConfigError, match=re.escape("TWINBUILD_REGISTRY='ghcr.io/acme/images:latest'")
+        ConfigError, match=re.escape("TWINBUILD_REGISTRY='registry.example/acme/images:latest'")
     ):
         registry.resolve(None, paths)
 
