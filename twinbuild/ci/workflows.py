@@ -340,6 +340,8 @@ class _Workflow:
         self.text = text
         self.root = root
         self.triggers = self._triggers()
+        #: The jobs by id, read once: TB-W001's guard and TB-W010 look up the jobs a job needs.
+        self.jobs: dict[str, Node] = {k.value: v for k, v in _items(_value(root, "jobs"))}
         self.out: list[Finding] = []
 
     def add(self, line: int, code: str, message: str) -> None:
@@ -383,7 +385,6 @@ class _Workflow:
 
     def _outputs_read(self, job_id: str, job: Node) -> None:
         """TB-W010: a job reads an output that the job it names does not declare."""
-        jobs = {k.value: v for k, v in _items(_value(self.root, "jobs"))}
         needed = set(_needs(job))
         for node in _scalars(job):
             for found in _NEEDS_OUTPUT.finditer(node.value):
@@ -396,7 +397,7 @@ class _Workflow:
                         "add it to its needs (GitHub reads it as '')",
                     )  # fmt: skip
                     continue
-                outputs = _value(jobs.get(other), "outputs")
+                outputs = _value(self.jobs.get(other), "outputs")
                 declared = [k.value for k, _ in _items(outputs)]
                 if name not in declared:
                     listed = ", ".join(declared) or "no outputs"
@@ -411,18 +412,17 @@ class _Workflow:
         """Whether a workflow_run-only workflow's job needs a job that runs the trigger check."""
         if set(self.triggers) != {"workflow_run"}:
             return False
-        jobs = {k.value: v for k, v in _items(_value(self.root, "jobs"))}
         seen: set[str] = set()
-        todo = list(_needs(jobs.get(job_id)))
+        todo = list(_needs(self.jobs.get(job_id)))
         while todo:
             name = todo.pop()
-            if name in seen or name not in jobs:
+            if name in seen or name not in self.jobs:
                 continue
             seen.add(name)
-            runs = [_scalar(_value(step, "run")) or "" for step in _steps(jobs[name])]
+            runs = [_scalar(_value(step, "run")) or "" for step in _steps(self.jobs[name])]
             if any(_TRIGGER_CHECK.search(text) for text in runs):
                 return True
-            todo += _needs(jobs[name])
+            todo += _needs(self.jobs[name])
         return False
 
     def _reachable(self) -> list[str]:
