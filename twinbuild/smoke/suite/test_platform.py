@@ -21,13 +21,17 @@ def env_pattern(value: str) -> re.Pattern[str]:
     return re.compile(".*".join(re.escape(p) for p in parts), re.DOTALL)
 
 
+def _last_line(result: Any) -> str:
+    """The last line a failed command wrote on stderr: what the failure message quotes."""
+    return str((result.stderr.strip().splitlines() or ["(no output)"])[-1])
+
+
 def test_architecture(spec: SuiteSpec, host: Any) -> None:
     """Its interpreter runs as the architecture the image is for (under QEMU where that is not
     this machine's): an arm64 image that holds x86_64 programs is not an arm64 image."""
     want = MACHINES.get(spec.arch, spec.arch)  # type: ignore[call-overload]
     result = run_argv(host, [spec.python, "-c", "import platform; print(platform.machine())"])
-    last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
-    found = result.stdout.strip() if result.rc == 0 else f"nothing ({last})"
+    found = result.stdout.strip() if result.rc == 0 else f"nothing ({_last_line(result)})"
     if found != want:
         pytest.fail(f"architecture: expected {spec.arch} ({want}), found {found}", pytrace=False)
 
@@ -64,7 +68,7 @@ def test_binary(binary: str, spec: SuiteSpec, host: Any) -> None:
 def test_import(module: str, spec: SuiteSpec, host: Any) -> None:
     result = run_argv(host, [spec.python, "-c", f"import {module}"])
     if result.rc != 0:
-        last = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
         pytest.fail(
-            f"import {module} with {spec.python}: expected success, found {last}", pytrace=False
+            f"import {module} with {spec.python}: expected success, found {_last_line(result)}",
+            pytrace=False,
         )
