@@ -8,8 +8,10 @@ import dataclasses
 import http.server
 import shutil
 import socket
+import subprocess
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,26 @@ def mini_project(tmp_path: Path) -> Path:
     root = tmp_path / "proj"
     shutil.copytree(MINI, root, ignore=shutil.ignore_patterns("build", ".twinbuild"))
     return root
+
+
+def with_arm64(root: Path) -> Path:
+    """The mini project at ``root`` with its cuda variant on linux/arm64 too (two images)."""
+    edit(
+        root / "pins/manifest.toml",
+        '[variants.cuda]\narchs = ["linux/amd64"]',
+        '[variants.cuda]\narchs = ["linux/amd64", "linux/arm64"]',
+    )
+    return root
+
+
+def run_twinbuild(
+    root: Path, env: Mapping[str, str], *args: str, timeout: float = 600
+) -> subprocess.CompletedProcess[str]:
+    """``python -m twinbuild ARGS`` in ``root`` with exactly ``env``, as a person runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "twinbuild", *args], cwd=root, capture_output=True, text=True,
+        env=dict(env), timeout=timeout, check=False,
+    )  # fmt: skip
 
 
 def edit(path: Path, old: str, new: str) -> None:

@@ -15,14 +15,13 @@ import contextlib
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import edit, free_port, mini_project
+from tests.helpers import free_port, mini_project, run_twinbuild, with_arm64
 from tests.session_engine import remove, scratch
 from twinbuild.engine import registry
 from twinbuild.engine.client import Engine, connect
@@ -50,10 +49,8 @@ class Duo:
     def cli(
         self, *args: str, extra: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "twinbuild", *args], cwd=self.root, capture_output=True,
-            text=True, env={**self.env, **(extra or {})}, timeout=1800, check=False,
-        )  # fmt: skip
+        # an arm64 base made under QEMU the first time takes minutes
+        return run_twinbuild(self.root, {**self.env, **(extra or {})}, *args, timeout=1800)
 
 
 @pytest.fixture(scope="module")
@@ -62,12 +59,7 @@ def duo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Duo]:
     if os.geteuid() != 0:
         pytest.skip("registers QEMU with binfmt_misc and starts a registry: needs root")
     work = tmp_path_factory.mktemp("duo")
-    root = mini_project(work)
-    edit(
-        root / "pins/manifest.toml",
-        '[variants.cuda]\narchs = ["linux/amd64"]',
-        '[variants.cuda]\narchs = ["linux/amd64", "linux/arm64"]',
-    )
+    root = with_arm64(mini_project(work))
     storage = scratch("tb-registry-")
     paths = RegistryPaths.under(storage)
     state = registry.up(paths, port=free_port())

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import MINI_VARIANTS, edit, free_port, image, mini_project
+from tests.helpers import MINI_VARIANTS, edit, free_port, image, mini_project, run_twinbuild
 from tests.session_engine import remove, scratch
 from twinbuild import evidence
 from twinbuild.engine import registry
@@ -74,10 +74,7 @@ class Rehearsal:
     def cli(
         self, *args: str, extra: Mapping[str, str] | None = None
     ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "twinbuild", *args], cwd=self.root, capture_output=True,
-            text=True, env={**self.env, **(extra or {})}, timeout=600, check=False,
-        )  # fmt: skip
+        return run_twinbuild(self.root, {**self.env, **(extra or {})}, *args)
 
     def release(
         self, platform: str, ref: str, tag: str, *more: str

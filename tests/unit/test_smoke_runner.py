@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.fake_engine import FakeEngine
-from tests.helpers import edit, image, mini_project
+from tests.helpers import image, mini_project, with_arm64
 from twinbuild.builder.record import BuildRecord, SkippedPin, record_path
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.manifest.loader import load
@@ -156,12 +156,7 @@ def test_an_image_that_runs_as_another_architecture_fails(tmp_path: Path) -> Non
     """An arm64 image whose programs are really x86_64 ones (here: this x86_64 machine taken for
     arm64) fails its smoke, naming both architectures: a mislabelled image is not an arm64 one."""
     root = mini_project(tmp_path)
-    edit(
-        root / "pins/manifest.toml",
-        '[variants.cuda]\narchs = ["linux/amd64"]',
-        '[variants.cuda]\narchs = ["linux/amd64", "linux/arm64"]',
-    )
-    manifest = load(root / "pins/manifest.toml")
+    manifest = load(with_arm64(root) / "pins/manifest.toml")
     reports = tmp_path / "reports"
     with pytest.raises(FindingsError):
         runner.smoke(
