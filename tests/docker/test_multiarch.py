@@ -123,6 +123,19 @@ def test_the_index_names_both_digests_with_their_platforms(duo: Duo) -> None:
     assert f"cuda: {index} (index of linux/amd64 " in duo.pushed
 
 
+def test_the_index_joined_from_digests_alone_is_the_same_index(duo: Duo) -> None:
+    """CI's path (validate.yml's index job): each digest pushed by a machine of its own, joined
+    with ``push --index``, no engine asked. Against the same registry it makes the very index
+    that one push of both made, byte for byte, and names it the same way."""
+    joined = duo.cli(
+        "push", "--variant", "cuda", "--index", duo.outputs["cuda-amd64-image"],
+        "--index", duo.outputs["cuda-arm64-image"],
+    )  # fmt: skip
+    assert joined.returncode == 0, joined.stderr
+    index = duo.outputs["cuda-image"]
+    assert joined.stdout.startswith(f"cuda: {index} (index of linux/amd64 ")
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 def test_each_architecture_is_smoke_tested_by_its_own_digest(duo: Duo, arch: str) -> None:
     ref = duo.outputs[f"cuda-{arch}-image"]
