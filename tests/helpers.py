@@ -11,7 +11,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,20 @@ def run_twinbuild(
         [sys.executable, "-m", "twinbuild", *args], cwd=root, capture_output=True, text=True,
         env=dict(env), timeout=timeout, check=False,
     )  # fmt: skip
+
+
+def unscrubbed(argv: Sequence[str]) -> tuple[dict[str, str] | None, list[str]]:
+    """The environment and the command of ``env -i NAME=VALUE... COMMAND...`` (what
+    ``twinbuild.engine.host.scrubbed`` makes); (None, argv) for any other command."""
+    argv = list(argv)
+    if argv[:2] != ["env", "-i"]:
+        return None, argv
+    rest = argv[2:]
+    env: dict[str, str] = {}
+    while rest and "=" in rest[0] and not rest[0].startswith("-"):
+        name, _, value = rest.pop(0).partition("=")
+        env[name] = value
+    return env, rest
 
 
 def edit(path: Path, old: str, new: str) -> None:

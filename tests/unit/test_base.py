@@ -3,6 +3,7 @@ runs."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,8 +12,10 @@ from typing import Any
 import pytest
 
 from tests.fake_engine import FakeEngine
+from tests.helpers import unscrubbed
 from twinbuild.engine import base
 from twinbuild.engine.base import BaseInputs
+from twinbuild.engine.host import ROOT_ENVIRONMENT, run_command
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 
 SUITE = "bookworm"
@@ -34,9 +37,12 @@ class FakeRunner:
     calls: list[list[str]] = field(default_factory=list)
     results: dict[str, tuple[int, str]] = field(default_factory=dict)
 
+    envs: list[dict[str, str] | None] = field(default_factory=list)
+
     def __call__(self, argv: Sequence[str]) -> tuple[int, str]:
-        argv = list(argv)
+        env, argv = unscrubbed(argv)
         self.calls.append(argv)
+        self.envs.append(env)
         if argv[0] in self.results:
             return self.results[argv[0]]
         if argv[0] == "dpkg-query":
@@ -99,7 +105,9 @@ def test_first_call_builds_then_second_reuses(tmp_path: Path) -> None:
         "--keyring=/usr/share/keyrings/debian-archive-keyring.gpg",
         "--include=python3,python3-venv,python3-pip,git,ca-certificates",
     ]
-    assert (mmdebstrap[7], mmdebstrap[9]) == (SUITE, MIRROR)
+    assert mmdebstrap[7:13] == [f"--dpkgopt={option}" for option in base.SLIM]
+    assert (mmdebstrap[13], mmdebstrap[15]) == (SUITE, MIRROR)
+    assert set(run.envs[1] or ()) <= {*ROOT_ENVIRONMENT, "DEBIAN_FRONTEND", "LC_ALL"}
     assert engine.imported == [
         (
             b"TAR",
@@ -126,7 +134,7 @@ def test_no_mirror_leaves_mmdebstrap_its_own_default(tmp_path: Path) -> None:
     engine, run = FakeEngine(), FakeRunner()
     made = _ensure(engine, run, tmp_path, mirror="")
     mmdebstrap = run.calls[1]
-    assert mmdebstrap[7:] == [SUITE, mmdebstrap[8]]  # SUITE TARGET, no MIRROR
+    assert mmdebstrap[13:] == [SUITE, mmdebstrap[14]]  # SUITE TARGET, no MIRROR
     assert made.inputs_hash != INPUTS.digest()
     assert made.inputs_hash == BaseInputs(**{**_fields(INPUTS), "mirror": ""}).digest()
 
@@ -350,3 +358,39 @@ def test_describe_built() -> None:
     assert result.describe() == (
         "built twinbuild/base:abc (sha256:0123456789ab, 300 MiB): mmdebstrap 44s, import 3s"
     )
+
+
+def test_mmdebstrap_runs_without_the_callers_python_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mmdebstrap hands its environment to every maintainer script in the new root: a caller's
+    PYTHONPYCACHEPREFIX (nox's test session sets one) put py3compile's bytecode for the base's
+    own Python under that host folder inside the image (seen: /work/wt/mirror/.nox/... in a saved
+    base), and PYTHONPATH or VIRTUAL_ENV would point the root's Python at host folders. The real
+    runner, a stand-in mmdebstrap that writes down what it was given."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    seen = tmp_path / "environment"
+    script = tools / "mmdebstrap"
+    script.write_text(f"#!/bin/sh\nenv > {seen}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}:{os.environ['PATH']}")
+    leaks = {
+        "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"),
+        "PYTHONPATH": str(tmp_path / "site"),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "VIRTUAL_ENV": str(tmp_path / "venv"),
+        "PIP_INDEX_URL": "http://registry.example/simple",
+        "GITHUB_TOKEN": "ghp_secret",
+    }
+    for name, value in leaks.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("http_proxy", "http://proxy.example:3128")
+    base._bootstrap(INPUTS, tmp_path / "rootfs", tmp_path, run_command)
+    env = dict(line.split("=", 1) for line in seen.read_text().splitlines() if "=" in line)
+    assert not set(leaks) & set(env), env
+    # what apt in the new root needs from here: a PATH to find mmdebstrap's helpers, the proxy
+    # that reaches the mirror, the C locale and no prompts
+    assert env["PATH"].startswith(f"{tools}:")
+    assert env["http_proxy"] == "http://proxy.example:3128"
+    assert (env["LC_ALL"], env["DEBIAN_FRONTEND"]) == ("C", "noninteractive")

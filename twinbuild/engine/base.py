@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twinbuild.engine import binfmt
-from twinbuild.engine.host import APT_INSTALL, run_command, which
+from twinbuild.engine.host import APT_INSTALL, run_command, scrubbed, which
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 from twinbuild.manifest.model import ARCH_NAMES, Arch
 from twinbuild.util.activity import Say, step, to_stderr
@@ -39,12 +39,26 @@ if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK cost
 REPOSITORY = "twinbuild/base"
 INPUTS_LABEL = "org.twinbuild.base-inputs"
 # Bump when the way the base is made changes (2: mmdebstrap, not debootstrap; 3: any
-# architecture, loaded as a one-layer archive that names it).
-FORMAT = 3
+# architecture, loaded as a one-layer archive that names it; 4: mmdebstrap in a scrubbed
+# environment, without manuals, translations and docs).
+FORMAT = 4
 HASH_PREFIX = 12
 CMD = ("/bin/bash",)
 LOG_TAIL_LINES = 5
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"  # debian-archive-keyring's
+
+#: What dpkg leaves out of the base, as Debian's slim images do (mmdebstrap's manual shows the
+#: same): manuals, info pages, translations and docs, 68 MB of the mini project's 291 MB base;
+#: every licence (copyright) stays. Written into the root's dpkg configuration, so what a
+#: recipe installs later follows it too.
+SLIM = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-include=/usr/share/locale/locale.alias",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+)
 
 Runner = Callable[[Sequence[str]], tuple[int, str]]
 Which = Callable[[str], str | None]
@@ -270,11 +284,12 @@ def _bootstrap(inputs: BaseInputs, rootfs: Path, cache: Path, run: Runner) -> No
         # a Debian suite's keyring only with libdistro-info-perl, a recommends we do not install.
         f"--keyring={DEBIAN_KEYRING}",
         f"--include={','.join(inputs.packages)}",
+        *(f"--dpkgopt={option}" for option in SLIM),
         inputs.suite,
         str(rootfs),
         *([inputs.mirror] if inputs.mirror else []),  # none: mmdebstrap's default mirror
     ]
-    rc, out = run(argv)
+    rc, out = run(scrubbed(argv))  # its environment reaches every maintainer script
     if rc != 0:
         # The work dir goes away; keep mmdebstrap's output where a person can read it.
         log = cache / "base-mmdebstrap.log"

@@ -37,6 +37,24 @@ def run_command(argv: Sequence[str]) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+#: All a command that fills a root filesystem (mmdebstrap) takes from this environment: the
+#: programs' PATH, a temporary folder, the proxies that reach a mirror, a reproducible build's
+#: clock. It hands its environment to every maintainer script in that root, so anything more
+#: (a caller's PYTHONPYCACHEPREFIX, PYTHONPATH, VIRTUAL_ENV, a token) would end up in, or steer,
+#: what the image holds.
+ROOT_ENVIRONMENT = (
+    "PATH", "TMPDIR", "SOURCE_DATE_EPOCH",
+    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+)  # fmt: skip
+
+
+def scrubbed(argv: Sequence[str]) -> list[str]:
+    """``argv`` run by env(1) in an emptied environment: ROOT_ENVIRONMENT's variables that are
+    set here, the C locale and no prompts."""
+    kept = [f"{name}={os.environ[name]}" for name in ROOT_ENVIRONMENT if name in os.environ]
+    return ["env", "-i", *kept, "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C", *argv]
+
+
 def which(name: str) -> str | None:
     """``name`` on PATH, else in the system folders (root's PATH may lack /usr/sbin)."""
     return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin:/usr/bin:/bin")
