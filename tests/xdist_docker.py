@@ -2,9 +2,10 @@
 
 The Docker tests share the session's engine, whose image tags are global, so no two of them may
 run at once. As one unit of work (the largest, so handed out first) they run on one worker while
-the other workers share the rest, each test its own unit. A module under ``own_engine/`` starts an
-engine of its own for its tests (they must use its ``private`` fixture; conftest checks), so it is
-a unit of its own and may run beside the session engine's. xdist's own ``--dist loadgroup`` does
+the other workers share the rest, each test its own unit (a module of WHOLE_MODULES is one). A
+module under ``own_engine/`` starts an engine of its own for its tests (they must use its
+``private`` fixture; conftest checks), so it is a unit of its own and may run beside the session
+engine's. xdist's own ``--dist loadgroup`` does
 not group tests under pytest 9 (seen here), hence this scheduler, chosen by conftest's
 ``pytest_xdist_make_scheduler``.
 """
@@ -20,12 +21,16 @@ DOCKER_TESTS = "tests/docker/"
 OWN_ENGINE = "tests/docker/own_engine/"
 #: The fixture an own-engine test must use.
 OWN_ENGINE_FIXTURE = "private"
+#: Modules whose tests share one costly module fixture, kept on one worker so that it is made
+#: once: Renovate's extract run (3.8 s of CPU, made on each worker that got one of its tests).
+WHOLE_MODULES = ("tests/unit/test_renovate.py",)
 
 
 def unit_of(nodeid: str) -> str:
     """The unit of work a test belongs to: no two tests of one unit run at once."""
-    if nodeid.startswith(OWN_ENGINE):
-        return nodeid.split("::", 1)[0]
+    module = nodeid.split("::", 1)[0]
+    if nodeid.startswith(OWN_ENGINE) or module in WHOLE_MODULES:
+        return module
     if nodeid.startswith(DOCKER_TESTS):
         return DOCKER_TESTS
     return nodeid

@@ -95,6 +95,7 @@ def test_docker_tests_share_one_worker_and_never_overlap(tmp_path: Path) -> None
         ("tests/docker/own_engine/test_e.py::test_c", "tests/docker/own_engine/test_e.py"),
         ("tests/unit/test_lint.py::test_d", "tests/unit/test_lint.py::test_d"),
         ("tests/dockerfile/test_x.py::test_e", "tests/dockerfile/test_x.py::test_e"),
+        ("tests/unit/test_renovate.py::test_f", "tests/unit/test_renovate.py"),
     ],
 )
 def test_the_unit_of_each_test(nodeid: str, unit: str) -> None:
