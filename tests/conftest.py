@@ -23,6 +23,7 @@ import pytest
 
 from tests import session_tmp
 from tests.session_engine import SessionEngine, start
+from tests.session_registry import SessionRegistry
 from tests.write_fence import fenced
 from tests.xdist_docker import DOCKER_TESTS, make_scheduler, misplaced
 
@@ -95,6 +96,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if engine is not None:
         engine.stop()
     session_tmp.release(config)
+
+
+@pytest.fixture(scope="session")
+def session_registry() -> Iterator[SessionRegistry]:
+    """The session's registry on 127.0.0.1 (tests/session_registry.py), for the Docker tests
+    that push; started by the worker that runs them, the first time one asks."""
+    from tests import session_registry
+
+    found = session_registry.start()
+    try:
+        yield found
+    finally:
+        found.stop()
 
 
 @functools.cache

@@ -1,8 +1,15 @@
 """One Docker engine for the whole test session, with a data root of its own.
 
 Started once by the controlling pytest process (before any xdist worker exists, so workers
-inherit its DOCKER_HOST) and stopped at the end, its folder (in memory where it can be) removed: the images and containers
-the tests make never land in the engine that holds the user's builds, and nothing is left behind.
+inherit its DOCKER_HOST) and stopped at the end: the images and containers the tests make never
+land in the engine that holds the user's builds. Its socket and run state live in a fresh folder
+(in memory where it can be), removed at the end. Its data root is kept between sessions, in the
+user's cache (``test-engine/data``), so that a warm machine's session finds its layer cache and
+bases: the arm64 build under QEMU, buildx's and the bases' imports then cost seconds. A kept
+data root starts each session with no containers and no tags but the bases' (``tidy``; the
+layers stay, as build cache), is dropped when it holds more than WARM_CAP, and is used by one
+session at a time (a lock; a second session at once gets a fresh one).
+``TWINBUILD_TEST_ENGINE=fresh`` asks for a fresh data root, in memory, removed at the end.
 The base image comes from the root filesystem saved in the user's cache (one mmdebstrap, the
 first time only), so a session pays seconds for it, not a minute. That cache is pinned in
 ``TWINBUILD_CACHE`` when the session starts: tests that give git a HOME of their own would
@@ -11,14 +18,34 @@ otherwise each look for it under that HOME, and mmdebstrap again (50 s a test, s
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from twinbuild.engine import base, daemon
+from twinbuild.engine.client import connect
 from twinbuild.engine.host import run_command
+from twinbuild.errors import EngineError
 from twinbuild.util.paths import cache_root
+
+#: Set (to the kept folder) for the session's processes while this session holds the kept data
+#: root: the session registry keeps its storage there too (tests/session_registry.py).
+KEPT_ENV = "TWINBUILD_TEST_KEPT"
+#: A kept data root holding more image layers than this is dropped when its session ends (a
+#: session adds a few hundred MiB of layers that differ from the last one's).
+WARM_CAP = 12 * 1024**3
+
+
+@dataclass(frozen=True, slots=True)
+class Warm:
+    """The kept data root, and the lock (an open file) that keeps it this session's."""
+
+    data: Path
+    lock: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +53,21 @@ class SessionEngine:
     docker_host: str
     paths: daemon.EnginePaths | None  # None: an engine we were given (not root, or not Debian)
     folder: Path | None
+    warm: Warm | None = None  # None: a fresh data root, in ``folder``
 
     def stop(self) -> None:
         if self.paths is None or self.folder is None:
             return
-        daemon.down(self.paths)
-        remove(self.folder)
+        os.environ.pop(KEPT_ENV, None)
+        try:
+            oversized = self.warm is not None and _layers(self.docker_host) > WARM_CAP
+        finally:
+            daemon.down(self.paths)
+            remove(self.folder)
+        if self.warm is not None:
+            if oversized:
+                shutil.rmtree(self.warm.data)
+            os.close(self.warm.lock)
 
 
 #: The most an engine's (or a registry's) folder in memory may hold; a session uses a few GiB.
@@ -63,21 +99,69 @@ def pin_cache() -> Path:
     return cache
 
 
+def warm_root(cache: Path) -> Warm | None:
+    """The data root kept under ``cache``, locked for this session; None when another session
+    holds it (it gets a fresh one) or a fresh one is asked for."""
+    if os.environ.get("TWINBUILD_TEST_ENGINE") == "fresh":
+        return None
+    home = cache / "test-engine"
+    home.mkdir(parents=True, exist_ok=True)
+    lock = os.open(home / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(lock)
+        return None
+    (home / "data").mkdir(exist_ok=True)
+    return Warm(data=home / "data", lock=lock)
+
+
+def _layers(docker_host: str) -> int:
+    with connect(docker_host) as engine:
+        return engine.layers_size()
+
+
+def tidy(docker_host: str) -> None:
+    """A kept data root as a fresh one looks to the tests: no containers, no tags but the bases'
+    (made from the saved root filesystems anyway); the untagged layers stay, as build cache."""
+    with connect(docker_host) as engine:
+        for container in engine.api.containers(all=True, quiet=True):
+            engine.api.remove_container(container["Id"], force=True, v=True)
+        for image in engine.api.images():
+            for tag in image.get("RepoTags") or ():
+                if not tag.startswith(f"{base.REPOSITORY}:") and tag != "<none>:<none>":
+                    with contextlib.suppress(EngineError):
+                        engine.remove_image(tag, force=True, prune=False)
+
+
 def start() -> SessionEngine:
-    """A private engine under a fresh /tmp folder, or the one DOCKER_HOST or the default socket
-    names where we cannot start one (not root, not Debian) or are told to use it
-    (``TWINBUILD_TEST_ENGINE=given``: CI that provides an engine, or a pytest run inside a test)."""
-    pin_cache()
+    """A private engine under a fresh /tmp folder with the kept data root (or a fresh one), or the
+    one DOCKER_HOST or the default socket names where we cannot start one (not root, not Debian)
+    or are told to use it (``TWINBUILD_TEST_ENGINE=given``: CI that provides an engine, or a
+    pytest run inside a test)."""
+    cache = pin_cache()
     given = os.environ.get("TWINBUILD_TEST_ENGINE") == "given"
     if given or os.geteuid() != 0 or not Path("/etc/debian_version").exists():
         state = daemon.status()
         return SessionEngine(docker_host=state.docker_host, paths=None, folder=None)
     folder = scratch("tb-test-")
     paths = daemon.EnginePaths.under(folder)
+    warm = warm_root(cache)
     try:
+        if warm is not None:
+            paths.root.mkdir()
+            paths.data_root.symlink_to(warm.data, target_is_directory=True)  # dockerd resolves it
         state = daemon.up(paths, private=True)
+        if warm is not None:
+            tidy(state.docker_host)
     except BaseException:
+        with contextlib.suppress(EngineError):
+            daemon.down(paths)
         remove(folder)
+        if warm is not None:
+            os.close(warm.lock)
         raise
     os.environ["DOCKER_HOST"] = state.docker_host
-    return SessionEngine(docker_host=state.docker_host, paths=paths, folder=folder)
+    if warm is not None:
+        os.environ[KEPT_ENV] = str(warm.data.parent)
+    return SessionEngine(docker_host=state.docker_host, paths=paths, folder=folder, warm=warm)

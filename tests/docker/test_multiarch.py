@@ -21,11 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import free_port, mini_project, run_twinbuild, with_arm64
-from tests.session_engine import remove, scratch
+from tests.helpers import mini_project, run_twinbuild, with_arm64
+from tests.session_registry import SessionRegistry
 from twinbuild.engine import registry
 from twinbuild.engine.client import Engine, connect
-from twinbuild.engine.registry import RegistryPaths
 from twinbuild.errors import EngineError
 from twinbuild.ship.index import children
 from twinbuild.ship.oci import OCI_INDEX, Client, ImageRef
@@ -54,20 +53,20 @@ class Duo:
 
 
 @pytest.fixture(scope="module")
-def duo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Duo]:
+def duo(
+    tmp_path_factory: pytest.TempPathFactory, session_registry: SessionRegistry
+) -> Iterator[Duo]:
     """Build the two-architecture ``cuda`` variant, push it with its index; drop the images."""
     if os.geteuid() != 0:
         pytest.skip("registers QEMU with binfmt_misc and starts a registry: needs root")
     work = tmp_path_factory.mktemp("duo")
     root = with_arm64(mini_project(work))
-    storage = scratch("tb-registry-")
-    paths = RegistryPaths.under(storage)
-    state = registry.up(paths, port=free_port())
+    address = session_registry.address
     engine = connect()
-    env = {**os.environ, "DOCKER_HOST": engine.docker_host, registry.ENV_VAR: state.address}
+    env = {**os.environ, "DOCKER_HOST": engine.docker_host, registry.ENV_VAR: address}
     for var in ("GITHUB_ACTIONS", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
         env.pop(var, None)
-    d = Duo(root=root, work=work, env=env, address=state.address, engine=engine)
+    d = Duo(root=root, work=work, env=env, address=address, engine=engine)
     try:
         setup = d.cli("binfmt")  # what the docs tell a user to run first (installs QEMU if missing)
         assert setup.returncode == 0, setup.stderr
@@ -89,8 +88,6 @@ def duo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Duo]:
             with contextlib.suppress(EngineError):
                 engine.remove_image(image_id, force=True, prune=False)
         engine.close()
-        registry.down(paths)
-        remove(storage)
 
 
 def test_each_architecture_is_its_own_image_of_its_own_architecture(duo: Duo) -> None:

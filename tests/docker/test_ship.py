@@ -1,8 +1,8 @@
 """Build once, push, smoke and release the same digest: against the real engine and a real registry.
 
 The registry is Debian's docker-registry, started by ``twinbuild.engine.registry`` (it installs
-the package when missing, like ``engine up`` installs docker.io) under a temporary cache folder on a
-free port. The origin is a local bare git repository. There is no GPU here: the rehearsal's GPU
+the package when missing, like ``engine up`` installs docker.io): the session's one
+(tests/session_registry.py), which test_multiarch.py pushes to too, never at the same time. The origin is a local bare git repository. There is no GPU here: the rehearsal's GPU
 section is supplied by the test and labelled so in the report it signs.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.helpers import MINI_VARIANTS, edit, free_port, image, mini_project, run_twinbuild
-from tests.session_engine import remove, scratch
+from tests.session_registry import SessionRegistry
 from twinbuild import evidence
 from twinbuild.engine import registry
 from twinbuild.engine.client import Engine, connect
@@ -101,20 +101,19 @@ def _registry_pid(paths: RegistryPaths) -> int:
 
 
 @pytest.fixture(scope="module")
-def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
+def rehearsal(
+    tmp_path_factory: pytest.TempPathFactory, session_registry: SessionRegistry
+) -> Iterator[Rehearsal]:
     """Build, push, drop the local images, smoke by digest, record, sign, commit, gate, release."""
     work = tmp_path_factory.mktemp("ship")
-    storage = scratch("tb-registry-")  # in memory where it can be: every push writes there
-    paths = RegistryPaths.under(storage)
-    state = registry.up(paths, port=free_port())
+    paths, address = session_registry.paths, session_registry.address
     engine = connect()
     made: list[str] = []
     try:
         r = Rehearsal(
             root=mini_project(work), work=work, origin=work / "origin.git", paths=paths,
-            address=state.address, engine=engine,
-            env={**os.environ, "DOCKER_HOST": engine.docker_host,
-                 registry.ENV_VAR: state.address},
+            address=address, engine=engine,
+            env={**os.environ, "DOCKER_HOST": engine.docker_host, registry.ENV_VAR: address},
         )  # fmt: skip
         for var in ("GITHUB_ACTIONS", "GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY"):
             r.env.pop(var, None)
@@ -127,8 +126,6 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
             with contextlib.suppress(EngineError):
                 engine.remove_image(image_id, force=True)
         engine.close()
-        registry.down(paths)
-        remove(storage)
 
 
 def _origin(r: Rehearsal) -> None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import MINI, edit, mini_project, unscrubbed
-from tests.session_engine import remove, scratch
+from tests.session_engine import remove, scratch, tidy
 from twinbuild.engine import base, client, daemon
 from twinbuild.engine.daemon import EnginePaths, EngineState
 from twinbuild.engine.host import run_command
@@ -170,6 +170,28 @@ def test_exec_in_a_started_container(private: Private) -> None:
         finally:
             eng.remove_container(cid)
     assert (result.exit_code, result.output) == (0, "42\n")
+
+
+def test_a_kept_data_root_starts_with_no_containers_and_only_the_bases_tags(
+    private: Private,
+) -> None:
+    """What the session engine does to the data root it keeps between sessions before the tests
+    see it (tests/session_engine.py): a container and a tag a crashed session left go; the base
+    stays tagged."""
+    host = private.state.docker_host
+    with client.connect(host) as eng:
+        made = base.ensure_base(
+            eng, suite=SUITE, mirror=MIRROR, packages=PACKAGES, arch="linux/amd64",
+            cache=private.user_cache,
+        )  # fmt: skip
+        eng.tag(made.image_id, "twinbuild-ci/left:over")
+        cid = eng.start_container(made.image_id)
+        assert eng.api.containers(all=True, quiet=True)
+    tidy(host)
+    with client.connect(host) as eng:
+        assert eng.api.containers(all=True, quiet=True) == [], cid
+        assert eng.inspect_image("twinbuild-ci/left:over") is None
+        assert eng.inspect_image(made.tag) is not None
 
 
 def _light_project(tmp_path: Path) -> Path:
