@@ -28,7 +28,7 @@ from pathlib import Path
 
 from twinbuild.engine import base, daemon
 from twinbuild.engine.client import connect
-from twinbuild.engine.host import run_command
+from twinbuild.engine.host import SystemHost, read_pid, run_command, stop_pid
 from twinbuild.errors import EngineError
 from twinbuild.util.paths import cache_root
 
@@ -116,6 +116,17 @@ def warm_root(cache: Path) -> Warm | None:
     return Warm(data=home / "data", lock=lock)
 
 
+def _orphan(warm: Warm) -> None:
+    """Stop the dockerd a killed session left running on the kept data root (its lock died with
+    it; dockerd never held it): two daemons on one data root would corrupt it."""
+    pidfile = warm.data.parent / "dockerd.pid"
+    pid = read_pid(pidfile)
+    host = SystemHost()
+    if pid is not None and host.alive(pid) and "dockerd" in host.cmdline(pid):
+        stop_pid(host, pid, daemon.STOP_TIMEOUT_S, "dockerd")
+    pidfile.unlink(missing_ok=True)
+
+
 def _layers(docker_host: str) -> int:
     with connect(docker_host) as engine:
         return engine.layers_size()
@@ -149,10 +160,12 @@ def start() -> SessionEngine:
     warm = warm_root(cache)
     try:
         if warm is not None:
+            _orphan(warm)
             paths.root.mkdir()
             paths.data_root.symlink_to(warm.data, target_is_directory=True)  # dockerd resolves it
         state = daemon.up(paths, private=True)
         if warm is not None:
+            (warm.data.parent / "dockerd.pid").write_text(f"{state.pid}\n")
             tidy(state.docker_host)
     except BaseException:
         with contextlib.suppress(EngineError):
