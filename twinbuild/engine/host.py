@@ -21,11 +21,15 @@ from twinbuild.engine import wire
 from twinbuild.errors import EngineError
 from twinbuild.util import bounded
 
+#: What every host command gets on top of its environment: apt and dpkg answer without prompts,
+#: and every program in the C locale.
+NONINTERACTIVE = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+
 
 def run_command(argv: Sequence[str]) -> tuple[int, str]:
     """Run a fixed command, stdin closed, capturing stdout and stderr together; apt and dpkg
     answer without prompts and in the C locale."""
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+    env = {**os.environ, **NONINTERACTIVE}
     proc = subprocess.run(
         list(argv),
         capture_output=True,
@@ -51,8 +55,9 @@ ROOT_ENVIRONMENT = (
 def scrubbed(argv: Sequence[str]) -> list[str]:
     """``argv`` run by env(1) in an emptied environment: ROOT_ENVIRONMENT's variables that are
     set here, the C locale and no prompts."""
-    kept = [f"{name}={os.environ[name]}" for name in ROOT_ENVIRONMENT if name in os.environ]
-    return ["env", "-i", *kept, "DEBIAN_FRONTEND=noninteractive", "LC_ALL=C", *argv]
+    kept = {name: os.environ[name] for name in ROOT_ENVIRONMENT if name in os.environ}
+    pairs = [f"{name}={value}" for name, value in {**kept, **NONINTERACTIVE}.items()]
+    return ["env", "-i", *pairs, *argv]
 
 
 def which(name: str) -> str | None:
