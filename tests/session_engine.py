@@ -28,7 +28,7 @@ from pathlib import Path
 
 from twinbuild.engine import base, daemon
 from twinbuild.engine.client import connect
-from twinbuild.engine.host import SystemHost, read_pid, run_command, stop_pid
+from twinbuild.engine.host import SystemHost, own_pid, run_command, stop_pid
 from twinbuild.errors import EngineError
 from twinbuild.util.paths import cache_root
 
@@ -42,10 +42,20 @@ WARM_CAP = 12 * 1024**3
 
 @dataclass(frozen=True, slots=True)
 class Warm:
-    """The kept data root, and the lock (an open file) that keeps it this session's."""
+    """The kept folder (the data root in it), and the lock (an open file) that keeps it this
+    session's."""
 
-    data: Path
+    home: Path
     lock: int
+
+    @property
+    def data(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def pidfile(self) -> Path:
+        """The pid of the dockerd that runs on the data root."""
+        return self.home / "dockerd.pid"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,19 +122,19 @@ def warm_root(cache: Path) -> Warm | None:
     except BlockingIOError:
         os.close(lock)
         return None
-    (home / "data").mkdir(exist_ok=True)
-    return Warm(data=home / "data", lock=lock)
+    warm = Warm(home=home, lock=lock)
+    warm.data.mkdir(exist_ok=True)
+    return warm
 
 
 def _orphan(warm: Warm) -> None:
     """Stop the dockerd a killed session left running on the kept data root (its lock died with
     it; dockerd never held it): two daemons on one data root would corrupt it."""
-    pidfile = warm.data.parent / "dockerd.pid"
-    pid = read_pid(pidfile)
     host = SystemHost()
-    if pid is not None and host.alive(pid) and "dockerd" in host.cmdline(pid):
+    pid = own_pid(warm.pidfile, "dockerd", host)
+    if pid is not None:
         stop_pid(host, pid, daemon.STOP_TIMEOUT_S, "dockerd")
-    pidfile.unlink(missing_ok=True)
+    warm.pidfile.unlink(missing_ok=True)
 
 
 def _layers(docker_host: str) -> int:
@@ -165,7 +175,7 @@ def start() -> SessionEngine:
             paths.data_root.symlink_to(warm.data, target_is_directory=True)  # dockerd resolves it
         state = daemon.up(paths, private=True)
         if warm is not None:
-            (warm.data.parent / "dockerd.pid").write_text(f"{state.pid}\n")
+            warm.pidfile.write_text(f"{state.pid}\n")
             tidy(state.docker_host)
     except BaseException:
         with contextlib.suppress(EngineError):
@@ -176,5 +186,5 @@ def start() -> SessionEngine:
         raise
     os.environ["DOCKER_HOST"] = state.docker_host
     if warm is not None:
-        os.environ[KEPT_ENV] = str(warm.data.parent)
+        os.environ[KEPT_ENV] = str(warm.home)
     return SessionEngine(docker_host=state.docker_host, paths=paths, folder=folder, warm=warm)
