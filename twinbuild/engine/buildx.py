@@ -3,7 +3,8 @@
 Debian 12 has no ``docker-buildx``; Debian 13 (trixie) has 0.13.1, whose .deb needs only libc6
 >= 2.34, so it installs on Debian 12 too. Without touching the host's apt sources, a private apt
 state under ``<cache>/buildx-apt/`` lists trixie's main archive (from the manifest's Debian
-mirror, checked against Debian's archive keyring), ``apt-get download`` fetches the pinned
+mirror or, where it names none, the one this host's apt sources use: :mod:`apt_sources`; checked
+against Debian's archive keyring), ``apt-get download`` fetches the pinned
 version by name (apt checks it against the signed index) and ``apt-get install ./FILE`` installs
 it, refusing it where a dependency is missing. The plugin lands in
 ``/usr/libexec/docker/cli-plugins``, where every docker CLI looks.
@@ -17,8 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from twinbuild.engine.apt_sources import APT_ETC, debian_mirror
 from twinbuild.engine.host import Host, SystemHost
-from twinbuild.errors import EngineError
+from twinbuild.errors import ConfigError, EngineError
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.paths import cache_root
 
@@ -67,9 +69,12 @@ def ensure_buildx(
     host: Host | None = None,
     say: Say = to_stderr,
     state: Path | None = None,
+    apt_etc: Path = APT_ETC,
+    release: str | None = None,
 ) -> Buildx:
     """The docker CLI's buildx; installed from ``mirror``'s trixie archive where it is missing
-    (as root on Debian). ``mirror`` is a Debian mirror URL, the manifest's ``[local] mirror``."""
+    (as root on Debian). ``mirror`` is a Debian mirror URL, the manifest's ``[local] mirror``;
+    empty, the Debian mirror of this host's release (``release``) in ``apt_etc``'s sources."""
     host = host or SystemHost()
     docker = host.which("docker")
     if docker is None:
@@ -84,6 +89,13 @@ def ensure_buildx(
         raise EngineError(
             f"{docker} has no buildx plugin; install {PACKAGE} (twinbuild installs Debian's "
             f"{PACKAGE} {VERSION} only as root on Debian)"
+        )
+    mirror = mirror or debian_mirror(apt_etc, release) or ""
+    if not mirror:
+        raise ConfigError(
+            f"buildx: no Debian mirror to install {PACKAGE} {VERSION} from: the manifest's "
+            f"[local] mirror is unset and {apt_etc} lists no Debian archive; set [local] mirror "
+            f"in pins/manifest.toml (an http(s) URL) or install {PACKAGE} by hand"
         )
     state = state or cache_root() / "buildx-apt"
     with step(f"buildx: installing Debian {SUITE}'s {PACKAGE} {VERSION}", say):
