@@ -13,10 +13,11 @@ import pytest
 
 from tests.fake_engine import FakeEngine
 from tests.helpers import unscrubbed
-from twinbuild.engine import base
+from twinbuild.engine import base, binfmt
 from twinbuild.engine.base import BaseInputs
 from twinbuild.engine.host import ROOT_ENVIRONMENT, run_command
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
+from twinbuild.manifest.model import Arch
 
 SUITE = "bookworm"
 MIRROR = "http://debian-mirror.invalid/debian"
@@ -226,6 +227,7 @@ def test_tar_failure_message(tmp_path: Path) -> None:
 
 
 TOOLS = ["mmdebstrap", "debian-archive-keyring"]  # the keyring for hosts that are not Debian
+INSTALL = ["apt-get", "install", "-y", "--no-install-recommends"]
 
 
 def test_missing_mmdebstrap_is_installed_with_apt(tmp_path: Path) -> None:
@@ -244,6 +246,31 @@ def test_missing_mmdebstrap_is_installed_with_apt(tmp_path: Path) -> None:
         ["apt-get", "update"],
         ["apt-get", "install", "-y", "--no-install-recommends", *TOOLS],
     ]
+
+
+def test_an_emulated_base_installs_arch_test_before_mmdebstrap_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mmdebstrap refuses a foreign architecture without arch-test ("install arch-test for
+    foreign architecture support", exit 25: seen on a fresh machine), a package it only
+    recommends; the host's own architecture needs none."""
+    monkeypatch.setattr(binfmt, "require", lambda arch: None)
+    monkeypatch.setattr(binfmt, "emulated", lambda arch: arch == "linux/arm64")
+    cases: list[tuple[Arch, list[list[str]]]] = [
+        ("linux/amd64", []),
+        ("linux/arm64", [[*INSTALL, "arch-test"]]),
+    ]
+    for arch, wanted in cases:
+        run = FakeRunner()
+        base.ensure_base(
+            FakeEngine(), suite=SUITE, mirror=MIRROR, packages=PACKAGES, arch=arch,
+            cache=tmp_path / arch[6:], run=run,
+            which=lambda name: None if name == "arch-test" else f"/usr/bin/{name}",
+        )  # fmt: skip
+        installs = [c for c in run.calls if c[:2] == ["apt-get", "install"]]
+        assert installs == wanted
+        if wanted:
+            assert run.calls.index(wanted[0]) < run.names().index("mmdebstrap")
 
 
 def test_building_needs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -155,20 +155,23 @@ def _need_root(what: str) -> None:
         raise BuildFailed(f"twinbuild base {what}, which needs root; rerun it as root")
 
 
-def _ensure_mmdebstrap(run: Runner, which: Which, say: Say) -> None:
-    if which("mmdebstrap") is not None:
+def _ensure_program(
+    program: str, packages: Sequence[str], run: Runner, which: Which, say: Say
+) -> None:
+    """``program`` on PATH, else ``packages`` installed with apt-get (as root)."""
+    if which(program) is not None:
         return
-    _need_root("installs mmdebstrap with apt-get")
+    _need_root(f"installs {program} with apt-get")
     if which("apt-get") is None:
-        raise BuildFailed("twinbuild base needs mmdebstrap; install it (Debian/Ubuntu: apt-get)")
-    with step("base: installing mmdebstrap with apt-get", say):
-        _must(run, ["apt-get", "update"], "install mmdebstrap")
-        _must(
-            run,
-            # the keyring: a Debian suite's signatures checked on a host that is not Debian
-            [*APT_INSTALL, "mmdebstrap", "debian-archive-keyring"],
-            "install mmdebstrap",
-        )
+        raise BuildFailed(f"twinbuild base needs {program}; install it (Debian/Ubuntu: apt-get)")
+    with step(f"base: installing {program} with apt-get", say):
+        _must(run, ["apt-get", "update"], f"install {program}")
+        _must(run, [*APT_INSTALL, *packages], f"install {program}")
+
+
+def _ensure_mmdebstrap(run: Runner, which: Which, say: Say) -> None:
+    # the keyring: a Debian suite's signatures checked on a host that is not Debian
+    _ensure_program("mmdebstrap", ("mmdebstrap", "debian-archive-keyring"), run, which, say)
 
 
 def base_tag(
@@ -390,6 +393,8 @@ def ensure_base(
             )  # fmt: skip
         _need_root("runs mmdebstrap")
         binfmt.require(arch)  # an emulated architecture: QEMU runs its maintainer scripts
+        if binfmt.emulated(arch):  # mmdebstrap asks arch-test (a recommends) whether it can
+            _ensure_program("arch-test", ("arch-test",), run, which, say)
         with _workdir(cache, run) as work:
             rootfs = work / "rootfs"
             t0 = clock()
