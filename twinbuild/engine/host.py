@@ -26,19 +26,37 @@ from twinbuild.util import bounded
 NONINTERACTIVE = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
 
 
+#: Programs never cut off half-way: killed mid-install, dpkg leaves the machine's package
+#: database "interrupted", and every later apt-get refuses to run until ``dpkg --configure -a``.
+TO_THE_END = frozenset({"apt-get", "dpkg"})
+
+
 def run_command(argv: Sequence[str]) -> tuple[int, str]:
     """Run a fixed command, stdin closed, capturing stdout and stderr together; apt and dpkg
-    answer without prompts and in the C locale."""
+    answer without prompts and in the C locale. Ctrl-C (or SIGTERM, taken as one) stops any
+    command at once, but an install (:data:`TO_THE_END`): that runs to its end, then the stop
+    goes on."""
     env = {**os.environ, **NONINTERACTIVE}
-    proc = subprocess.run(
-        list(argv),
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
+    if Path(argv[0]).name not in TO_THE_END:
+        proc = subprocess.run(
+            list(argv), capture_output=True, text=True, env=env, check=False,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        return proc.returncode, proc.stdout + proc.stderr
+    stopped: BaseException | None = None
+    with subprocess.Popen(
+        list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         stdin=subprocess.DEVNULL,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
+    ) as child:  # fmt: skip
+        while True:
+            try:
+                out, _ = child.communicate()
+                break
+            except KeyboardInterrupt as exc:
+                stopped = stopped or exc
+    if stopped is not None:
+        raise stopped
+    return child.returncode, out
 
 
 #: All a command that fills a root filesystem (mmdebstrap) takes from this environment: the
