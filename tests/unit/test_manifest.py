@@ -155,3 +155,26 @@ def test_missing_top_tables_are_named_and_a_wrong_type_is_not_called_missing(
         f"{path}: local: missing; declare [local] (suite, packages)",
         f"{path}:2: pins: expected a table, got int",
     ]
+
+
+def test_the_same_text_is_read_once_and_an_edit_is_read_again(tmp_path: Path) -> None:
+    """A process that loads one manifest many times (the gate, the tests) checks it once per
+    text: the same bytes at the same path give the same (immutable) manifest, and an edited file,
+    or the same text under another name, is read again; a broken text is refused every time."""
+    root = mini_project(tmp_path)
+    path = root / "pins/manifest.toml"
+    first = load(path)
+    assert load(path) is first
+    twin = tmp_path / "twin.toml"
+    twin.write_bytes(path.read_bytes())
+    assert load(twin) is not first
+    assert load(twin).path == twin
+    edit(path, "[pins.numba]\n", "[pins.numba]\n# a comment\n")
+    edited = load(path)
+    assert edited is not first
+    assert edited.text != first.text
+    broken = tmp_path / "broken.toml"
+    broken.write_text("schema = [\n")
+    for _ in range(2):
+        with pytest.raises(ConfigError, match=r"broken\.toml"):
+            load(broken)

@@ -133,7 +133,16 @@ def _install(host: Host, mirror: str, state: Path) -> None:
         deb = found[-1]
     _must(
         host,
-        ["apt-get", "install", "-y", "--no-install-recommends", str(deb)],
+        # waits for the dpkg lock: another twinbuild step may be installing (mmdebstrap, QEMU)
+        [
+            "apt-get",
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "-o",
+            "DPkg::Lock::Timeout=600",
+            str(deb),
+        ],
         f"install {deb.name}",
     )
 

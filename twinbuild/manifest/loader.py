@@ -9,6 +9,7 @@ job, on the model built here.
 
 from __future__ import annotations
 
+import functools
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,16 @@ def load_bytes(data: bytes, path: Path = DEFAULT_PATH) -> Manifest:
 
 
 def loads(text: str, path: Path = DEFAULT_PATH) -> Manifest:
-    """Check the manifest ``text`` (named ``path`` in messages), e.g. one read from git."""
+    """Check the manifest ``text`` (named ``path`` in messages), e.g. one read from git.
+
+    The model is immutable and a pure function of ``text`` and ``path``, so a text read again in
+    this process (the gate reads the base's and the head's, a test hundreds) is checked once;
+    a text that fails is checked, and refused, every time."""
+    return _checked(text, path)
+
+
+@functools.lru_cache(maxsize=16)
+def _checked(text: str, path: Path) -> Manifest:
     if text.startswith("\ufeff"):
         bounded.decode(b"\xef\xbb\xbf", source=str(path), what="manifest")  # raises, naming it
     if len(text) > MAX_BYTES:
