@@ -227,7 +227,7 @@ def test_tar_failure_message(tmp_path: Path) -> None:
 
 
 TOOLS = ["mmdebstrap", "debian-archive-keyring"]  # the keyring for hosts that are not Debian
-INSTALL = ["apt-get", "install", "-y", "--no-install-recommends"]
+INSTALL = ["apt-get", "install", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=600"]
 
 
 def test_missing_mmdebstrap_is_installed_with_apt(tmp_path: Path) -> None:
@@ -244,7 +244,7 @@ def test_missing_mmdebstrap_is_installed_with_apt(tmp_path: Path) -> None:
     )
     assert run.calls[:2] == [
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", *TOOLS],
+        [*INSTALL, *TOOLS],
     ]
 
 

@@ -146,7 +146,10 @@ def test_with_no_mirror_named_the_hosts_own_is_listed(tmp_path: Path) -> None:
     assert listed == (
         f"deb [signed-by={buildx.KEYRING}] http://deb.debian.org/debian trixie main\n"
     )
-    assert machine.ran[-2][:4] == ["apt-get", "install", "-y", "--no-install-recommends"]
+    assert machine.ran[-2] == [
+        "apt-get", "install", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=600",
+        str(tmp_path / "state/debs" / f"docker-buildx_{buildx.VERSION}_amd64.deb"),
+    ]  # fmt: skip
 
 
 def test_the_manifests_mirror_wins_over_the_hosts(tmp_path: Path) -> None:

@@ -160,7 +160,15 @@ def test_up_installs_docker_io_when_dockerd_missing(paths: EnginePaths) -> None:
     assert len(said) == 2
     assert host.ran == [
         ["apt-get", "update"],
-        ["apt-get", "install", "-y", "--no-install-recommends", "docker.io"],
+        [
+            "apt-get",
+            "install",
+            "-y",
+            "--no-install-recommends",
+            "-o",
+            "DPkg::Lock::Timeout=600",
+            "docker.io",
+        ],
     ]
     assert host.spawned[0][0] == "/usr/sbin/dockerd"
 

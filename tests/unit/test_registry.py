@@ -97,7 +97,9 @@ def test_port_from_env_and_a_bad_one_is_refused(
 
 
 def test_installs_with_apt_update_only_when_install_alone_fails(tmp_path: Path) -> None:
-    install = "apt-get install -y --no-install-recommends docker-registry"
+    install = (
+        "apt-get install -y --no-install-recommends -o DPkg::Lock::Timeout=600 docker-registry"
+    )
     host = FakeHost(binaries={})
     registry.up(RegistryPaths.under(tmp_path), host)
     assert host.ran == [install.split()]

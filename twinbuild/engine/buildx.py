@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twinbuild.engine.apt_sources import APT_ETC, debian_mirror
-from twinbuild.engine.host import Host, SystemHost
+from twinbuild.engine.host import APT_INSTALL, Host, SystemHost
 from twinbuild.errors import ConfigError, EngineError
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.paths import cache_root
@@ -133,16 +133,7 @@ def _install(host: Host, mirror: str, state: Path) -> None:
         deb = found[-1]
     _must(
         host,
-        # waits for the dpkg lock: another twinbuild step may be installing (mmdebstrap, QEMU)
-        [
-            "apt-get",
-            "install",
-            "-y",
-            "--no-install-recommends",
-            "-o",
-            "DPkg::Lock::Timeout=600",
-            str(deb),
-        ],
+        [*APT_INSTALL, str(deb)],
         f"install {deb.name}",
     )
 

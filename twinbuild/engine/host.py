@@ -187,8 +187,12 @@ def own_pid(pidfile: Path, program: str, host: Host) -> int | None:
     return pid
 
 
-#: ``apt-get install`` as every installer here runs it (the package names follow).
-APT_INSTALL = ("apt-get", "install", "-y", "--no-install-recommends")
+#: ``apt-get install`` as every installer here runs it (the package names follow). It waits up to
+#: ten minutes for the dpkg lock: another install may hold it (twinbuild's own, on another test
+#: worker or job step, or the machine's), and without the wait apt refuses at once.
+APT_INSTALL = (
+    "apt-get", "install", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=600",
+)  # fmt: skip
 
 
 def apt_install(host: Host, package: str, *, update_first: bool = True) -> None:
