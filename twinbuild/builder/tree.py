@@ -97,13 +97,15 @@ class WorkTree:
         if names is None:
             found = self._walk(self.root, skip_outputs=True)
             return sorted(found, key=lambda e: e.path)
-        out = []
+        out, root = [], str(self.root)
+        outputs = tuple(WORK_OUTPUTS)
+        bare = {o.rstrip("/") for o in WORK_OUTPUTS}
         for name in names:
             rel = name.rstrip("/")
-            if any(rel.startswith(o) or rel == o.rstrip("/") for o in WORK_OUTPUTS):
+            if rel.startswith(outputs) or rel in bare:
                 continue
-            try:
-                info = (self.root / rel).lstat()
+            try:  # strings rather than Paths: this runs for each file of every hash
+                info = os.lstat(f"{root}/{rel}")
             except FileNotFoundError:
                 continue  # tracked, deleted in the working tree: a commit now would not hold it
             # A folder here is a submodule (tracked) or a nested repository (untracked).
@@ -132,29 +134,31 @@ class WorkTree:
         return sorted(names)
 
     def _walk(self, start: Path, *, skip_outputs: bool = False) -> Iterator[Entry]:
-        for folder, dirs, files in os.walk(start, followlinks=False):
-            here = Path(folder)
-            if here == self.root:  # git's own data (a folder, or a worktree's file), never an input
+        root = os.fspath(self.root)
+        for here, dirs, files in os.walk(start, followlinks=False):
+            at_root = here == root
+            if at_root:  # git's own data (a folder, or a worktree's file), never an input
                 dirs[:] = [d for d in dirs if d != ".git"]
                 if skip_outputs:
                     dirs[:] = [d for d in dirs if f"{d}/" not in WORK_OUTPUTS]
             if skip_outputs:  # nor anyone's caches, nor a nested repository's git data
                 dirs[:] = [d for d in dirs if d not in ("__pycache__", ".git")]
+            rel_here = os.path.relpath(here, root).replace(os.sep, "/")
+            prefix = "" if rel_here == "." else rel_here + "/"
             for name in [*dirs, *files]:
-                if here == self.root and name == ".git":
+                if at_root and name == ".git":
                     continue
-                path = here / name
-                info = path.lstat()
+                info = os.lstat(f"{here}/{name}")
                 if stat.S_ISDIR(info.st_mode):
                     continue
-                yield Entry(path=path.relative_to(self.root).as_posix(), kind=_kind(info.st_mode))
-            dirs[:] = [d for d in dirs if not (here / d).is_symlink()]
+                yield Entry(path=prefix + name, kind=_kind(info.st_mode))
+            dirs[:] = [d for d in dirs if not stat.S_ISLNK(os.lstat(f"{here}/{d}").st_mode)]
 
     def read(self, paths: Sequence[str], *, max_bytes: int = MAX_READ_BYTES) -> dict[str, bytes]:
-        out, total = {}, 0
+        out, total, root = {}, 0, os.fspath(self.root)
         for rel in paths:
-            try:
-                with (self.root / rel).open("rb") as handle:
+            try:  # a string rather than a Path: this runs for each file of every hash
+                with open(f"{root}/{rel}", "rb") as handle:  # noqa: PTH123
                     out[rel] = handle.read(max_bytes - total + 1)
             except OSError as exc:
                 raise ConfigError(f"{self.root / rel}: cannot read: {exc.strerror}") from None

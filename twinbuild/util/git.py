@@ -10,11 +10,13 @@ head that way.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, overload
+from typing import Generic, Literal, TypeVar, overload
 
 from twinbuild.errors import ConfigError
 
@@ -25,6 +27,48 @@ MAX_TREE_ENTRIES = 200_000
 # Replace refs (refs/replace/*) make git show other objects under an object's name; a fetched ref
 # must never change what a commit's tree says.
 _ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1"}
+#: An object id (SHA-1 or SHA-256 repository): what it names never changes (with replace refs off).
+OID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class Kept(Generic[K, V]):
+    """What one process has read of git objects, the least recently used dropped past ``limit``
+    (in each value's own units: bytes for blobs, listings for trees); a value larger than a
+    quarter of it is never kept."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._items: OrderedDict[K, tuple[V, int]] = OrderedDict()
+
+    def get(self, key: K) -> V | None:
+        item = self._items.get(key)
+        if item is None:
+            return None
+        self._items.move_to_end(key)
+        return item[0]
+
+    def put(self, key: K, value: V, size: int) -> None:
+        if size * 4 > self.limit or key in self._items:
+            return
+        self._items[key] = (value, size)
+        self.used += size
+        while self.used > self.limit:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.used -= dropped
+
+    def clear(self) -> None:
+        self._items.clear()
+        self.used = 0
+
+
+#: Blobs by (repository, id): 64 MiB in all; a repository's image inputs are a few MiB.
+BLOBS: Kept[tuple[str, str], bytes] = Kept(64 << 20)
+#: ``ls-tree`` listings by (repository, commit id): the last 32.
+TREES: Kept[tuple[str, str], tuple[TreeEntry, ...]] = Kept(32)
 
 
 @overload
@@ -103,8 +147,24 @@ class TreeEntry:
 
 
 def tree_entries(repo: Path, commit: str) -> list[TreeEntry]:
-    """Every file, symlink and gitlink in ``commit``'s tree (recursively), sorted by path."""
+    """Every file, symlink and gitlink in ``commit``'s tree (recursively), sorted by path.
+
+    A commit named by its object id lists the same tree every time, so that listing is kept
+    (:data:`TREES`); a ref (``HEAD``, a branch) may move and is asked every time.
+    """
     rev_arg(commit, option="commit")
+    key = (os.path.realpath(repo), commit)
+    if OID_RE.fullmatch(commit):
+        kept = TREES.get(key)
+        if kept is not None:
+            return list(kept)
+    entries = _list_tree(repo, commit)
+    if OID_RE.fullmatch(commit):
+        TREES.put(key, tuple(entries), 1)
+    return entries
+
+
+def _list_tree(repo: Path, commit: str) -> list[TreeEntry]:
     proc = run_git(repo, "ls-tree", "-r", "-l", "-z", "--full-tree", commit, binary=True)
     if proc.returncode != 0:
         why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -135,10 +195,27 @@ def tree_entries(repo: Path, commit: str) -> list[TreeEntry]:
 
 
 def read_blobs(repo: Path, oids: Sequence[str]) -> dict[str, bytes]:
-    """The raw bytes of each blob in ``oids`` (one ``git cat-file --batch``; no filters)."""
-    wanted = sorted(set(oids))
-    if not wanted:
-        return {}
+    """The raw bytes of each blob in ``oids`` (one ``git cat-file --batch``; no filters).
+
+    A blob's bytes are what its id names, so what was read is kept (:data:`BLOBS`) and only the
+    rest is asked for: the gate hashes every image of a commit from one set of blobs.
+    """
+    where = os.path.realpath(repo)
+    found, wanted = {}, []
+    for oid in sorted(set(oids)):
+        kept = BLOBS.get((where, oid))
+        if kept is None:
+            wanted.append(oid)
+        else:
+            found[oid] = kept
+    if wanted:
+        for oid, body in _cat_blobs(repo, wanted).items():
+            BLOBS.put((where, oid), body, len(body))
+            found[oid] = body
+    return found
+
+
+def _cat_blobs(repo: Path, wanted: list[str]) -> dict[str, bytes]:
     request = "".join(f"{oid}\n" for oid in wanted).encode("ascii")
     proc = run_git(repo, "cat-file", "--batch", binary=True, stdin=request)
     if proc.returncode != 0:
