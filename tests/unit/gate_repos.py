@@ -8,6 +8,7 @@ committed as this checkout holds them, this checkout's ``.github/CODEOWNERS``, a
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -73,7 +74,7 @@ def make_repo(
     if made is None:
         with pytest.MonkeyPatch.context() as scoped:
             made = _TEMPLATES[template] = _make_repo(template, scoped)
-    shutil.copytree(template, tmp_path, symlinks=True, dirs_exist_ok=True)
+    shutil.copytree(template, tmp_path, symlinks=True, dirs_exist_ok=True, copy_function=_copy)
     root = tmp_path / made.root.relative_to(template)
     _enter(root, tmp_path, monkeypatch)
     return GateRepo(
@@ -84,6 +85,16 @@ def make_repo(
 
 #: The repository each session folder holds (one per worker process), made on first use.
 _TEMPLATES: dict[Path, GateRepo] = {}
+
+
+def _copy(src: str, dst: str) -> object:
+    """A git object is linked, as ``git clone --local`` links it: git writes each one once and
+    never changes it (a new one goes in beside it), so no test's copy can change the template's.
+    Everything else is copied."""
+    if f"{os.sep}.git{os.sep}objects{os.sep}" in src:
+        os.link(src, dst)
+        return dst
+    return shutil.copy2(src, dst)
 
 
 def _enter(root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
