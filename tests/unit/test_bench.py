@@ -132,10 +132,15 @@ def test_grow_repeats_a_real_recipe_to_exactly_n_lines() -> None:
     grown = grow(source, 1000)
     assert grown.count("\n") == 1000
     assert grown.startswith(source)
-    # every size parses: a cut inside a continued RUN used to leave an open quote at 100,000
+    # every size parses: a cut inside a continued RUN used to leave an open quote at 100,000.
+    # 100,000 lines are whole copies and then the cut that one copy and the same rest make, so
+    # that smaller recipe is the one parsed (parsing all 100,000 lines took 2.5 s).
     from twinbuild.recipe.scan import parse_text
 
-    for n in (100_000, 1000, 999, len(source.splitlines()) + 7):
+    length = len(source.splitlines())
+    whole, rest = divmod(100_000, length)
+    assert grow(source, 100_000) == source * (whole - 1) + grow(source, length + rest)
+    for n in (length + rest, 1000, 999, length + 7):
         parse_text(grow(source, n), Path(f"grown-{n}"))
     with pytest.raises(ValueError, match="empty source recipe"):
         grow("", 10)

@@ -26,9 +26,13 @@ def arrows(root: Path, package: str = PACKAGE) -> Arrows:
         if len(parts) < 2:
             continue  # a top-level module (errors.py): it belongs to no subpackage
         here = parts[0]
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        module = path.relative_to(root).with_suffix("").parts
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
             reached = set()
-            for name in _imported(node, path.relative_to(root).with_suffix("").parts):
+            for name in _imported(node, module):
                 words = name.split(".")
                 if len(words) >= 2 and words[0] == package and (top / words[1]).is_dir():
                     reached.add(words[1])
