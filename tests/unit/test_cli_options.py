@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from twinbuild.cli.main import build_parser, main
+from twinbuild.cli.main import GROUPS, build_parser, main, parser_for
 from twinbuild.util import output
 
 #: dests the CLI itself consumes (the output contract), not a library options object
@@ -234,3 +234,39 @@ def test_option_reaches_the_library(
     output.configure()
     assert values, f"{' '.join(words)}: no field {dest!r} in {type(options).__name__}"
     assert any(_matches(v, expected) for v in values), f"{dest}: {values!r} != {expected!r}"
+
+
+def test_each_command_alone_parses_as_the_whole_parser_does() -> None:
+    """``main`` builds only the named command's group (``parser_for``): each group's COMMANDS are
+    exactly what it registers, and every command's own parser, help and all, is the same either
+    way."""
+    whole = dict(leaves(build_parser()))
+    for group in GROUPS:
+        alone = argparse.ArgumentParser(prog="twinbuild")
+        group.register(alone.add_subparsers(dest="command"))
+        registered = [a for a in alone._actions if isinstance(a, argparse._SubParsersAction)]
+        assert tuple(registered[0].choices) == group.COMMANDS, group.__name__
+        for command in group.COMMANDS:
+            assert parser_for([command, "--help"]) is build_parser(command)
+            mine = dict(leaves(build_parser(command)))
+            assert set(mine) == {w for w in whole if w[0] in group.COMMANDS}, command
+            for words, parser in mine.items():
+                assert parser.format_help() == whole[words].format_help(), words
+                assert parser.format_usage() == whole[words].format_usage(), words
+    for argv in ([], ["--help"], ["--version"], ["nonsense"], ["-q", "lint"]):
+        assert parser_for(argv) is build_parser(), argv
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["lint", "--bogus"], ["lint", "--version"], ["pins"], ["pins", "nope"], ["lint", "-h"]],
+)
+def test_a_command_alone_says_what_the_whole_parser_says(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    said = []
+    for parser in (build_parser(argv[0]), build_parser()):
+        with pytest.raises(SystemExit) as info:
+            parser.parse_args(argv)
+        said.append((info.value.code, *capsys.readouterr()))
+    assert said[0] == said[1]

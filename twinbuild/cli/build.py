@@ -70,6 +70,10 @@ def cmd_bake(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("build", "plan", "bake")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "build", help="build each variant's images (or --variant NAME); skip up-to-date ones"

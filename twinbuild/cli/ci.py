@@ -59,6 +59,10 @@ def cmd_rerun_guard(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("workflows", "rerun-decision")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     wf = sub.add_parser("workflows", help="check the GitHub workflows").add_subparsers(
         dest="workflows_command", required=True, metavar="WORKFLOWS_COMMAND"

@@ -59,6 +59,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("engine", "binfmt", "prune", "base")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "engine",

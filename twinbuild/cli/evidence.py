@@ -140,6 +140,10 @@ def _validated_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--manifest", default=str(DEFAULT_PATH), help="the manifest's path in it")
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("evidence",)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     group = sub.add_parser("evidence", help="record, sign, verify and gate on GPU evidence")
     ev = group.add_subparsers(dest="evidence_command", required=True, metavar="EVIDENCE_COMMAND")

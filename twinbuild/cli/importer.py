@@ -20,6 +20,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     return run_import(options, sys.stdout)
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("import",)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "import", help="draft pins/manifest.toml from two recipes that hard-code their pins"

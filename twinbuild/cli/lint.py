@@ -33,6 +33,10 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("lint",)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("lint", help="check pin symmetry, SHAs, versions and recipe drift")
     add_common(p)

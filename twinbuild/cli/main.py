@@ -37,10 +37,15 @@ GROUPS = (lint, manifest, engine, build, smoke, ship, importer, ci, evidence, pi
 
 
 @functools.cache
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line, built once per process (13 ms: about 600 arguments, each through
-    argparse's formatter and gettext); parsing never changes it, so every ``main`` call in one
-    process, as the noxfile's or a test's, shares it."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line, built once per process and command; parsing never changes it, so every
+    ``main`` call in one process, as the noxfile's or a test's, shares it.
+
+    ``command`` (a top-level command, ``lint``): only its group's parsers, as that command reads
+    them. Building all of them costs 13-20 ms (about 600 arguments, each through argparse's
+    formatter and gettext), most of a short command's start; ``None``: all of them, for the
+    top-level help, a usage error and the tests that walk every command.
+    """
     parser = argparse.ArgumentParser(
         prog="twinbuild",
         description=(
@@ -51,10 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"twinbuild {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for group in GROUPS:
-        group.register(sub)
+        if command is None or command in group.COMMANDS:
+            group.register(sub)
     for leaf in _leaves(parser):
         add_output_options(leaf)
     return parser
+
+
+def parser_for(argv: Sequence[str]) -> argparse.ArgumentParser:
+    """The parser ``argv`` needs: its command's alone when the first word names one and nothing
+    before it is an option (``--help``, ``--version``, a typo); otherwise the whole one, whose
+    help and usage errors list every command."""
+    first = argv[0] if argv else ""
+    if any(first in group.COMMANDS for group in GROUPS):
+        return build_parser(first)
+    return build_parser()
 
 
 def _leaves(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -73,7 +89,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(argv: Sequence[str] | None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = parser_for(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit:  # --help, --version, a usage error: written, now make sure it got out

@@ -38,6 +38,10 @@ def cmd_variants(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("variants", "render")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "variants", help="list the manifest's variants (--format json); --matrix for workflows"

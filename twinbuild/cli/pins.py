@@ -86,6 +86,10 @@ def cmd_pins_outdated(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("pins",)
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     pins = sub.add_parser("pins", help="look at and move pins").add_subparsers(
         dest="pins_command", required=True, metavar="PINS_COMMAND"

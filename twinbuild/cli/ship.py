@@ -73,6 +73,10 @@ def cmd_release(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("registry", "push", "release")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("registry", help="start, stop or show the private OCI registry")
     p.add_argument(

@@ -65,6 +65,10 @@ def cmd_gpu_proof(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The top-level commands :func:`register` adds (``twinbuild.cli.main`` builds only the one run).
+COMMANDS = ("gpu-proof", "smoke")
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     _register_proof(sub)
     p = sub.add_parser(
