@@ -174,6 +174,12 @@ def images(eng: client.Engine, project: Path, base_id: str) -> Iterator[dict[str
             context.mkdir()
             (context / "Dockerfile").write_text(f"FROM {made['good']}\nRUN {command}\n")
             made[name] = _build(eng, context)
+        context = project / "derived-env"  # the ROCm value where the cuda recipe sets cuda's
+        context.mkdir()
+        (context / "Dockerfile").write_text(
+            f"FROM {made['good']}\nENV MILES_HARDWARE_PLATFORM=rocm\n"
+        )
+        made["env"] = _build(eng, context)
         record = project / "build/local/cuda/amd64/image.json"
         record.parent.mkdir(parents=True)
         record.write_text(
@@ -293,6 +299,27 @@ def test_smoke_changed_version_fails_naming_pin(
     tests = _by_id(_summary(tmp_path, "local"))
     assert tests["test_conformance.py::test_pin[tinydist]"]["message"] == message
     assert _summary(tmp_path, "local")["holds"]["tinydist"] == "1.2.4"
+
+
+def test_smoke_changed_env_fails_naming_the_variable_and_the_recipe_line(
+    manifest: Manifest, project: Path, images: dict[str, str], tmp_path: Path
+) -> None:
+    """One environment read serves every ENV check, and a value the recipe did not set fails
+    its own check alone (the others pass from the same read)."""
+    with pytest.raises(FindingsError):
+        runner.smoke(
+            manifest, root=project, variant="cuda", image=images["env"], profile="local",
+            report_dir=tmp_path, echo=False,
+        )  # fmt: skip
+    tests = _by_id(_summary(tmp_path, "local"))
+    failed = [t for t in tests.values() if t["outcome"] == "failed"]
+    assert [t["id"] for t in failed] == ["test_platform.py::test_env[MILES_HARDWARE_PLATFORM]"]
+    assert failed[0]["message"] == (
+        "env: expected MILES_HARDWARE_PLATFORM=cuda (set at images/local/Dockerfile:13), "
+        "found MILES_HARDWARE_PLATFORM=rocm"
+    )
+    assert tests["test_platform.py::test_env[PATH]"]["outcome"] == "passed"
+    assert tests["test_platform.py::test_env[TWINBUILD_SMOKE_HOME]"]["outcome"] == "passed"
 
 
 def test_smoke_changed_commit_fails_naming_pin(

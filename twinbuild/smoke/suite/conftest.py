@@ -72,6 +72,12 @@ def host(spec: SuiteSpec) -> Any:
 
 
 @pytest.fixture(scope="session")
+def environment(host: Any) -> dict[str, str]:
+    """The host's environment, read once (one ``env`` in the container) for every ENV case."""
+    return dict(host.environment())
+
+
+@pytest.fixture(scope="session")
 def collected(host: Any, spec: SuiteSpec) -> Collected:
     """Everything installed, from ONE collector run with the image's Python."""
     request = request_for(c.pin for c in spec.pins if c.skip is None)
