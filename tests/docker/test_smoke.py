@@ -222,6 +222,16 @@ def _by_id(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["id"]: t for t in summary["tests"]}
 
 
+def _smoke_fails(
+    manifest: Manifest, project: Path, tmp_path: Path, image: str
+) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
+    """Smoke ``image`` with the local profile, which must fail: its tests by id, and the failed."""
+    with pytest.raises(FindingsError):
+        _smoke(manifest, project, tmp_path, image=image, profile="local")
+    tests = _by_id(_summary(tmp_path, "local"))
+    return tests, [t for t in tests.values() if t["outcome"] == "failed"]
+
+
 def _containers(eng: client.Engine) -> list[Any]:
     return list(eng.api.containers(all=True, filters={"label": client.OWNER_LABEL}))
 
@@ -306,13 +316,7 @@ def test_smoke_changed_env_fails_naming_the_variable_and_the_recipe_line(
 ) -> None:
     """One environment read serves every ENV check, and a value the recipe did not set fails
     its own check alone (the others pass from the same read)."""
-    with pytest.raises(FindingsError):
-        runner.smoke(
-            manifest, root=project, variant="cuda", image=images["env"], profile="local",
-            report_dir=tmp_path, echo=False,
-        )  # fmt: skip
-    tests = _by_id(_summary(tmp_path, "local"))
-    failed = [t for t in tests.values() if t["outcome"] == "failed"]
+    tests, failed = _smoke_fails(manifest, project, tmp_path, images["env"])
     assert [t["id"] for t in failed] == ["test_platform.py::test_env[MILES_HARDWARE_PLATFORM]"]
     assert failed[0]["message"] == (
         "env: expected MILES_HARDWARE_PLATFORM=cuda (set at images/local/Dockerfile:13), "
@@ -325,13 +329,7 @@ def test_smoke_changed_env_fails_naming_the_variable_and_the_recipe_line(
 def test_smoke_changed_commit_fails_naming_pin(
     manifest: Manifest, project: Path, images: dict[str, str], tmp_path: Path
 ) -> None:
-    with pytest.raises(FindingsError):
-        runner.smoke(
-            manifest, root=project, variant="cuda", image=images["commit"], profile="local",
-            report_dir=tmp_path, echo=False,
-        )  # fmt: skip
-    tests = _by_id(_summary(tmp_path, "local"))
-    failed = [t for t in tests.values() if t["outcome"] == "failed"]
+    _, failed = _smoke_fails(manifest, project, tmp_path, images["commit"])
     assert [t["id"] for t in failed] == ["test_conformance.py::test_pin[gitdist]"]
     assert failed[0]["message"] == (
         f"pins/manifest.toml:36: pin gitdist: expected gitdist at commit {GIT}, "

@@ -60,10 +60,6 @@ class Kept(Generic[K, V]):
             _, (_, dropped) = self._items.popitem(last=False)
             self.used -= dropped
 
-    def clear(self) -> None:
-        self._items.clear()
-        self.used = 0
-
 
 #: Blobs by (repository, id): 64 MiB in all; a repository's image inputs are a few MiB.
 BLOBS: Kept[tuple[str, str], bytes] = Kept(64 << 20)
@@ -153,15 +149,14 @@ def tree_entries(repo: Path, commit: str) -> list[TreeEntry]:
     (:data:`TREES`); a ref (``HEAD``, a branch) may move and is asked every time.
     """
     rev_arg(commit, option="commit")
+    if not OID_RE.fullmatch(commit):
+        return _list_tree(repo, commit)
     key = (os.path.realpath(repo), commit)
-    if OID_RE.fullmatch(commit):
-        kept = TREES.get(key)
-        if kept is not None:
-            return list(kept)
-    entries = _list_tree(repo, commit)
-    if OID_RE.fullmatch(commit):
-        TREES.put(key, tuple(entries), 1)
-    return entries
+    kept = TREES.get(key)
+    if kept is None:
+        kept = tuple(_list_tree(repo, commit))
+        TREES.put(key, kept, 1)
+    return list(kept)
 
 
 def _list_tree(repo: Path, commit: str) -> list[TreeEntry]:
