@@ -3,7 +3,7 @@
 ``git push origin FETCH_HEAD:refs/heads/validate/pr-N`` runs every ``push`` workflow the head
 holds, its own copy, with this repository's token; no code of ours runs before they do. So the
 maintainer asks first: which files under ``.github/workflows/`` and ``.github/actions/`` does the
-head add or change since the merge base? Each is refused (exit 9, one line) unless
+head hold unlike the base as it is now (not the merge base: an old head keeps old workflows)? Each is refused (exit 9, one line) unless
 ``--reviewed-workflows`` names exactly those paths; a link there is refused whatever is named.
 Real git repositories, the real command line.
 """
@@ -44,14 +44,14 @@ def _check(
     return code, out.splitlines(), err.splitlines()
 
 
-def _merge_base(root: Path) -> str:
-    return git(root, "merge-base", "main", "head")[:12]
+def _base(root: Path) -> str:
+    return git(root, "rev-parse", "main")[:12]
 
 
 def _refused(path: str, what: str, root: Path) -> str:
-    mb = _merge_base(root)
+    mb = _base(root)
     return (
-        f"twinbuild: {path}: {what} by the head since the merge base {mb}; a push to validate/ "
+        f"twinbuild: {path}: {what} in the head against the base {mb}; a push to validate/ "
         f"runs the head's own workflows with this repository's token: read `git diff {mb} head "
         f"-- {path}`, then pass --reviewed-workflows naming exactly the paths listed"
     )
@@ -101,7 +101,7 @@ def test_a_deleted_workflow_runs_nothing_and_passes_listed(
     code, out, err = _check(capsys)
     assert code == 0, err
     assert "  deleted  .github/workflows/pr.yml" in out
-    assert out[-1].startswith("no workflow or action added or changed since the merge base")
+    assert out[-1].startswith("no workflow or action added or changed against the base")
 
 
 def test_exactly_the_reviewed_paths_pass_and_any_other_set_is_refused(
@@ -113,7 +113,7 @@ def test_exactly_the_reviewed_paths_pass_and_any_other_set_is_refused(
     code, out, err = _check(capsys, "--reviewed-workflows", *both)
     assert code == 0, err
     assert out[-1] == (
-        f"2 workflow paths added, changed or renamed since the merge base {_merge_base(repo)}"
+        f"2 workflow paths added, changed or renamed against the base {_base(repo)}"
     )
     assert err == ["each named by --reviewed-workflows: push head to validate/pr-N"]
     code, _, err = _check(capsys, "--reviewed-workflows", both[0])
@@ -164,11 +164,12 @@ def test_the_workflows_folder_as_a_link_is_refused(
     assert err[0].startswith("twinbuild: .github/workflows: a symlink in the head;")
 
 
-def test_only_the_heads_changes_count_not_the_bases(
+def test_a_workflow_only_the_base_has_runs_nothing_and_passes_listed(
     repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The base moved on (a new workflow on main) after the head branched: that is not the
-    head's to review; changes elsewhere (docs, CODEOWNERS) need no review here."""
+    """The base moved on (a new workflow on main) after the head branched: the head lacks it, so
+    a push runs nothing of it (listed as deleted); changes elsewhere (docs, CODEOWNERS) need no
+    review here."""
     commit_file(repo, "docs/index.md", "# more docs\n", "docs")
     commit_file(repo, ".github/CODEOWNERS", "* @maintainer\n", "owners")
     git(repo, "checkout", "-q", "main")
@@ -177,8 +178,10 @@ def test_only_the_heads_changes_count_not_the_bases(
     code, out, err = _check(capsys)
     assert code == 0, err
     assert out == [
-        f"no workflow or action added or changed since the merge base {_merge_base(repo)}: the "
-        "push runs only workflows the base already had"
+        f"workflow and action files the head head holds unlike the base {_base(repo)}:",
+        "  deleted  .github/workflows/nightly.yml",
+        f"no workflow or action added or changed against the base {_base(repo)}: the push runs "
+        "only workflows the base has",
     ]
 
 
@@ -194,3 +197,19 @@ def test_refs_that_are_options_or_unknown_are_bad_input(
     assert len(err) == 1
     assert "no-such-branch" in err[0]
     assert "fetch" in err[0]
+
+
+def test_a_head_on_an_old_base_keeps_the_old_workflow_and_is_refused(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attack 6 of #39: main fixed pr.yml after the head branched; the head never touched it, so
+    against the merge base it changes nothing, yet a push of it runs the old, unfixed copy. The
+    check diffs against the current base: that copy is one the maintainer must read."""
+    git(repo, "checkout", "-q", "main")
+    commit_file(repo, ".github/workflows/pr.yml", PR + "# fixed on main\n", "main fixes pr.yml")
+    git(repo, "checkout", "-q", "head")
+    commit_file(repo, "docs/index.md", "# more docs\n", "the head's own change")
+    code, out, err = _check(capsys)
+    assert code == 9, err
+    assert "  changed  .github/workflows/pr.yml" in out
+    assert err == [_refused(".github/workflows/pr.yml", "changed", repo)]

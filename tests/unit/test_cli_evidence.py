@@ -376,4 +376,4 @@ def test_check_push_before_a_validation_push(
     capsys.readouterr()
     assert main(["evidence", "check-push", "--base", chain.base, "--head", chain.head]) == 0
     out = capsys.readouterr().out
-    assert "no workflow or action added or changed since the merge base" in out
+    assert "no workflow or action added or changed against the base" in out

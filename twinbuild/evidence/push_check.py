@@ -3,8 +3,10 @@
 ``git push origin FETCH_HEAD:refs/heads/validate/pr-N`` runs every ``push`` workflow the head
 holds, its own copy, with this repository's token, before any code of ours judges anything. So a
 maintainer runs this first: every file under ``.github/workflows/`` or ``.github/actions/`` that
-the head adds, changes (bytes or mode) or renames since its merge base with the base is refused,
-one line each (exit 9), unless ``--reviewed-workflows`` names exactly those paths. A link there
+the head holds with other bytes or mode than the base as it is now (added, changed or renamed) is
+refused, one line each (exit 9), unless ``--reviewed-workflows`` names exactly those paths. The
+diff is against the current base, not the merge base: a head branched from an old base keeps that
+base's old copy of a workflow the base has since fixed, and a push runs that copy. A link there
 (``.github`` or either folder itself included) is refused whatever is named: what it points at
 can change in a push that touches no file under ``.github/``. Deleted files are listed; they run
 nothing. Read from git objects only; nothing is checked out.
@@ -46,7 +48,7 @@ class Change:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PushCheck:
-    merge_base: str
+    base: str  # the base commit the head's workflows are compared with
     head: str  # as given
     changes: tuple[Change, ...]
     links: tuple[str, ...]  # links among the head's workflow paths
@@ -57,21 +59,21 @@ class PushCheck:
 
     def text(self) -> str:
         """The diff paths, then how many need a review."""
-        mb, lines = self.merge_base[:12], []
+        mb, lines = self.base[:12], []
         if self.changes:
             lines.append(
-                f"workflow and action files the head {self.head} changes since the merge base {mb}:"
+                f"workflow and action files the head {self.head} holds unlike the base {mb}:"
             )
             lines += [c.line() for c in self.changes]
         if self.to_review:
             lines.append(
-                f"{len(self.to_review)} workflow paths added, changed or renamed since the merge "
-                f"base {mb}"
+                f"{len(self.to_review)} workflow paths added, changed or renamed against the base "
+                f"{mb}"
             )
         else:
             lines.append(
-                f"no workflow or action added or changed since the merge base {mb}: the push "
-                "runs only workflows the base already had"
+                f"no workflow or action added or changed against the base {mb}: the push "
+                "runs only workflows the base has"
             )
         return "\n".join(lines) + "\n"
 
@@ -81,18 +83,18 @@ def _print(found: PushCheck) -> None:
 
 
 def diff(repo: Path, base: str, head: str) -> PushCheck:
-    """The head's workflow and action changes since its merge base with ``base``."""
+    """The head's workflow and action files that differ from ``base`` as it is now."""
     rev_arg(base, option="--base")
     rev_arg(head, option="--head")
-    found = run_git(repo, "merge-base", base, head)
-    merge_base = found.stdout.strip()
-    if found.returncode != 0 or not merge_base:
+    found = run_git(repo, "rev-parse", "--verify", "--end-of-options", f"{base}^{{commit}}")
+    base_commit = found.stdout.strip()
+    if found.returncode != 0 or not base_commit:
         why = found.stderr.strip().splitlines()
         raise ConfigError(
-            f"--base {base} --head {head}: no merge base in {repo} "
-            f"({why[-1] if why else 'no common history'}); fetch both with their history"
+            f"--base {base}: not a commit in {repo} "
+            f"({why[-1] if why else 'unknown'}); fetch the base first"
         )
-    before = {e.path: e for e in tree_entries(repo, merge_base) if runs_on_push(e.path)}
+    before = {e.path: e for e in tree_entries(repo, base_commit) if runs_on_push(e.path)}
     after = {e.path: e for e in tree_entries(repo, head) if runs_on_push(e.path)}
     gone = {p: e.oid for p, e in before.items() if p not in after}
     changes: list[Change] = []
@@ -110,7 +112,7 @@ def diff(repo: Path, base: str, head: str) -> PushCheck:
     changes += [Change(path=p, what="deleted") for p in gone]
     links = tuple(p for p, e in after.items() if e.mode in LINK_MODES)
     return PushCheck(
-        merge_base=merge_base, head=head, links=links,
+        base=base_commit, head=head, links=links,
         changes=tuple(sorted(changes, key=lambda c: c.path)),
     )  # fmt: skip
 
@@ -122,7 +124,7 @@ def check_push(
     ``--reviewed-workflows`` does not name, each name it does not change, and every link."""
     found = diff(options.repo, options.base, options.head)
     show(found)
-    mb = found.merge_base[:12]
+    mb = found.base[:12]
     reviewed = set(options.reviewed_workflows)
     wanted = {c.path for c in found.to_review}
     refusals = [
@@ -131,7 +133,7 @@ def check_push(
         for path in found.links
     ]
     refusals += [
-        f"{c.path}: {c.what} by the head since the merge base {mb}; a push to validate/ runs the "
+        f"{c.path}: {c.what} in the head against the base {mb}; a push to validate/ runs the "
         f"head's own workflows with this repository's token: read `git diff {mb} "
         f"{options.head} -- {c.path}`, then pass --reviewed-workflows naming exactly the paths "
         "listed"
