@@ -5,7 +5,8 @@ The gate passes a change to a trust root only with an approval of the PR head by
 nobody owns, or only a team or an e-mail address does (the workflow token cannot list a team's
 members), can then never change: find it here, on the default branch, before a PR needs it.
 Checked: every file of the tree that is a trust root, and paths a PR could add (a workflow, a key,
-a module, ``setup.py``, a ``.pth`` file, another CODEOWNERS).
+a module, ``setup.py``, a ``.pth`` file, another CODEOWNERS, a ``.gitattributes`` in any
+folder).
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ PROBES = (
     "new.pth",
     "CODEOWNERS",
     "docs/CODEOWNERS",
+    "evidence/.gitattributes",
+    "docs/.gitmodules",
+    "tests/.lfsconfig",
 )
 #: Most findings shown; the rest are counted in one more.
 MAX_FINDINGS = 20

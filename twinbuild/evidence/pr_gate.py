@@ -88,7 +88,11 @@ def judge(
         changed, owners=trust_roots.base_codeowners(options.repo, base) if changed else None,
         reviews=found, head=head, base=base,
     )  # fmt: skip
-    installs = packaging.refusals(options.repo, lands.tree, name=lands.tree[:12])
+    # Refused whoever approves: pip running a not-input, paths a checkout writes as one.
+    installs = (
+        *packaging.refusals(options.repo, lands.tree, name=lands.tree[:12]),
+        *trust_roots.collided(options.repo, base, lands.tree),
+    )
     at_base = commit_inputs(base, repo=options.repo, manifest=options.manifest)
     landed = commit_inputs(lands.tree, repo=options.repo, manifest=options.manifest)
     dropped = dropped_variants(at_base, landed)

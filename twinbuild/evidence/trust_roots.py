@@ -13,6 +13,15 @@ the head's own CODEOWNERS is one of the changes, never the judge.
 A trust root that is a link (a symlink, a submodule) is refused whoever approves it: a checkout
 follows it, so what it points at, which is no trust root, would decide (``evidence/keys/k.pub ->
 ../../docs/k.pub`` made every docs edit a key rotation).
+
+Paths are read as written and as a case-insensitive checkout writes them
+(:func:`~twinbuild.evidence.path_folding.fold`): a path is a trust root when either reading makes
+it one (``evidence/KEYS/k.pub`` lands in ``evidence/keys/`` on macOS), and exempt only when it is
+exempt as written (``Docs/x.py`` is another folder on Linux). Every ``.gitattributes``,
+``.gitmodules`` and ``.lfsconfig``, in any folder, is a trust root: they decide how a checkout
+writes every file below them, keys and workflows included (``keys/*.pub
+working-tree-encoding=UTF-16`` in ``evidence/``). A landing tree in which two paths fold to one
+is refused whoever approves it (:func:`collided`).
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from pathlib import Path
 
 from twinbuild.builder.input_paths import NOT_INPUTS, check_name, under
 from twinbuild.builder.tree import KIND_NAMES, CommitTree
+from twinbuild.evidence.path_folding import collisions, fold
 from twinbuild.evidence.reviews import Review, standing
 from twinbuild.util import bounded
 from twinbuild.util.codeowners import LOCATIONS, MAX_BYTES, CodeOwners, find
@@ -36,6 +46,11 @@ NOT_TRUST_ROOTS: Mapping[str, str] = {
 }
 #: Trust roots inside those folders: who may sign, and who may approve.
 ALWAYS: tuple[str, ...] = ("evidence/keys/", *LOCATIONS)
+#: Files that are trust roots in any folder: they change how a checkout writes the files below
+#: them (attributes: encodings, filters, line ends; submodules; LFS), so how every trust root is
+#: checked out.
+CHECKOUT_FILES: tuple[str, ...] = (".gitattributes", ".gitmodules", ".lfsconfig")
+_FOLDED_ALWAYS = tuple(fold(prefix) for prefix in ALWAYS)  # a trailing "/" stays
 #: Most refusal lines for one PR; the rest are counted.
 MAX_LINES = 20
 
@@ -45,10 +60,18 @@ LINKS = {"120000": "symlink", "160000": "gitlink"}
 
 
 def is_trust_root(path: str) -> bool:
-    # A folder of ALWAYS is one by its own name too: ``evidence/keys`` as a link is the folder.
-    if any(under(path, prefix) or path == prefix.rstrip("/") for prefix in ALWAYS):
+    """Whether a change to ``path`` needs a code owner: as written, or as a case-insensitive
+    checkout writes it, it is one of the always-trust-roots or a checkout file; or it is not
+    exempt as written."""
+    folded = fold(path)
+    for seen, always in ((path, ALWAYS), (folded, _FOLDED_ALWAYS)):
+        # A folder of ALWAYS is one by its own name too: ``evidence/keys`` as a link is the folder.
+        if any(under(seen, prefix) or seen == prefix.rstrip("/") for prefix in always):
+            return True
+    if folded.rpartition("/")[2] in CHECKOUT_FILES:
         return True
     return not any(under(path, prefix) for prefix in NOT_TRUST_ROOTS)
+
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +101,25 @@ def changed(repo: Path, base: str, landing: str) -> dict[str, str | None]:
         check_name(landing, path)
     moved = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
     return {p: after[p][0] if p in after else None for p in sorted(moved) if is_trust_root(p)}
+
+
+def collided(repo: Path, base: str, landing: str) -> tuple[str, ...]:
+    """One refusal line per pair of paths of ``landing`` that a case-insensitive checkout writes
+    as one (:func:`~twinbuild.evidence.path_folding.collisions`), unless ``base`` has the same
+    pair already (the PR did not make it); at most MAX_LINES, then a count."""
+    found = collisions(e.path for e in tree_entries(repo, landing))
+    if found:
+        had = set(collisions(e.path for e in tree_entries(repo, base)))
+        found = [pair for pair in found if pair not in had]
+    lines = [
+        f"{first}: collides with {second} under case folding and Unicode normalisation: a "
+        "case-insensitive checkout (macOS, Windows) writes both as one, and which bytes it keeps "
+        "depends on the order, so no approval can pass it: rename one of them"
+        for first, second in found
+    ]
+    if len(lines) > MAX_LINES:
+        lines = [*lines[:MAX_LINES], f"... and {len(lines) - MAX_LINES} more paths collide"]
+    return tuple(lines)
 
 
 def base_codeowners(repo: Path, base: str) -> CodeOwners | None:
