@@ -10,9 +10,10 @@ everything is judged by this code, the base's:
    pip run or install a not-input (:mod:`~twinbuild.evidence.packaging`) (refused: exit 9);
 3. which images need evidence: every architecture of every variant the landing tree's manifest
    gates (``validate = "pr"``), and of every variant the base's manifest gates that the tree still
-   has. A PR that stops gating a variant the base gates (``validate = "nightly"``, or the variant
-   removed) changes what the gate asks of every later PR: like a trust root, it passes only with
-   a code owner's approval of the head (exit 9);
+   has. A PR that changes the set of images its manifest gates (an architecture of a gated
+   variant dropped or added, a variant moved to ``validate = "nightly"``, removed or newly gated)
+   changes what the gate asks of every later PR: like a trust root, it passes only with a code
+   owner's approval of the head (exit 9);
 4. when the landing tree's inputs of those images equal the base's, no evidence is needed;
    otherwise each image's signed evidence must be for exactly those inputs
    (:func:`~twinbuild.evidence.gate.gate`; refused: exit 7).
@@ -95,13 +96,12 @@ def judge(
     )
     at_base = commit_inputs(base, repo=options.repo, manifest=options.manifest)
     landed = commit_inputs(lands.tree, repo=options.repo, manifest=options.manifest)
-    dropped = dropped_variants(at_base, landed)
-    if dropped:
+    moved = image_set_change(at_base, landed)
+    if moved:
         owners = trust_roots.base_codeowners(options.repo, base)
         why = (
-            f'the base gates {", ".join(dropped)} (validate = "pr") and this PR would not: that '
-            "changes what the gate requires of every later PR, and automation alone never "
-            "passes that"
+            f"this PR changes which images the gate requires ({moved}): that changes what the "
+            "gate asks of every later PR, and automation alone never passes that"
         )
         rel = options.manifest.as_posix()
         policy_verdict = trust_roots.judge(
@@ -154,9 +154,20 @@ def required_images(base: CommitInputs, landed: CommitInputs) -> tuple[ImageKey,
     return tuple(i for i in landed.inputs if i.variant in gated)
 
 
-def dropped_variants(base: CommitInputs, landed: CommitInputs) -> list[str]:
-    """Variants the base gates that the landing tree no longer gates (or no longer has)."""
-    return [v for v in base.required if v not in landed.required]
+def gated_images(at: CommitInputs) -> tuple[ImageKey, ...]:
+    """Every architecture of every variant a commit's own manifest gates."""
+    return tuple(i for i in at.inputs if i.variant in at.required)
+
+
+def image_set_change(base: CommitInputs, landed: CommitInputs) -> str:
+    """How the images the landing tree gates differ from the base's ('' when they do not): an
+    architecture or a variant dropped (moved to nightly, removed) or added."""
+    before, after = gated_images(base), gated_images(landed)
+    gone = [i.name for i in before if i not in after]
+    new = [i.name for i in after if i not in before]
+    said = [f"no longer: {', '.join(gone)}"] if gone else []
+    said += [f"now also: {', '.join(new)}"] if new else []
+    return "; ".join(said)
 
 
 def _table(event: Mapping[str, object], key: str) -> dict[str, object]:
