@@ -20,11 +20,12 @@ import twinbuild
 from tests.helpers import edit, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, Signer, evidence, smoke_report
 from tests.unit.gitrepos import commit_all, git, isolate_git
-from tests.unit.reviews import OWNER, reviews_file
+from tests.unit.reviews import OWNER, permissions_file, reviews_file
 from twinbuild.cli.main import main
 from twinbuild.evidence import keygen, load_private
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.model import ImageKey
+from twinbuild.util.codeowners import PLACEHOLDER
 
 PR = 42
 EVIDENCE_REF = f"refs/heads/validate/pr-{PR}"
@@ -57,9 +58,13 @@ def copy_builder_code(root: Path) -> None:
 
 
 def copy_codeowners(root: Path) -> None:
-    """This checkout's ``.github/CODEOWNERS``: the owners the gate reads on the base."""
+    """This checkout's ``.github/CODEOWNERS``, its placeholder login (which the gate refuses)
+    replaced by ``OWNER``, as a deployment replaces it: the owners the gate reads on the base."""
     (root / ".github").mkdir(exist_ok=True)
-    shutil.copy2(THIS_CHECKOUT / ".github/CODEOWNERS", root / ".github/CODEOWNERS")
+    text = (THIS_CHECKOUT / ".github/CODEOWNERS").read_text(encoding="utf-8")
+    assert f"@{PLACEHOLDER}" in text, "our CODEOWNERS no longer ships the placeholder; update"
+    owned = text.replace(f"@{PLACEHOLDER}", f"@{OWNER}")
+    (root / ".github/CODEOWNERS").write_text(owned, encoding="utf-8")
 
 
 def make_repo(
@@ -150,12 +155,17 @@ def sign_evidence(root: Path, commit: str, signer: Signer) -> None:
 def run_gate(
     capsys: pytest.CaptureFixture[str], head: str, *extra: str
 ) -> tuple[int, list[str], list[str]]:
-    """``twinbuild evidence gate`` as gate.yml runs it: (exit code, stdout lines, stderr lines)."""
+    """``twinbuild evidence gate`` as gate.yml runs it: (exit code, stdout lines, stderr lines).
+
+    GitHub's answers whether each reviewer can write are ``LEVELS`` (tests/unit/reviews.py), as
+    a dry run reads them (``--permissions``); a ``--permissions`` in ``extra`` comes later and
+    wins."""
     capsys.readouterr()
+    answers = permissions_file(Path.cwd().parent / "github-permissions.json")
     code = main(
         [
             "evidence", "gate", "--head", head, "--evidence-ref", EVIDENCE_REF,
-            "--pr", str(PR), *extra,
+            "--pr", str(PR), f"--permissions={answers}", *extra,
         ]
     )  # fmt: skip
     out, err = capsys.readouterr()

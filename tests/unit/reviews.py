@@ -1,9 +1,14 @@
-"""GitHub's list-reviews answer (``GET /repos/{owner}/{repo}/pulls/{number}/reviews``), for tests.
+"""GitHub's answers about a PR's reviewers, for tests.
 
-Each review has the fields GitHub's REST API returns for a pull request review (id, node_id, user,
-body, state, html_url, pull_request_url, _links, submitted_at, commit_id, author_association),
-in the order the API lists them: chronological. ``gate.yml`` fetches it with
-``gh api --paginate --slurp``, which wraps each page in a list of its own.
+The list-reviews answer (``GET /repos/{owner}/{repo}/pulls/{number}/reviews``): each review has
+the fields GitHub's REST API returns for a pull request review (id, node_id, user, body, state,
+html_url, pull_request_url, _links, submitted_at, commit_id, author_association), in the order the
+API lists them: chronological. ``gate.yml`` fetches it with ``gh api --paginate --slurp``, which
+wraps each page in a list of its own.
+
+The collaborator-permission answer (``GET /repos/{owner}/{repo}/collaborators/{login}/permission``)
+and the team-membership answer (``GET /orgs/{org}/teams/{team}/memberships/{login}``), in the
+shape GitHub returns them, gathered into the file a dry run of the gate reads (``--permissions``).
 """
 
 from __future__ import annotations
@@ -14,9 +19,15 @@ from typing import Any
 
 from tests.unit.evidence_builders import REPO
 
-#: The login .github/CODEOWNERS names as the owner of every trust root.
-OWNER = "twinbuild-maintainer"
+#: The login the test repositories' CODEOWNERS names as the owner of every trust root (ours ships
+#: a placeholder the gate refuses; tests/unit/gate_repos.py puts this login in its place).
+OWNER = "ada-maintainer"
 _IDS = {OWNER: 9000001, "mallory": 9000666, "carol": 9000003}
+#: What GitHub answers each of them may do in the test repository: the owner maintains it, carol
+#: (a collaborator) may read, mallory (nobody here) nothing.
+LEVELS = {OWNER: "maintain", "carol": "read", "mallory": "none"}
+#: How GitHub's reviews call each of them (``author_association``).
+ASSOCIATIONS = {OWNER: "MEMBER", "carol": "COLLABORATOR"}
 
 
 def review(
@@ -47,8 +58,46 @@ def review(
         "_links": {"html": {"href": html}, "pull_request": {"href": url}},
         "submitted_at": f"2025-06-01T11:{review_id % 60:02d}:00Z",
         "commit_id": commit,
-        "author_association": "MEMBER" if login == OWNER else "CONTRIBUTOR",
+        "author_association": ASSOCIATIONS.get(login.lower(), "CONTRIBUTOR"),
     }
+
+
+def permission(login: str, level: str) -> dict[str, Any]:
+    """GitHub's collaborator-permission answer: ``permission`` is admin, write, read or none
+    (maintain reads as write, triage as read), ``role_name`` the role itself."""
+    legacy = {"maintain": "write", "triage": "read"}.get(level, level)
+    user_id = _IDS.get(login, 9000500)
+    return {
+        "permission": legacy,
+        "role_name": level,
+        "user": {
+            "login": login, "id": user_id, "node_id": f"U_kgDO{user_id}",
+            "type": "User", "site_admin": False,
+            "permissions": {
+                "admin": level == "admin", "maintain": level in ("admin", "maintain"),
+                "push": legacy in ("admin", "write"), "triage": legacy != "none",
+                "pull": legacy != "none",
+            },
+            "role_name": level,
+        },
+    }  # fmt: skip
+
+
+def membership(state: str = "active") -> dict[str, Any]:
+    """GitHub's team-membership answer for a member (``state``: active or pending)."""
+    return {"url": "https://api.github.com/teams/1/memberships/x", "role": "member", "state": state}
+
+
+def permissions_file(
+    path: Path,
+    levels: dict[str, str] | None = None,
+    teams: dict[str, dict[str, dict[str, Any]]] | None = None,
+) -> Path:
+    """``--permissions FILE``: each login's collaborator-permission answer (``LEVELS`` unless
+    given) and each team's membership answers."""
+    answers = {login: permission(login, level) for login, level in (levels or LEVELS).items()}
+    path.write_text(json.dumps({"permissions": answers, "teams": teams or {}}, indent=2))
+    return path
 
 
 def reviews_file(path: Path, *reviews: tuple[str, str, str], pages: bool = True) -> Path:

@@ -112,9 +112,7 @@ def test_exactly_the_reviewed_paths_pass_and_any_other_set_is_refused(
     both = (".github/workflows/push.yml", ".github/actions/setup/action.yml")
     code, out, err = _check(capsys, "--reviewed-workflows", *both)
     assert code == 0, err
-    assert out[-1] == (
-        f"2 workflow paths added, changed or renamed against the base {_base(repo)}"
-    )
+    assert out[-1] == (f"2 workflow paths added, changed or renamed against the base {_base(repo)}")
     assert err == ["each named by --reviewed-workflows: push head to validate/pr-N"]
     code, _, err = _check(capsys, "--reviewed-workflows", both[0])
     assert code == 9

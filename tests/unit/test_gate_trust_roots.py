@@ -53,7 +53,8 @@ def test_a_new_key_passes_with_a_code_owners_approval_of_the_head(
     assert (code, err) == (0, [])
     assert out[0] == (
         "trust roots: 1 changed (evidence/keys/mallory.pub); each approved at the head by a "
-        f"code owner (@{OWNER})"
+        f"code owner who can write (@{OWNER}: maintain; permissions from "
+        f"{attack_repo.root.parent / 'github-permissions.json'})"
     )
     assert out[1].startswith("no image input changed between the base")
 
@@ -196,12 +197,11 @@ def test_reviews_as_one_plain_list_are_read_too(
 @pytest.mark.parametrize(
     ("codeowners", "said"),
     [
-        ("* @twinbuild/maintainers\n", "no @user owns it in {base}:.github/CODEOWNERS, so no "
-         "approval can count (teams cannot be resolved with the workflow token): name an owner "
-         "there first"),
-        (f"* @{OWNER}\n/evidence/keys/\n", "no @user owns it in {base}:.github/CODEOWNERS, so "
-         "no approval can count (teams cannot be resolved with the workflow token): name an "
-         "owner there first"),
+        ("* @twinbuild/maintainers\n", "@twinbuild/maintainers counts for nothing: GitHub's "
+         f"answer whether @{OWNER} is a member is missing from {{answers}}; a code owner "
+         "(@twinbuild/maintainers) must approve the head {head12}, then re-run the gate"),
+        (f"* @{OWNER}\n/evidence/keys/\n", "no @user or @org/team owns it in "
+         "{base}:.github/CODEOWNERS, so no approval can count: name an owner there first"),
         (None, "the base {base12} has no CODEOWNERS (.github/CODEOWNERS, CODEOWNERS, "
          "docs/CODEOWNERS), so no approval can count: add .github/CODEOWNERS naming the owners "
          "first"),
@@ -222,7 +222,8 @@ def test_a_trust_root_nobody_can_approve_is_refused(
     head = _new_key(gate_repo)
     code, _, err = run_gate(capsys, head, "--base", base, approved(gate_repo, head))
     assert code == 9
-    why = said.format(base=base, base12=base[:12])
+    answers = gate_repo.root.parent / "github-permissions.json"
+    why = said.format(base=base, base12=base[:12], head12=head[:12], answers=answers)
     assert err == [f"twinbuild: evidence/keys/mallory.pub: trust root: {CHANGED}; {why}"]
 
 
@@ -308,7 +309,7 @@ def test_every_page_of_the_reviews_counts_in_order(
     path.write_text(json.dumps([first, [review(OWNER, "APPROVED", head, review_id=101)]]))
     code, out, _ = run_gate(capsys, head, "--base", attack_repo.base, f"--reviews={path}")
     assert code == 0
-    assert out[0].endswith(f"each approved at the head by a code owner (@{OWNER})")
+    assert f"each approved at the head by a code owner who can write (@{OWNER}: maint" in out[0]
     later = [review(OWNER, "CHANGES_REQUESTED", head, review_id=102)]
     path.write_text(json.dumps([first, [review(OWNER, "APPROVED", head, review_id=101)], later]))
     code, _, err = run_gate(capsys, head, "--base", attack_repo.base, f"--reviews={path}")

@@ -26,11 +26,12 @@ import pytest
 import yaml
 
 from tests.helpers import MINI_VARIANTS, edit, image, mini_project
+from tests.unit import fake_github
 from tests.unit.evidence_builders import REPO, REPO_ID, smoke_report
 from tests.unit.gate_repos import copy_builder_code, copy_codeowners
 from tests.unit.github_runner import runner_outputs
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
-from tests.unit.reviews import OWNER, reviews_file
+from tests.unit.reviews import LEVELS, OWNER, permission, reviews_file
 from twinbuild.evidence import keygen, load_trusted, verify
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.loader import load
@@ -346,7 +347,28 @@ def _gate_steps(
     reviews: list[tuple[str, str, str]],
     check: bool = True,
 ) -> tuple[list[str], Path]:
-    """gate.yml's steps, in a fresh checkout of the default branch; (printed lines, summary)."""
+    """gate.yml's steps, in a fresh checkout of the default branch; (printed lines, summary).
+    GitHub's API (which the gate asks whether each approving owner can write) answers LEVELS."""
+    with fake_github.serving() as github:
+        for login, level in LEVELS.items():
+            where = f"/repos/{REPO}/collaborators/{login}/permission"
+            github.answer(where, permission(login, level))
+        return _gate_steps_asking(
+            github, tmp_path, env, origin, head, base, reviews=reviews, check=check
+        )
+
+
+def _gate_steps_asking(
+    github: fake_github.FakeGitHub,
+    tmp_path: Path,
+    env: Mapping[str, str],
+    origin: Path,
+    head: str,
+    base: str,
+    *,
+    reviews: list[tuple[str, str, str]],
+    check: bool,
+) -> tuple[list[str], Path]:
     gate_ws = tmp_path / "gate"
     shutil.rmtree(gate_ws, ignore_errors=True)
     git(tmp_path, "clone", "-q", "--branch", "main", str(origin), str(gate_ws))
@@ -373,6 +395,7 @@ def _gate_steps(
         "GITHUB_EVENT_PATH": str(event),
         "GITHUB_STEP_SUMMARY": str(summary),
         "RUNNER_TEMP": str(runner_temp),
+        "GITHUB_API_URL": github.url,
     }
     contexts = {
         "github.token": "ghs_not_a_real_token",
@@ -410,6 +433,8 @@ def test_the_gate_step_refuses_a_new_key_until_a_code_owner_approves_the_head(
     assert refused[1].startswith("twinbuild: evidence/keys/mallory.pub: trust root: ")
     assert summary.read_text().startswith("## Evidence gate: refused\n- evidence/keys/")
     printed, _ = _gate_steps(tmp_path, env, origin, head, base, reviews=[(OWNER, "APPROVED", head)])
+    # the gate step asked GitHub (with the job's token) whether the owner can write
+    assert f"(@{OWNER}: maintain; permissions from GitHub)" in printed[-2]
     assert [line.split(";")[0] for line in printed if not line.startswith("no validate/")] == [
         "trust roots: 1 changed (evidence/keys/mallory.pub)",
         f"no image input changed between the base {base[:12]} and the head {head[:12]} "

@@ -16,6 +16,7 @@ import pytest
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
 from twinbuild.ci import ownership, workflows
 from twinbuild.cli.main import main
+from twinbuild.util.codeowners import PLACEHOLDER
 
 ROOT = Path(__file__).resolve().parents[2]
 STEALS_THE_KEY = """\
@@ -212,3 +213,32 @@ def test_every_spelling_of_the_key_is_seen(tmp_path: Path, spelling: str) -> Non
         "secrets.TWINBUILD_EVIDENCE_KEY", spelling
     )
     assert _check(tmp_path, text) == [(12, "TB-W007")]
+
+
+@needs_git
+def test_the_shipped_placeholder_owner_fails_in_actions_and_is_a_note_elsewhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """TB-W011 (#39): anyone may register the placeholder login our CODEOWNERS ships, so a
+    deployment's CI (GitHub Actions) fails until it names its maintainers; a clone of twinbuild
+    itself, linting outside Actions, is told so and passes."""
+    isolate_git(monkeypatch, tmp_path / "home")
+    root = _repository(tmp_path, f"# owners\n* @{PLACEHOLDER.upper()}\n")
+    git(root, "init", "-q", "-b", "main")
+    commit_all(root, "a repository")
+    said = (
+        f"names @{PLACEHOLDER}, the placeholder twinbuild ships; anyone may register that login, "
+        "so it must own nothing: replace it with your maintainers' logins (docs/trust.md, "
+        "required setting 5)"
+    )
+    monkeypatch.setenv("GITHUB_ACTIONS", "true")
+    capsys.readouterr()
+    assert main(["workflows", "check", "--root", str(root)]) == 1
+    assert capsys.readouterr().out.splitlines()[0] == f".github/CODEOWNERS:2: TB-W011 {said}"
+    monkeypatch.delenv("GITHUB_ACTIONS")
+    assert main(["workflows", "check", "--root", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:2] == [
+        "trust check: clean",
+        f"note: .github/CODEOWNERS:2: {said} (a finding in GitHub Actions, TB-W011)",
+    ]

@@ -16,7 +16,7 @@ from pathlib import Path
 from twinbuild.builder.tree import WorkTree
 from twinbuild.lint.findings import Finding
 from twinbuild.util import bounded
-from twinbuild.util.codeowners import LOCATIONS, MAX_BYTES, CodeOwners, find
+from twinbuild.util.codeowners import LOCATIONS, MAX_BYTES, CodeOwners, find, placeholder_lines
 
 #: Paths a PR could add that would be trust roots, whether or not any exists yet.
 PROBES = (
@@ -34,6 +34,23 @@ PROBES = (
 )
 #: Most findings shown; the rest are counted in one more.
 MAX_FINDINGS = 20
+
+
+def placeholder(root: Path, *, in_ci: bool) -> tuple[list[Finding], list[str]]:
+    """TB-W011: CODEOWNERS names the login twinbuild ships as a placeholder, which anyone may
+    register (the gate refuses such a CODEOWNERS, exit 9). In GitHub Actions, where a deployment's
+    CI runs, each line is a finding; elsewhere (a clone of twinbuild itself, which ships the
+    placeholder) a note that says what CI will say: (findings, notes)."""
+    owners = _codeowners(root)
+    lines = placeholder_lines(owners) if owners is not None else []
+    if not in_ci:
+        return [], [f"note: {line} (a finding in GitHub Actions, TB-W011)" for line in lines]
+    findings = []
+    for line in lines:
+        where, _, message = line.partition(": ")
+        path, _, number = where.rpartition(":")
+        findings.append(Finding(path=path, line=int(number), code="TB-W011", message=message))
+    return findings, []
 
 
 def check(root: Path) -> list[Finding]:

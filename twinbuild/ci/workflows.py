@@ -17,6 +17,8 @@ the trust model that zizmor does not know about:
   (``actions/checkout``'s ``ref:``/``repository:``, or ``git checkout``-like commands in ``run:``)
 - TB-W008 (:mod:`twinbuild.ci.ownership`, with the repository root): a trust root that no @user
   code owner owns
+- TB-W011 (:mod:`twinbuild.ci.ownership`, in GitHub Actions; a note elsewhere): CODEOWNERS names
+  the placeholder login twinbuild ships, which anyone may register
 - TB-W009: a hand-written image matrix (a ``variant``, ``arch``, ``image`` or ``platform`` key
   in a job's ``strategy.matrix``): the images a job builds or tests come from the manifest,
   ``fromJSON`` of ``twinbuild variants --matrix``'s output, never from a list that drifts from it
@@ -119,6 +121,7 @@ class LintReport:
 
     findings: tuple[Finding, ...]
     tools: tuple[ToolResult, ...]
+    notes: tuple[str, ...] = ()  # said, never failing: what CI would find (TB-W011)
 
     @property
     def ok(self) -> bool:
@@ -127,6 +130,7 @@ class LintReport:
     def lines(self) -> list[str]:
         """Findings as ``path:line: CODE message``, then one verdict per tool (with its output)."""
         out = [str(finding) for finding in self.findings] or ["trust check: clean"]
+        out += self.notes
         for tool in self.tools:
             if tool.skipped is not None:
                 out.append(f"{tool.tool}: skipped: {tool.skipped}")
@@ -165,9 +169,17 @@ def lint(directory: Path, *, root: Path | None = None) -> LintReport:
     """The trust check, zizmor and actionlint (skipped when not installed) over ``directory``;
     with the repository ``root``, also that every trust root has a code owner (TB-W008)."""
     from twinbuild.ci import ownership
+    from twinbuild.util.github import in_actions
 
     findings = [*check([directory]), *(ownership.check(root) if root is not None else [])]
-    return LintReport(findings=tuple(findings), tools=(zizmor(directory), actionlint(directory)))
+    notes: list[str] = []
+    if root is not None:
+        placeholder, notes = ownership.placeholder(root, in_ci=in_actions())
+        findings += placeholder
+    return LintReport(
+        findings=tuple(findings), tools=(zizmor(directory), actionlint(directory)),
+        notes=tuple(notes),
+    )  # fmt: skip
 
 
 def zizmor(directory: Path) -> ToolResult:

@@ -63,6 +63,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
     options = GateOptions(
         head=args.head, base=args.base, repo=Path(args.repo), evidence_ref=args.evidence_ref,
         reviews=Path(args.reviews) if args.reviews else None,
+        permissions=Path(args.permissions) if args.permissions else None,
         evidence=tuple(Path(p) for p in args.evidence), keys=Path(args.keys),
         manifest=Path(args.manifest), max_age_days=args.max_age_days,
         same_commit=args.same_commit, default_branch=args.default_branch, pr=args.pr,
@@ -197,6 +198,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--reviews", metavar="FILE",
         help="the PR's reviews as GitHub's list-reviews API answers (gh api --paginate --slurp)",
+    )  # fmt: skip
+    p.add_argument(
+        "--permissions", metavar="FILE",
+        help="a dry run: whether each reviewer can write (and team memberships), as GitHub's "
+        "answers; in GitHub Actions the gate asks GitHub with $GITHUB_TOKEN instead",
     )  # fmt: skip
     p.add_argument("--evidence-ref", help="git ref carrying evidence/<variant>-<arch>.dsse.json")
     p.add_argument(

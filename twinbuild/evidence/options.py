@@ -49,6 +49,9 @@ class GateOptions:
     base: str  # the current base commit: what the PR lands on, whose CODEOWNERS judge it
     repo: Path = Path()  # the git repository holding head, base and the evidence ref
     reviews: Path | None = None  # GitHub's list-reviews answer: code owners' approvals
+    #: A dry run: GitHub's answers whether each reviewer can write (and team memberships);
+    #: None: in Actions GitHub is asked (twinbuild.evidence.permissions)
+    permissions: Path | None = None
     evidence_ref: str | None = None  # git ref carrying evidence/<variant>-<arch>.dsse.json
     evidence: tuple[Path, ...] = ()  # evidence files
     keys: Path = KEYS

@@ -6,7 +6,8 @@ everything is judged by this code, the base's:
 1. the tree the PR would land (:mod:`~twinbuild.evidence.landing`): the head, or its merge with
    the current base when it lags;
 2. the trust roots it changes (:mod:`~twinbuild.evidence.trust_roots`) need a code owner's
-   approval of the head, as the base's CODEOWNERS says, and its ``pyproject.toml`` may not have
+   approval of the head, as the base's CODEOWNERS says, by someone GitHub says can write
+   (:mod:`~twinbuild.evidence.permissions`), and its ``pyproject.toml`` may not have
    pip run or install a not-input (:mod:`~twinbuild.evidence.packaging`) (refused: exit 9);
 3. which images need evidence: every architecture of every variant the landing tree's manifest
    gates (``validate = "pr"``), and of every variant the base's manifest gates that the tree still
@@ -29,7 +30,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from twinbuild.errors import ConfigError, EvidenceRefused, TrustRootRefused
-from twinbuild.evidence import keys, packaging, reviews, trust_roots
+from twinbuild.evidence import keys, packaging, permissions, reviews, trust_roots
 from twinbuild.evidence.gate import GateRefused, GateResult, Policy, gate
 from twinbuild.evidence.head import CommitInputs, commit_inputs, evidence_blobs
 from twinbuild.evidence.landing import landing
@@ -82,12 +83,13 @@ def judge(
     if options.evidence_ref:
         blobs += evidence_blobs(options.evidence_ref, repo=options.repo)
     found = reviews.load(options.reviews) if options.reviews is not None else None
+    answers = permissions.answers(options.permissions, env=env)
 
     lands = landing(options.repo, base, head, pr=f"pr-{pr}")
     changed = trust_roots.changed(options.repo, base, lands.tree)
     trust = trust_roots.judge(
         changed, owners=trust_roots.base_codeowners(options.repo, base) if changed else None,
-        reviews=found, head=head, base=base,
+        reviews=found, head=head, base=base, answers=answers,
     )  # fmt: skip
     # Refused whoever approves: pip running a not-input, paths a checkout writes as one.
     installs = (
@@ -105,12 +107,14 @@ def judge(
         )
         rel = options.manifest.as_posix()
         policy_verdict = trust_roots.judge(
-            {rel: None}, owners=owners, reviews=found, head=head, base=base, why={rel: why}
-        )
+            {rel: None}, owners=owners, reviews=found, head=head, base=base, answers=answers,
+            why={rel: why},
+        )  # fmt: skip
         trust = trust_roots.TrustVerdict(
             changed=(*trust.changed, *policy_verdict.changed),
             refusals=(*trust.refusals, *policy_verdict.refusals),
             approvers=tuple(sorted({*trust.approvers, *policy_verdict.approvers})),
+            source=answers.source,
         )
     policy = Policy(
         base_repository=env.get("GITHUB_REPOSITORY", ""),

@@ -29,6 +29,9 @@ class Review:
     login: str | None  # None: the account was deleted (GitHub shows "ghost")
     state: State
     commit: str | None  # the commit it reviewed; None when that commit is gone
+    #: GitHub's ``author_association`` (OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, NONE, ...):
+    #: the first filter of who can write; None when the answer leaves it out.
+    association: str | None = None
 
 
 def load(path: Path) -> tuple[Review, ...]:
@@ -74,4 +77,7 @@ def _review(item: object, where: str) -> Review:
     commit = item.get("commit_id")
     if commit is not None and not isinstance(commit, str):
         raise ConfigError(f"{where}.commit_id: expected a commit SHA or null")
-    return Review(login=login, state=cast(State, state), commit=commit)
+    association = item.get("author_association")
+    if association is not None and not isinstance(association, str):
+        raise ConfigError(f"{where}.author_association: expected a string such as MEMBER")
+    return Review(login=login, state=cast(State, state), commit=commit, association=association)

@@ -32,10 +32,18 @@ from pathlib import Path
 
 from twinbuild.builder.input_paths import NOT_INPUTS, check_name, under
 from twinbuild.builder.tree import KIND_NAMES, CommitTree
+from twinbuild.errors import ConfigError, TrustRootRefused
 from twinbuild.evidence.path_folding import collisions, fold
+from twinbuild.evidence.permissions import OUTSIDERS, Answers
 from twinbuild.evidence.reviews import Review, standing
 from twinbuild.util import bounded
-from twinbuild.util.codeowners import LOCATIONS, MAX_BYTES, CodeOwners, find
+from twinbuild.util.codeowners import (
+    LOCATIONS,
+    MAX_BYTES,
+    CodeOwners,
+    find,
+    placeholder_lines,
+)
 from twinbuild.util.git import tree_entries
 
 #: Paths that are not trust roots, and why nothing privileged runs them.
@@ -73,22 +81,24 @@ def is_trust_root(path: str) -> bool:
     return not any(under(path, prefix) for prefix in NOT_TRUST_ROOTS)
 
 
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TrustVerdict:
     changed: tuple[str, ...]  # the trust roots the PR changes
     refusals: tuple[str, ...]  # one line each, at most MAX_LINES (+1 that counts the rest)
-    approvers: tuple[str, ...]  # code owners whose approval of the head let paths pass
+    #: Code owners whose approval of the head let paths pass, each with what GitHub said they
+    #: may do (``@login: write``).
+    approvers: tuple[str, ...]
+    source: str = ""  # where the permission answers came from: "GitHub", or a dry run's file
 
     def lines(self) -> list[str]:
         """What the gate prints when every changed trust root is approved."""
         if not self.changed:
             return []
         shown = ", ".join(self.changed[:3]) + (", ..." if len(self.changed) > 3 else "")
-        by = ", ".join(f"@{a}" for a in self.approvers)
+        by = ", ".join(self.approvers)
         return [
             f"trust roots: {len(self.changed)} changed ({shown}); each approved at the head by "
-            f"a code owner ({by})"
+            f"a code owner who can write ({by}; permissions from {self.source})"
         ]
 
 
@@ -123,7 +133,9 @@ def collided(repo: Path, base: str, landing: str) -> tuple[str, ...]:
 
 
 def base_codeowners(repo: Path, base: str) -> CodeOwners | None:
-    """The CODEOWNERS file GitHub would use at ``base``, from git objects (None: there is none)."""
+    """The CODEOWNERS file GitHub would use at ``base``, from git objects (None: there is none);
+    one with a line GitHub would skip, or naming the shipped placeholder login, is refused
+    (exit 9): no approval can be judged by it."""
     tree = CommitTree(repo, base)
 
     def read(location: str) -> str | None:
@@ -132,7 +144,17 @@ def base_codeowners(repo: Path, base: str) -> CodeOwners | None:
         data = tree.read([location], max_bytes=MAX_BYTES)[location]
         return bounded.decode(data, source=f"{base}:{location}", what="CODEOWNERS")
 
-    return find(read, where=f"{base}:")
+    try:
+        owners = find(read, where=f"{base}:")
+    except ConfigError as exc:  # a line GitHub would skip: whom it names is unknown
+        raise TrustRootRefused(
+            f"{exc}; the gate judges every trust root by this file, so none passes until it is "
+            "fixed on the base"
+        ) from None
+    named = placeholder_lines(owners) if owners is not None else []
+    if named:
+        raise TrustRootRefused("\n".join(named))
+    return owners
 
 
 def judge(
@@ -142,13 +164,15 @@ def judge(
     reviews: Sequence[Review] | None,
     head: str,
     base: str,
+    answers: Answers,
     why: Mapping[str, str] | None = None,
 ) -> TrustVerdict:
-    """Each changed trust root passes with an approval of ``head`` by one of its @user owners;
-    one that is a link (its mode in ``paths``) never does.
+    """Each changed trust root passes with an approval of ``head`` by one of its owners (an
+    @user, or a member of an @org/team by GitHub's answer) whom GitHub says can write
+    (``answers``); one that is a link (its mode in ``paths``) never does.
 
     ``why`` says, for a path that is no trust root by its name, why its change needs one (the
-    manifest, when the PR stops gating a variant the base gates)."""
+    manifest, when the PR changes which images the gate requires)."""
     stand = standing(reviews or ())
     refusals: list[str] = []
     approvers: set[str] = set()
@@ -161,9 +185,9 @@ def judge(
             )
             continue
         reason = (why or {}).get(path)
-        refused = _why_not(path, owners, reviews, stand, head, base, reason)
+        refused, counted = _why_not(path, owners, reviews, stand, head, base, answers, reason)
         if refused is None:
-            approvers.update(_approving(owners, path, stand, head))
+            approvers.update(counted)
         else:
             what = "gate policy" if reason else "trust root"
             refusals.append(f"{path}: {what}: {refused}")
@@ -171,19 +195,65 @@ def judge(
         rest = len(refusals) - MAX_LINES
         refusals = [*refusals[:MAX_LINES], f"... and {rest} more trust roots refused the same way"]
     return TrustVerdict(
-        changed=tuple(paths), refusals=tuple(refusals), approvers=tuple(sorted(approvers))
-    )
-
-
-def _approving(
-    owners: CodeOwners | None, path: str, stand: Mapping[str, Review], head: str
-) -> list[str]:
-    users = owners.users(path) if owners is not None else ()
-    return [u for u in users if _approved(stand.get(u.casefold()), head)]
+        changed=tuple(paths), refusals=tuple(refusals), approvers=tuple(sorted(approvers)),
+        source=answers.source,
+    )  # fmt: skip
 
 
 def _approved(review: Review | None, head: str) -> bool:
     return review is not None and review.state == "APPROVED" and review.commit == head
+
+
+def _decide(
+    owners: CodeOwners, path: str, stand: Mapping[str, Review], head: str, answers: Answers
+) -> tuple[list[str], list[str], set[str]]:
+    """Of the approvals of ``head`` by owners of ``path`` (a login, or a team member by
+    GitHub's answer): those that count (``@login: level``), what is said of each that does not,
+    and every login judged here."""
+    users = {u.casefold() for u in owners.users(path)}
+    teams = owners.teams(path)
+    counted: list[str] = []
+    said: list[str] = []
+    judged: set[str] = set()
+    for key, review in stand.items():
+        login = review.login
+        if login is None or not _approved(review, head):
+            continue
+        via = ""
+        if key not in users:
+            found = [answers.membership(team, login) for team in teams]
+            member = next((m for m in found if m.member), None)
+            if member is None:
+                unknown = [m for m in found if m.problem]
+                said += [
+                    f"@{m.team} counts for nothing: GitHub's answer whether @{login} is a member "
+                    f"{m.problem}"
+                    for m in unknown
+                ]
+                judged.update([key] if unknown else [])
+                continue
+            via = f" (through @{member.team})"
+        judged.add(key)
+        if review.association is not None and review.association.upper() in OUTSIDERS:
+            said.append(
+                f"@{login} approved the head, but GitHub's review says {review.association} "
+                "(no owner, member or collaborator of this repository), so it does not count"
+            )
+            continue
+        permission = answers.permission(login)
+        if permission.level is None:
+            said.append(
+                f"@{login} approved the head, but the answer whether @{login} can write "
+                f"{permission.problem}, so it does not count"
+            )
+        elif not permission.writes:
+            said.append(
+                f"@{login} approved the head, but can {permission.level} here, not write "
+                f"({answers.source}), so it does not count"
+            )
+        else:
+            counted.append(f"@{login}{via}: {permission.level}")
+    return counted, said, judged
 
 
 def _why_not(
@@ -193,32 +263,35 @@ def _why_not(
     stand: Mapping[str, Review],
     head: str,
     base: str,
+    answers: Answers,
     reason: str | None = None,
-) -> str | None:
-    """Why ``path`` does not pass, or None when a code owner approved the head."""
+) -> tuple[str | None, list[str]]:
+    """(Why ``path`` does not pass, or None, and the approvals that count)."""
     changed_here = reason or "changed by this PR, and automation alone never passes a trust root"
     if owners is None:
         return (
             f"{changed_here}; the base {base[:12]} has no CODEOWNERS ({', '.join(LOCATIONS)}), so "
             "no approval can count: add .github/CODEOWNERS naming the owners first"
-        )
-    users = owners.users(path)
-    if not users:
+        ), []
+    users, teams = owners.users(path), owners.teams(path)
+    if not users and not teams:
         return (
-            f"{changed_here}; no @user owns it in {owners.source}, so no approval can count "
-            "(teams cannot be resolved with the workflow token): name an owner there first"
-        )
-    named = ", ".join(f"@{u}" for u in users)
+            f"{changed_here}; no @user or @org/team owns it in {owners.source}, so no approval "
+            "can count: name an owner there first"
+        ), []
+    named = ", ".join(f"@{u}" for u in (*users, *teams))
     ask = f"a code owner ({named}) must approve the head {head[:12]}, then re-run the gate"
     if reviews is None:
-        return f"{changed_here}; no reviews were given (--reviews); {ask}"
+        return f"{changed_here}; no reviews were given (--reviews); {ask}", []
     blockers = [u for u in users if _state(stand, u) == "CHANGES_REQUESTED"]
     if blockers:
-        return f"{changed_here}; {', '.join('@' + u for u in blockers)} requested changes; {ask}"
-    if _approving(owners, path, stand, head):
-        return None
-    seen = _what_reviews_say(users, stand, head)
-    return f"{changed_here}; {seen}; {ask}"
+        blocked = ", ".join("@" + u for u in blockers)
+        return f"{changed_here}; {blocked} requested changes; {ask}", []
+    counted, said, judged = _decide(owners, path, stand, head, answers)
+    if counted:
+        return None, counted
+    seen = ", ".join([*said, *_what_reviews_say(users, stand, head, judged)])
+    return f"{changed_here}; {seen or 'no code owner approved it'}; {ask}", []
 
 
 def _state(stand: Mapping[str, Review], user: str) -> str | None:
@@ -226,11 +299,15 @@ def _state(stand: Mapping[str, Review], user: str) -> str | None:
     return None if review is None else review.state
 
 
-def _what_reviews_say(users: Sequence[str], stand: Mapping[str, Review], head: str) -> str:
+def _what_reviews_say(
+    users: Sequence[str], stand: Mapping[str, Review], head: str, judged: set[str]
+) -> list[str]:
     said = []
     owned = {u.casefold() for u in users}
     for login, review in stand.items():
         name = f"@{review.login}"
+        if login in judged:
+            continue
         if login in owned and review.state == "APPROVED":
             what = (review.commit or "a deleted commit")[:12]
             said.append(f"{name} approved {what}, not the head")
@@ -238,4 +315,4 @@ def _what_reviews_say(users: Sequence[str], stand: Mapping[str, Review], head: s
             said.append(f"{name}'s review was dismissed")
         elif login not in owned and review.state == "APPROVED" and review.commit == head:
             said.append(f"{name} approved the head but does not own it")
-    return ", ".join(said) if said else "no code owner approved it"
+    return said

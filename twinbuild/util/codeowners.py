@@ -21,6 +21,8 @@ from twinbuild.util import bounded
 
 #: Where GitHub looks, in its order.
 LOCATIONS = (".github/CODEOWNERS", "CODEOWNERS", "docs/CODEOWNERS")
+#: The login twinbuild's own CODEOWNERS ships with, to be replaced: anyone may register it.
+PLACEHOLDER = "twinbuild-maintainer"
 MAX_BYTES = 3 * 1024 * 1024  # GitHub ignores a CODEOWNERS file over 3 MB
 
 _USER = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})")
@@ -39,6 +41,10 @@ class Rule:
         """The owners that are logins (``@user``), without the ``@``."""
         return tuple(o[1:] for o in self.owners if _USER.fullmatch(o))
 
+    def teams(self) -> tuple[str, ...]:
+        """The owners that are teams (``@org/team``), without the ``@``."""
+        return tuple(o[1:] for o in self.owners if _TEAM.fullmatch(o))
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CodeOwners:
@@ -56,6 +62,22 @@ class CodeOwners:
         """The logins that own ``path`` (an empty tuple when nobody, or only teams, do)."""
         rule = self.rule_for(path)
         return () if rule is None else rule.users()
+
+    def teams(self, path: str) -> tuple[str, ...]:
+        """The teams (``org/team``) that own ``path``."""
+        rule = self.rule_for(path)
+        return () if rule is None else rule.teams()
+
+
+def placeholder_lines(owners: CodeOwners) -> list[str]:
+    """One line per rule naming the shipped placeholder login (in any case)."""
+    return [
+        f"{owners.source}:{rule.line}: names @{PLACEHOLDER}, the placeholder twinbuild ships; "
+        "anyone may register that login, so it must own nothing: replace it with your "
+        "maintainers' logins (docs/trust.md, required setting 5)"
+        for rule in owners.rules
+        if any(o.casefold() == f"@{PLACEHOLDER}" for o in rule.owners)
+    ]
 
 
 def parse(text: str, *, source: str) -> CodeOwners:
