@@ -81,9 +81,14 @@ def _run(
     event: dict[str, Any],
     *,
     event_name: str = "workflow_run",
+    tips: str = f"{SHA}\trefs/heads/validate/pr-42\n",
 ) -> tuple[int, list[str], list[str], dict[str, str]]:
+    """The trigger job's check; ``tips``: what its `git ls-remote origin refs/heads/BRANCH`
+    step wrote (by default: the branch at the run's head)."""
     path = tmp_path / "event.json"
     path.write_text(json.dumps(event))
+    listed = tmp_path / "branch-tips"
+    listed.write_text(tips)
     outputs = tmp_path / "outputs"
     outputs.write_text("")
     for key, value in {
@@ -95,7 +100,7 @@ def _run(
     }.items():
         monkeypatch.setenv(key, value)
     capsys.readouterr()
-    code = main(["evidence", "trigger", "--github-output"])
+    code = main(["evidence", "trigger", "--github-output", f"--branch-tips={listed}"])
     out, err = capsys.readouterr()
     return code, out.splitlines(), err.splitlines(), runner_outputs(outputs.read_text())
 
@@ -177,4 +182,55 @@ def test_another_event_is_refused(
     assert err == [
         "twinbuild: $GITHUB_EVENT_NAME: 'push' is not workflow_run; the validation workflow "
         "starts only when the validation build finishes"
+    ]
+
+
+OTHER = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.parametrize(
+    ("tips", "said"),
+    [
+        (
+            f"{OTHER}\trefs/heads/validate/pr-42\n{SHA}\trefs/tags/validate/pr-42\n",
+            f"workflow_run.head_sha: refs/heads/validate/pr-42 points at {OTHER}, not the run's "
+            f"head {SHA}: only a run of the branch's own head is validated (a tag named "
+            "validate/pr-42 is no branch; a newer push is validated by its own run)",
+        ),
+        (
+            f"{SHA}\trefs/remotes/x/refs/heads/validate/pr-42\n",
+            "workflow_run.head_branch: refs/heads/validate/pr-42 does not exist: the run that "
+            "finished was no push to the branch validate/pr-42 (a tag of that name is no "
+            "branch); push the PR head to the branch",
+        ),
+        (
+            "",
+            "workflow_run.head_branch: refs/heads/validate/pr-42 does not exist: the run that "
+            "finished was no push to the branch validate/pr-42 (a tag of that name is no "
+            "branch); push the PR head to the branch",
+        ),
+    ],
+)
+def test_a_run_whose_head_is_not_the_branch_tip_is_refused_in_one_line(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tips: str,
+    said: str,
+) -> None:
+    """#39: a tag named validate/pr-42 runs the build, and head_branch then holds the tag's
+    name; only the branch refs/heads/validate/pr-42 at the run's head counts."""
+    code, out, err, outputs = _run(tmp_path, monkeypatch, capsys, payload(), tips=tips)
+    assert (code, out, outputs) == (7, [], {})
+    assert err == [f"twinbuild: {said}"]
+
+
+def test_branch_tips_that_are_not_ls_remote_output_are_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err, _ = _run(tmp_path, monkeypatch, capsys, payload(), tips="main 1234\n")
+    assert code == 2
+    assert err == [
+        f"twinbuild: {tmp_path / 'branch-tips'}:1: 'main 1234' is not a `git ls-remote` line "
+        "(SHA, a tab, the ref); write it with git ls-remote origin refs/heads/BRANCH"
     ]

@@ -248,7 +248,7 @@ def test_validate_commits_signed_evidence_and_the_gate_accepts_the_pr(
         "trigger",
         trigger_ws,
         {**privileged_env, "GITHUB_OUTPUT": str(outputs)},
-        {},
+        {"github.token": "ghs_not_a_real_token", "github.event.workflow_run.head_branch": BRANCH},
     )
     trigger = runner_outputs(outputs.read_text())
     assert trigger == {"commit": head, "pr": str(PR), "branch": BRANCH, "run-id": "5150"}
@@ -530,3 +530,101 @@ def test_validate_index_job_refuses_a_digest_of_the_wrong_architecture(
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("twinbuild: --index ")
     assert proc.stderr.rstrip().endswith(": a linux/amd64 image twice")
+
+
+def _tagged_origin(tmp_path: Path) -> tuple[Path, str, str]:
+    """origin: main; the PR's branch validate/pr-7 at its head H; a tag named validate/pr-7 at an
+    intermediate commit I of the PR (anyone who can write may push one). (origin, I, H)"""
+    origin = tmp_path / "origin.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    work = mini_project(tmp_path)
+    copy_builder_code(work)
+    copy_codeowners(work)
+    git(work, "init", "-q", "-b", "main")
+    base = commit_all(work, "main")
+    edit(work / "pins/manifest.toml", 'version = "0.4.2"', 'version = "0.4.3"')
+    middle = commit_all(work, "an intermediate commit of the PR")
+    edit(work / "pins/manifest.toml", 'version = "0.4.3"', 'version = "0.4.4"')
+    head = commit_all(work, "the reviewed head")
+    git(work, "push", "-q", str(origin), f"{base}:refs/heads/main")
+    git(work, "push", "-q", str(origin), f"{head}:refs/heads/{BRANCH}")
+    git(work, "push", "-q", str(origin), f"{middle}:refs/tags/{BRANCH}")
+    return origin, middle, head
+
+
+def test_a_tag_named_like_the_validation_branch_starts_no_gpu_job(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Attack 4 of #39: a push of the tag validate/pr-7 (at an intermediate PR commit) runs
+    validate.yml, and the workflow_run payload's head_branch holds the tag's name, so the trigger
+    accepted it. The trigger job's own steps now ask where refs/heads/validate/pr-7 points and
+    refuse a run whose head is not that branch's tip: one line, no outputs."""
+    origin, middle, head = _tagged_origin(tmp_path)
+    trigger_ws = tmp_path / "trigger"
+    git(tmp_path, "clone", "-q", "--branch", "main", str(origin), str(trigger_ws))
+    (tmp_path / "runner-temp").mkdir()
+    outputs = tmp_path / "trigger-outputs"
+    outputs.write_text("")
+    run_env = {
+        **env,
+        "GITHUB_EVENT_NAME": "workflow_run",
+        "GITHUB_EVENT_PATH": str(_workflow_run_event(tmp_path / "workflow_run.json", middle)),
+        "RUNNER_TEMP": str(tmp_path / "runner-temp"),
+        "GITHUB_OUTPUT": str(outputs),
+    }
+    contexts = {
+        "github.token": "ghs_not_a_real_token",
+        "github.event.workflow_run.head_branch": BRANCH,
+    }
+    steps = [s for s in _steps("validate-gpu.yml", "trigger") if "run" in s]
+    procs = [
+        _run_step(s, trigger_ws, run_env, contexts)
+        for s in steps
+        if s["run"].strip() not in INSTALLS
+    ]
+    assert [p.returncode for p in procs[:-1]] == [0] * (len(procs) - 1)
+    assert procs[-1].returncode == 7, procs[-1].stderr
+    assert procs[-1].stderr.splitlines() == [
+        f"twinbuild: workflow_run.head_sha: refs/heads/{BRANCH} points at {head}, not the run's "
+        f"head {middle}: only a run of the branch's own head is validated (a tag named "
+        f"{BRANCH} is no branch; a newer push is validated by its own run)"
+    ]
+    assert outputs.read_text() == ""
+    # The branch's own head is accepted by the same steps.
+    run_env["GITHUB_EVENT_PATH"] = str(_workflow_run_event(tmp_path / "head.json", head))
+    out = _run_steps(steps, trigger_ws, run_env, contexts)
+    assert out[-1].startswith(f"validation build of {BRANCH} at {head} (run 5150) finished")
+
+
+def test_the_sign_job_commits_evidence_only_onto_the_branch_head_it_validated(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The sign job fetches refs/heads/validate/pr-7 and commits only when it points at the
+    validated commit: evidence of an intermediate commit (an ancestor of the head, as a tag's run
+    would have) never lands over the head's."""
+    origin, middle, head = _tagged_origin(tmp_path)
+    sign_ws = tmp_path / "sign"
+    git(tmp_path, "clone", "-q", "--branch", "main", str(origin), str(sign_ws / "tool"))
+    (sign_ws / "signed").mkdir()
+    (sign_ws / "signed/cuda-amd64.dsse.json").write_text("{}\n")
+    (tmp_path / "runner-temp").mkdir()
+    run_env = {**env, "RUNNER_TEMP": str(tmp_path / "runner-temp")}
+    steps = [
+        s
+        for s in _steps("validate-gpu.yml", "sign")
+        if str(s.get("name", "")).startswith(("The validated commit", "Commit evidence"))
+    ]
+    assert len(steps) == 2
+    contexts = {
+        "github.token": "ghs_not_a_real_token",
+        "needs.trigger.outputs.commit": middle,
+        "needs.trigger.outputs.branch": BRANCH,
+    }
+    procs = [_run_step(s, sign_ws, run_env, contexts) for s in steps]
+    assert procs[0].returncode == 0, procs[0].stderr
+    assert procs[1].returncode == 1
+    assert procs[1].stdout.splitlines() == [
+        f"::error::refs/heads/{BRANCH} points at {head}, not {middle}: evidence is committed only "
+        "onto the branch head the run validated"
+    ]
+    assert git(origin, "rev-parse", f"refs/heads/{BRANCH}") == head

@@ -104,8 +104,12 @@ def cmd_trigger(args: argparse.Namespace) -> int:
     from twinbuild.evidence.options import TriggerOptions
 
     return trigger(
-        TriggerOptions(workflow=args.workflow, github_output=args.github_output), args.format
-    )
+        TriggerOptions(
+            workflow=args.workflow, github_output=args.github_output,
+            branch_tips=_path(args.branch_tips),
+        ),
+        args.format,
+    )  # fmt: skip
 
 
 def cmd_keygen(args: argparse.Namespace) -> int:
@@ -248,6 +252,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--github-output", action="store_true", help="write commit=, pr=, branch=, run-id="
     )
+    p.add_argument(
+        "--branch-tips", metavar="FILE",
+        help="`git ls-remote origin refs/heads/BRANCH` output: the run's branch must exist and "
+        "point at its head (a tag of that name is no branch)",
+    )  # fmt: skip
     add_format(p, what="the validated run")
     p.set_defaults(func=cmd_trigger)
     p = ev.add_parser("keygen", help="make an ed25519 key pair for signing evidence")

@@ -161,9 +161,10 @@ def _summary(path: Path | None, lines: Sequence[str]) -> None:
 
 
 def trigger(options: TriggerOptions, fmt: Format = "text") -> int:
-    from twinbuild.evidence.trigger import check
+    from twinbuild.evidence.trigger import check, read_tips
 
-    found = check(github.event(), env=environ.checked(), workflow=options.workflow)
+    tips = read_tips(options.branch_tips) if options.branch_tips is not None else None
+    found = check(github.event(), env=environ.checked(), workflow=options.workflow, tips=tips)
     output.report(found, fmt, text=found.line())
     if options.github_output:
         github.write_outputs(found.outputs(), who="evidence trigger")

@@ -91,6 +91,8 @@ class TriggerOptions:
 
     workflow: str = ".github/workflows/validate.yml"  # the build workflow's file
     github_output: bool = False  # write commit=, pr=, branch=, run-id= to $GITHUB_OUTPUT
+    #: `git ls-remote origin refs/heads/<head_branch>`: the branch must point at the run's head
+    branch_tips: Path | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,21 +8,29 @@ the workflow unless the run that finished is the validation build: the file
 ``.github/workflows/validate.yml``, started by a ``push`` to ``validate/pr-<N>`` of this very
 repository (by numeric id: a fork or a re-created namesake differs), finished with success. The
 commit and PR it hands on are the only source the record and sign steps take them from.
+
+The payload's ``head_branch`` holds a tag's name for a tag push: a tag named ``validate/pr-42``
+at an intermediate PR commit ran the build and passed as the branch. So the trigger also needs
+where ``refs/heads/validate/pr-<N>`` points (``--branch-tips``: the trigger job's ``git ls-remote
+origin refs/heads/<head_branch>``), and goes on only when that branch exists and points at the
+run's head commit.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from twinbuild.errors import ConfigError, EvidenceRefused
 from twinbuild.evidence.statement import COMMIT_RE
-from twinbuild.util import environ, values
+from twinbuild.util import bounded, environ, values
 
 #: The workflow file whose push runs build the images the GPU jobs test.
 BUILD_WORKFLOW = ".github/workflows/validate.yml"
 _BRANCH = re.compile(r"validate/pr-([1-9][0-9]{0,18})")
+MAX_TIPS_BYTES = 64 * 1024  # ls-remote of one ref pattern: a few lines
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,10 +57,32 @@ class Triggered:
         )
 
 
+def read_tips(path: Path) -> dict[str, str]:
+    """``git ls-remote`` output (``SHA<TAB>REF`` lines): each ref's commit."""
+    tips: dict[str, str] = {}
+    text = bounded.read_text(path, limit=MAX_TIPS_BYTES, what="git ls-remote output")
+    for number, line in enumerate(bounded.lines(text), start=1):
+        sha, tab, ref = line.partition("\t")
+        if not line:
+            continue
+        if not tab or not COMMIT_RE.fullmatch(sha) or not ref.startswith("refs/"):
+            raise ConfigError(
+                f"{path}:{number}: {line[:80]!r} is not a `git ls-remote` line (SHA, a tab, "
+                "the ref); write it with git ls-remote origin refs/heads/BRANCH"
+            )
+        tips[ref] = sha
+    return tips
+
+
 def check(
-    payload: Mapping[str, object], *, env: Mapping[str, str], workflow: str = BUILD_WORKFLOW
+    payload: Mapping[str, object],
+    *,
+    env: Mapping[str, str],
+    workflow: str = BUILD_WORKFLOW,
+    tips: Mapping[str, str] | None = None,
 ) -> Triggered:
-    """The build run in a ``workflow_run`` payload, or every reason it is not ours (exit 7)."""
+    """The build run in a ``workflow_run`` payload, or every reason it is not ours (exit 7);
+    ``tips``: where the branches point (``git ls-remote``), the run's branch among them."""
     if env.get("GITHUB_EVENT_NAME") != "workflow_run":
         raise EvidenceRefused(
             f"$GITHUB_EVENT_NAME: {env.get('GITHUB_EVENT_NAME')!r} is not workflow_run; the "
@@ -99,12 +129,42 @@ def check(
     commit = run.get("head_sha")
     if not isinstance(commit, str) or not COMMIT_RE.fullmatch(commit):
         refuse("head_sha", f"{commit!r} is not a full 40-hex commit")
+    elif match is not None:
+        _check_tip(f"refs/heads/{match.group(0)}", commit, tips, refuse)
     run_id = run.get("id")
     if not isinstance(run_id, int) or isinstance(run_id, bool) or run_id < 1:
         refuse("id", f"{run_id!r} is not a run id")
     if refusals or match is None or not isinstance(commit, str) or not isinstance(run_id, int):
         raise EvidenceRefused("\n".join(refusals))
     return Triggered(commit=commit, pr=int(match.group(1)), branch=match.group(0), run_id=run_id)
+
+
+def _check_tip(
+    ref: str, commit: str, tips: Mapping[str, str] | None, refuse: Callable[[str, str], None]
+) -> None:
+    """The branch exists and points at the run's head: a tag of its name is no branch."""
+    branch = ref.removeprefix("refs/heads/")
+    if tips is None:
+        refuse(
+            "head_branch",
+            f"where {ref} points is unknown (a tag named {branch} runs the build too): pass "
+            f"--branch-tips with `git ls-remote origin {ref}`",
+        )
+        return
+    tip = tips.get(ref)
+    if tip is None:
+        refuse(
+            "head_branch",
+            f"{ref} does not exist: the run that finished was no push to the branch {branch} (a "
+            "tag of that name is no branch); push the PR head to the branch",
+        )
+    elif tip != commit:
+        refuse(
+            "head_sha",
+            f"{ref} points at {tip}, not the run's head {commit}: only a run of the branch's own "
+            f"head is validated (a tag named {branch} is no branch; a newer push is validated by "
+            "its own run)",
+        )
 
 
 def _is_build(path: object, workflow: str, repository: str) -> bool:
