@@ -14,6 +14,7 @@ asks a person.
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterable
 
@@ -24,11 +25,19 @@ _HFS_IGNORED = dict.fromkeys(
 
 
 def fold(path: str) -> str:
-    """``path`` as a case-insensitive, normalising checkout may write it: invisible code points
-    HFS+ ignores dropped, NFKC, case folded, each name without trailing dots and spaces."""
-    text = unicodedata.normalize("NFKC", path.translate(_HFS_IGNORED))
+    """``path`` as a case-insensitive, normalising checkout may write it: each name with the
+    invisible code points HFS+ ignores dropped, NFKC, case folded, without trailing dots and
+    spaces (a name that folds to a ``/``, a fullwidth solidus, keeps it: reading more paths as a
+    trust root is the safe side)."""
+    return "/".join(_fold_name(name) for name in path.split("/"))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _fold_name(name: str) -> str:
+    """One name folded; names repeat across a tree's paths, so each is folded once."""
+    text = unicodedata.normalize("NFKC", name.translate(_HFS_IGNORED))
     text = unicodedata.normalize("NFKC", text.casefold())
-    return "/".join(name.rstrip(". ") or name for name in text.split("/"))
+    return text.rstrip(". ") or text
 
 
 def collisions(paths: Iterable[str]) -> list[tuple[str, str]]:
@@ -38,15 +47,17 @@ def collisions(paths: Iterable[str]) -> list[tuple[str, str]]:
     spellings: dict[str, set[str]] = {}
     for path in paths:
         names = path.split("/")
+        folded = [_fold_name(name) for name in names]
         for depth in range(1, len(names) + 1):
-            prefix = "/".join(names[:depth])
-            spellings.setdefault(fold(prefix), set()).add(prefix)
+            key = "/".join(folded[:depth])
+            spellings.setdefault(key, set()).add("/".join(names[:depth]))
     colliding = {key for key, found in spellings.items() if len(found) > 1}
     pairs = []
     for key in colliding:
-        names = key.split("/")
-        if any("/".join(names[:depth]) in colliding for depth in range(1, len(names))):
-            continue
+        # one line for the highest folder that collides, none for what lies below it
         first, second, *_ = sorted(spellings[key])
-        pairs.append((first, second))
+        names = first.split("/")
+        above = ("/".join(_fold_name(n) for n in names[:depth]) for depth in range(1, len(names)))
+        if not any(prefix in colliding for prefix in above):
+            pairs.append((first, second))
     return sorted(pairs)
