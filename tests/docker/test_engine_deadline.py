@@ -26,6 +26,7 @@ import pytest
 
 from tests import fake_registry as fake
 from tests.helpers import mini_project
+from tests.session_registry import SessionRegistry
 from twinbuild.engine.client import Engine, connect
 
 pytestmark = pytest.mark.docker
@@ -168,3 +169,19 @@ def test_the_deadline_names_what_sets_it(
         assert f"TWINBUILD_REGISTRY_TIMEOUT={DEADLINE} sets it" in message, message
         after = _released(registry)
         assert not [s for s in after if s.startswith(("PUT", "POST"))], after
+
+
+def test_a_healthy_push_and_pull_go_through(
+    probe: str, engine: Engine, session_registry: SessionRegistry
+) -> None:
+    """The same stream against Debian's real docker-registry: the digest, the layers sent, then
+    again with every layer already there, and the pull by digest gives the very image."""
+    ref = f"{session_registry.address}/twinbuild-ci/probe:deadline"
+    engine.tag(probe, ref)
+    first = engine.push(ref)
+    assert first.digest.startswith("sha256:")
+    assert first.ref == f"{session_registry.address}/twinbuild-ci/probe@{first.digest}"
+    again = engine.push(ref)
+    assert (again.digest, again.layers_sent, again.layers_present) == (first.digest, 0, 1)
+    engine.remove_image(ref, prune=False)
+    assert engine.pull(first.ref) == probe
