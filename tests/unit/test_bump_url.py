@@ -375,3 +375,18 @@ def test_what_a_file_name_says(url: str, versions: list[str]) -> None:
     from twinbuild.manifest import url_version
 
     assert url_version.file_versions(url) == versions
+
+
+def test_a_version_of_4400_digits_is_one_line_not_a_traceback(
+    manifest: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the CLI fuzz suite: packaging's Version raised Python's own ValueError (over 4,300
+    digits), which the bump and the lint did not expect."""
+    huge = "9" * 4400
+    argv = ["pins", "bump", "kubectl", "--version", huge, "--why", "kubectl, huge",
+            "--manifest", str(manifest)]  # fmt: skip
+    assert main(argv) == 2
+    assert "is not a PEP 440 version" in capsys.readouterr().err
+    edit(manifest, 'version = "1.36.3"', f'version = "{huge}"')
+    codes = [f.code for f in lint_manifest(load(manifest)).findings]
+    assert "TB006" in codes

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from twinbuild.lint import renovate_layout
 from twinbuild.lint.findings import Finding
@@ -280,7 +280,7 @@ def _url_versions(
             continue
         try:
             Version(version)
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number over Python's 4,300 digits
             continue  # TB006 says what is wrong with it
         where = next((
             (*key, s) for s in reversed(manifest.selectors(image)) if s in pin.overrides
@@ -386,7 +386,7 @@ def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[
     if r.values.version is not None and r.kind in ("pypi", "url"):
         try:
             Version(r.values.version)
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number over Python's 4,300 digits
             out.add("TB006", f"{label}.version: '{r.values.version}' is not a PEP 440 version",
                     *key, "version")  # fmt: skip
     if r.values.range is not None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomlkit
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from tomlkit.items import InlineTable, Null, Table, Whitespace
 
 from twinbuild.errors import ConfigError, EngineError
@@ -530,7 +530,7 @@ def _check_version(where: str, version: str, kinds: set[Kind]) -> None:
     if kinds & {"pypi", "url"}:
         try:
             Version(version)
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number over Python's 4,300 digits
             raise ConfigError(
                 f"{where}: '{version}' is not a PEP 440 version; pass an exact one, e.g. 1.2.3"
             ) from None
