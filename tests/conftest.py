@@ -206,6 +206,7 @@ def _fence(
     monkeypatch.setattr(twinbuild.engine.client, "connect", blocked)
     monkeypatch.setattr(twinbuild.engine.client, "_open_client", blocked)
     monkeypatch.setattr(twinbuild.engine.client, "_request", blocked)
+    monkeypatch.setattr(twinbuild.engine.client, "_stream", blocked)
     hypothesis = Path(os.environ["HYPOTHESIS_STORAGE_DIRECTORY"])
     with fenced(session, hypothesis, Path(os.devnull).parent, refuse=True):
         yield

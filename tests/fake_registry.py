@@ -355,6 +355,32 @@ def redirect(location: str) -> Attack:
     return attack
 
 
+def endless(every: float = 0.05, piece: int = 1024) -> Attack:
+    """A 200 whose chunked body never ends: ``piece`` bytes every ``every`` seconds, gently, so
+    the client (the engine) is held, not flooded."""
+
+    def attack(handler: Handler) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", MANIFEST_TYPE)
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+        handler.close_connection = True
+        chunk = f"{piece:x}\r\n".encode() + b" " * piece + b"\r\n"
+        try:
+            while not handler.server.stop.wait(every):
+                handler.wfile.write(chunk)
+                handler.wfile.flush()
+        except OSError:  # the client gave up: what the test wants
+            return
+
+    return attack
+
+
+def loop(handler: Handler) -> None:
+    """A 307 to the very request: a client that follows redirects goes round for ever."""
+    handler.answer(307, headers={"Location": handler.path})
+
+
 def content(data: bytes, media: str = MANIFEST_TYPE) -> Attack:
     """Answer ``data`` whatever the request (a manifest whose bytes do not match its digest)."""
 

@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz import cli
 from tests.fuzz.conftest import time_bound
-from tests.fuzz.strategies import as_bytes, json_edit, mutated
+from tests.fuzz.strategies import as_bytes, fragment, json_edit, mutated
 from tests.write_fence import fenced
 
 COMMANDS = cli.commands()
@@ -146,3 +146,67 @@ def test_any_api_answer(
     box = _box(template, tmp_path)
     (box.repo / name).write_bytes(data)
     _run(box, list(words), cli.ANSWER_ENV)
+
+
+# -- issue 41: a url pin whose file name says its version ---------------------------------------
+
+FILE_NAMED = """
+[pins.vmmfix]
+kind = "url"
+url = "https://example.invalid/releases/download/rocm720-v0.5.16/libhsa-runtime64.so.1.18.70200.vmmfix"
+sha256 = ""
+version = "1.18.70200"
+installs = "the ROCr of soname 1.18.70200: v0.5.16 is the wheels release's tag"
+install = "file"
+path = "/opt/twinbuild/downloads/libhsa-runtime64.so.1.18.70200.vmmfix"
+variants = ["rocm"]
+asymmetry = "fuzz: only ROCm needs the patched runtime"
+floating = "fuzz: the release publishes no sha256"
+why = "fuzz: a url pin whose file name says its version"
+"""
+_VERSIONS = st.sampled_from(["99.1.0", "1.18.70201", "1.18.70200", "\u00b2", "1.18.70200.1", ""])
+_NEW_URL = "https://example.invalid/releases/download/rocm720-v0.5.17/libhsa-runtime64.so.{}.vmmfix"
+
+
+@settings(max_examples=_examples(30))
+@example(version="99.1.0", url=None, sha256=None)  # the issue's case: exit 2, nothing written
+@example(version="1.18.70201", url=_NEW_URL.format("1.18.70201"), sha256=None)  # it moves
+@given(
+    version=_VERSIONS | fragment,
+    url=st.none() | _VERSIONS.map(_NEW_URL.format) | fragment,
+    sha256=st.none() | st.just("ab" * 32) | fragment,
+)
+def test_a_bump_moves_every_field_that_names_the_version_or_refuses(
+    template: Path, tmp_path: Path, version: str, url: str | None, sha256: str | None
+) -> None:
+    """``pins bump rocr-vmm-fix --version 99.1.0 --why x`` once exited 0 and kept a url whose file
+    name said 1.18.70200. Any bump of such a pin either leaves a manifest whose url and path name
+    the new version (and that lints clean), or writes nothing."""
+    box = _box(template, tmp_path)
+    manifest = box.repo / "pins/manifest.toml"
+    manifest.write_text(manifest.read_text() + FILE_NAMED)
+    before = manifest.read_bytes()
+    argv = ["pins", "bump", "vmmfix", "--version", version, "--why", "fuzz: a new build"]
+    if url is not None:  # with its checksum: a bump without one would fetch the new file
+        argv += ["--url", url, "--sha256", sha256 or "ab" * 32]
+    elif sha256 is not None:
+        argv += ["--sha256", sha256]
+
+    def moved_or_kept(box: cli.Sandbox) -> None:
+        from twinbuild.lint.checks import lint_manifest
+        from twinbuild.manifest.loader import load
+        from twinbuild.manifest.url_version import file_versions
+
+        if manifest.read_bytes() == before:
+            return
+        pin = load(manifest).pins["vmmfix"]
+        assert pin.common.version == version
+        assert file_versions(pin.common.url or "") == [version]
+        assert file_versions(pin.common.path or "") == [version]
+        assert lint_manifest(load(manifest)).findings == []
+
+    ran = _run(box, argv, after=moved_or_kept)
+    if url is None:  # the issue's case: where the new file lives cannot be guessed
+        assert ran.code == 2, ran
+    if (version, url, sha256) == ("1.18.70201", _NEW_URL.format("1.18.70201"), None):
+        assert ran.code == 0, ran

@@ -279,3 +279,114 @@ def test_a_name_that_starts_with_127_is_no_loopback() -> None:
 
     assert _loopback("http://127.0.0.1:8080/x")
     assert not _loopback("http://127.attacker.example/x")
+
+
+# --- a url whose file name says the version (issue 41, item 7) ---------------------------------
+
+ROCR_URL = (
+    "https://github.com/XinyuJiangCMU/miles-wheels-rocm/releases/download/rocm720-gfx950-v0.5.16/"
+    "libhsa-runtime64.so.1.18.70200.vmmfix"
+)
+ROCR_NEW = ROCR_URL.replace("v0.5.16", "v0.5.17").replace("1.18.70200", "1.18.70201")
+
+
+def test_a_bump_of_a_pin_whose_file_name_says_the_version_needs_its_new_url(
+    manifest: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: exit 0, the version moved, the url still said 1.18.70200 (with no sha256), and
+    the lint let it through because an installs note explained the release tag."""
+    before = manifest.read_bytes()
+    argv = ["pins", "bump", "rocr-vmm-fix", "--version", "99.1.0", "--why", "x",
+            "--manifest", str(manifest)]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "its url's file name 'libhsa-runtime64.so.1.18.70200.vmmfix' says 1.18.70200" in err
+    assert "pass --url NEW_URL (and --sha256 HEX), nothing written" in err
+    assert manifest.read_bytes() == before
+
+
+def test_with_its_url_every_field_that_names_the_version_moves(manifest: Path) -> None:
+    result = bump(
+        manifest,
+        BumpRequest(name="rocr-vmm-fix", version="1.18.70201", url=ROCR_NEW, sha256=NEW_SHA,
+                    why="the ROCr rebuilt for ROCm 7.2.1"),
+    )  # fmt: skip
+    text = manifest.read_text()
+    assert "1.18.70200" not in text.split("[pins.rocr-vmm-fix]")[1].split("\n[")[0]
+    pin = load(manifest).pins["rocr-vmm-fix"]
+    assert pin.common.url == ROCR_NEW
+    assert pin.common.sha256 == NEW_SHA
+    assert pin.common.path == "/opt/twinbuild/downloads/libhsa-runtime64.so.1.18.70201.vmmfix"
+    assert pin.installs is not None
+    assert "soname 1.18.70201" in pin.installs
+    assert result.written
+    assert lint_manifest(load(manifest)).findings == []
+
+
+def test_a_new_url_whose_file_says_another_version_is_refused(manifest: Path) -> None:
+    before = manifest.read_bytes()
+    with pytest.raises(ConfigError, match="TB012") as refused:
+        bump(
+            manifest,
+            BumpRequest(name="rocr-vmm-fix", version="1.18.70202", url=ROCR_NEW, sha256=NEW_SHA,
+                        why="the ROCr rebuilt"),
+        )  # fmt: skip
+    assert "its file name 'libhsa-runtime64.so.1.18.70201.vmmfix' says 1.18.70201" in str(
+        refused.value
+    )
+    assert manifest.read_bytes() == before
+
+
+def test_the_lint_reads_the_file_name_whatever_installs_says(manifest: Path) -> None:
+    """The issue's result, written by hand: an installs note explains the release tag, never the
+    file; the path that names the file is held to the version too."""
+    edit(manifest, 'version = "1.18.70200"', 'version = "99.1.0"')
+    found = [(f.code, f.message) for f in lint_manifest(load(manifest)).findings]
+    assert found == [
+        (
+            "TB012",
+            "pins.rocr-vmm-fix.url: its file name 'libhsa-runtime64.so.1.18.70200.vmmfix' says "
+            "1.18.70200 but the version is '99.1.0'; installs may explain a release tag, never "
+            "the file: bump the pin with its download: twinbuild pins bump rocr-vmm-fix "
+            "--version 99.1.0 --url URL_OF_THAT_VERSION",
+        ),
+        (
+            "TB012",
+            "pins.rocr-vmm-fix.path: its file name 'libhsa-runtime64.so.1.18.70200.vmmfix' says "
+            "1.18.70200 but the version is '99.1.0'; installs may explain a release tag, never "
+            "the file: name the file after the version it holds (a bump moves both)",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("url", "versions"),
+    [
+        (ROCR_URL, ["1.18.70200"]),
+        ("https://get.helm.sh/helm-v4.2.3-linux-amd64.tar.gz", ["4.2.3"]),
+        ("https://dl.k8s.io/release/v1.36.3/bin/linux/amd64/kubectl", []),
+        ("https://example.invalid/abc1.2.3/libfoo1.2.3.so", []),  # a number's dot: no version
+        ("/opt/twinbuild/downloads/libcudnn.so.9.1.0", ["9.1.0"]),
+        ("https://example.invalid/a/x86_64-cu13.tar.gz?v=1.2", []),  # the query is no file name
+    ],
+)
+def test_what_a_file_name_says(url: str, versions: list[str]) -> None:
+    from twinbuild.manifest import url_version
+
+    assert url_version.file_versions(url) == versions
+
+
+def test_a_version_of_4400_digits_is_one_line_not_a_traceback(
+    manifest: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by the CLI fuzz suite: packaging's Version raised Python's own ValueError (over 4,300
+    digits), which the bump and the lint did not expect."""
+    huge = "9" * 4400
+    argv = ["pins", "bump", "kubectl", "--version", huge, "--why", "kubectl, huge",
+            "--manifest", str(manifest)]  # fmt: skip
+    assert main(argv) == 2
+    assert "is not a PEP 440 version" in capsys.readouterr().err
+    edit(manifest, 'version = "1.36.3"', f'version = "{huge}"')
+    codes = [f.code for f in lint_manifest(load(manifest)).findings]
+    assert "TB006" in codes

@@ -75,6 +75,7 @@ def child_main(arg: str) -> None:
         "exec_each": _job_exec_each,
         "lint": _job_lint,
         "import": _job_import,
+        "manifest": _job_manifest,
     }
     # Import before the clock starts: the in-process figure is the work, not the interpreter's
     # imports (the whole-process figure, measured by the parent, has both).
@@ -191,6 +192,15 @@ def _job_import(job: dict[str, Any]) -> dict[str, Any]:
     with contextlib.suppress(FindingsError):  # unrecognised pins: the draft is written anyway
         run_import(options, stream)
     return {"report_lines": stream.getvalue().count("\n")}
+
+
+def _job_manifest(job: dict[str, Any]) -> dict[str, Any]:
+    """Load and lint a manifest alone (no recipes): the manifest's own growth."""
+    from twinbuild.lint.checks import lint_manifest
+    from twinbuild.manifest.loader import load
+
+    report = lint_manifest(load(Path(job["path"])))
+    return {"findings": [str(f) for f in report.findings[:5]], "count": len(report.findings)}
 
 
 def _job_lint(job: dict[str, Any]) -> dict[str, Any]:

@@ -140,3 +140,61 @@ COPY fabricate.py /tmp/fabricate.py
 RUN python3 -m venv --without-pip --system-site-packages /opt/venv \\
  && /opt/venv/bin/python /tmp/fabricate.py %d
 """
+
+
+def variants_manifest(n: int, *, pins: int = 20) -> str:
+    """A valid manifest of ``n`` variants (CUDA and ROCm in turn, each in its vendor's group:
+    ``nvidia``, ``amd``) and ``pins`` pypi pins on every one of them, one of them set per group."""
+    parts = ['schema = 2\n\n[groups.nvidia]\nvendor = "nvidia"\n\n[groups.amd]\nvendor = "amd"\n']
+    for i in range(n):
+        cuda = i % 2 == 0
+        platform, digest = ("cuda", "1" * 64) if cuda else ("rocm", "2" * 64)
+        parts.append(
+            f'\n[variants.v{i:05d}]\narchs = ["linux/amd64"]\nrecipe = "{platform}"\n'
+            f'runners = {{ build = ["self-hosted", "builder", "{platform}"], '
+            f'gpu = ["self-hosted", "gpu", "{platform}"] }}\n'
+            f'base = {{ repository = "bench/{platform}", tag = "v0", '
+            f'digest = "sha256:{digest}" }}\n'
+            f'python = "3.11"\ntoolkit = "{"12.9" if cuda else "7.0"}"\n'
+            f'vendor = "{"nvidia" if cuda else "amd"}"\n'
+            f'gpu_archs = ["{"9.0" if cuda else "gfx942"}"]\n'
+        )
+    parts.append('\n[local]\nsuite = "bookworm"\npackages = ["python3", "python3-venv", "git"]\n')
+    for i in range(pins):
+        parts.append(
+            f'\n[pins.p{i:05d}]\nkind = "pypi"\nversion = "1.0.{i}"\nlayer = "late"\n'
+            f'why = "bench pin {i}"\n'
+        )
+    parts.append(
+        '\n[pins.grouped]\nkind = "pypi"\nlayer = "late"\nwhy = "bench: one version per vendor"\n'
+        'divergence = { nvidia = "bench: its own build", amd = "bench: its own build" }\n'
+        '[pins.grouped.nvidia]\nversion = "1.0.0"\n[pins.grouped.amd]\nversion = "1.1.0"\n'
+    )
+    return "".join(parts)
+
+
+def staged_recipes(n: int) -> dict[str, str]:
+    """Two recipes of ``n`` stages each built FROM the one before, a pinned pip install in every
+    tenth (what `twinbuild import` reads)."""
+    out: dict[str, str] = {}
+    for platform, image in (("cuda", "nvidia/cuda:12.9.1-devel"), ("rocm", "rocm/dev:7.0")):
+        lines = [f"FROM {image} AS s0"]
+        for i in range(1, n):
+            lines.append(f"FROM s{i - 1} AS s{i}")
+            if i % 10 == 0:
+                lines.append(f"RUN pip install bench-{i}==1.0.{i}")
+        out[platform] = "\n".join(lines) + "\n"
+    return out
+
+
+def pinned_recipes(n: int) -> dict[str, str]:
+    """Two recipes of ``n`` pinned pip installs each, every third one at another version on
+    ROCm (a divergent pin, with its two platform tables in the draft)."""
+    out: dict[str, str] = {}
+    for platform, image in (("cuda", "nvidia/cuda:12.9.1-devel"), ("rocm", "rocm/dev:7.0")):
+        lines = [f"FROM {image}"]
+        for i in range(n):
+            minor = 1 if platform == "rocm" and i % 3 == 0 else 0
+            lines.append(f"RUN pip install bench-{i}==1.{minor}.{i}")
+        out[platform] = "\n".join(lines) + "\n"
+    return out

@@ -26,6 +26,7 @@ from tools.bench.builds import (
     bench_noop_real,
 )
 from tools.bench.emulation import bench_emulation
+from tools.bench.growth import bench_growth
 from tools.bench.lint import bench_lint
 from tools.bench.recipes import bench_recipes
 from tools.bench.registry_cache import bench_registry_cache
@@ -84,6 +85,7 @@ STEPS: list[tuple[str, Callable[[Session], None]]] = [
     ("test suite", bench_suite),
     ("wheel stage", bench_wheels),
     ("emulation", bench_emulation),
+    ("growth", bench_growth),
 ]
 
 

@@ -40,6 +40,8 @@ from twinbuild.manifest.model import Arch
 if TYPE_CHECKING:
     import docker
 
+    from twinbuild.engine import transfer
+
 OWNER_LABEL = "org.twinbuild.owner"  # on every container we create, so leftovers can be found
 API_TIMEOUT_S = 120
 
@@ -68,6 +70,34 @@ def stored_credentials(registry: str) -> Credentials | None:
     if not (username and password):
         return None
     return Credentials(username=str(username), password=str(password))
+
+
+def _auth_header(registry: str) -> str:
+    """``X-Registry-Auth``: the login stored for ``registry`` as the Docker SDK resolves it (an
+    identity token too), or an empty one, as the docker CLI sends."""
+    import docker.auth
+    import docker.errors
+
+    try:
+        found = docker.auth.load_config().resolve_authconfig(registry)
+    except docker.errors.DockerException as exc:
+        raise CredentialsMissing(
+            f"the login stored for {registry} cannot be read ({_one_line(str(exc))[:160]}); "
+            f"run `docker login {registry}` again"
+        ) from None
+    return docker.auth.encode_header(found or {}).decode("ascii")
+
+
+def _stream(docker_host: str, call: transfer.Call) -> Iterator[dict[str, Any]]:
+    """The engine's push or pull messages, inside the registry request timeout: how long it may
+    go without moving (``engine.transfer``; tests without the docker marker block it, like
+    ``_request``)."""
+    from twinbuild.engine import transfer
+    from twinbuild.engine.registry import TIMEOUT_ENV_VAR, request_timeout
+
+    seconds = request_timeout()
+    limit = transfer.Limit(seconds=seconds, hint=f"{TIMEOUT_ENV_VAR}={seconds} sets it")
+    return transfer.stream(docker_host, call, limit)
 
 
 def _registry_failure(what: str, ref: str, message: str) -> TwinbuildError:
@@ -376,27 +406,32 @@ class Engine:
     def push(self, ref: str) -> Pushed:
         """Push ``repository:tag`` (the engine's credentials for its registry); the digest.
 
-        Layers the registry already holds are not sent again (``Layer already exists``).
+        Layers the registry already holds are not sent again (``Layer already exists``). The
+        push must move within ``TWINBUILD_REGISTRY_TIMEOUT`` (``engine.transfer``), or it is
+        cancelled.
         """
+        from twinbuild.engine import transfer
+
         repository, tag = split_tag(ref)
         what = f"push {ref}"
         sent = present = 0
         digest: str | None = None
-        with self._errors(what):
-            # types-docker does not know stream/decode give an iterator of dicts
-            stream: Any = self.api.push(repository, tag=tag, stream=True, decode=True)
-            for message in stream:
-                if "error" in message or "errorDetail" in message:
-                    detail = (message.get("errorDetail") or {}).get("message")
-                    raise _registry_failure(what, ref, str(detail or message.get("error")))
-                status = str(message.get("status", ""))
-                if status == "Pushed":
-                    sent += 1
-                elif status == "Layer already exists" or status.startswith("Mounted from"):
-                    present += 1  # in the registry already (another repository's blob mounted)
-                aux = message.get("aux") or {}
-                if isinstance(aux, dict) and str(aux.get("Digest", "")).startswith("sha256:"):
-                    digest = str(aux["Digest"])
+        call = transfer.push_call(
+            repository, tag, auth=_auth_header(registry_of(ref)), what=what,
+            registry=registry_of(ref),
+        )  # fmt: skip
+        for message in _stream(self._host, call):
+            if "error" in message or "errorDetail" in message:
+                detail = (message.get("errorDetail") or {}).get("message")
+                raise _registry_failure(what, ref, str(detail or message.get("error")))
+            status = str(message.get("status", ""))
+            if status == "Pushed":
+                sent += 1
+            elif status == "Layer already exists" or status.startswith("Mounted from"):
+                present += 1  # in the registry already (another repository's blob mounted)
+            aux = message.get("aux") or {}
+            if isinstance(aux, dict) and str(aux.get("Digest", "")).startswith("sha256:"):
+                digest = str(aux["Digest"])
         if digest is None:
             raise EngineError(f"{what}: the engine reported no digest; nothing was pushed")
         return Pushed(
@@ -404,15 +439,20 @@ class Engine:
         )
 
     def pull(self, ref: str) -> str:
-        """Pull ``ref`` (by digest: ``repository@sha256:...``); the image id it gave."""
+        """Pull ``ref`` (by digest: ``repository@sha256:...``); the image id it gave. The pull
+        must move within ``TWINBUILD_REGISTRY_TIMEOUT`` (``engine.transfer``), or it is
+        cancelled."""
+        from twinbuild.engine import transfer
+
         what = f"pull {ref}"
+        call = transfer.pull_call(
+            ref, auth=_auth_header(registry_of(ref)), what=what, registry=registry_of(ref)
+        )
         try:
-            with self._errors(what):
-                stream: Any = self.api.pull(ref, stream=True, decode=True)
-                for message in stream:
-                    if "error" in message or "errorDetail" in message:
-                        detail = (message.get("errorDetail") or {}).get("message")
-                        raise _registry_failure(what, ref, str(detail or message.get("error")))
+            for message in _stream(self._host, call):
+                if "error" in message or "errorDetail" in message:
+                    detail = (message.get("errorDetail") or {}).get("message")
+                    raise _registry_failure(what, ref, str(detail or message.get("error")))
         except EngineError as exc:
             if type(exc) is EngineError and any(w in str(exc).lower() for w in _MISSING_WORDS):
                 raise ConfigError(

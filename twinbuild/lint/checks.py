@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from twinbuild.lint import renovate_layout
 from twinbuild.lint.findings import Finding
@@ -262,26 +262,35 @@ def _url_versions(
     out: _Collector, manifest: Manifest, pin: Pin, resolved: dict[ImageKey, ResolvedPin]
 ) -> None:
     """A url pin's version is the one its url carries, so a version bump that forgets the url (and
-    its sha256) fails here; a pin whose version is what the download installs says ``installs``."""
+    its sha256) fails here; a pin whose version is what the download installs says ``installs``.
+    A version the url's (or the path's) file name says is the file's, whatever ``installs`` says:
+    a note may explain a release tag, never the file."""
     key = ("pins", pin.name)
-    if pin.installs is not None:
-        if not any(r.kind == "url" and r.values.version for r in resolved.values()):
-            out.add("TB012", f"pins.{pin.name}.installs: only a url pin with a version installs "
-                    "a version other than its download's; drop 'installs'",
-                    *key, "installs")  # fmt: skip
+    if pin.installs is not None and not any(
+        r.kind == "url" and r.values.version for r in resolved.values()
+    ):
+        out.add("TB012", f"pins.{pin.name}.installs: only a url pin with a version installs "
+                "a version other than its download's; drop 'installs'",
+                *key, "installs")  # fmt: skip
         return
     said: set[str] = set()  # each architecture's url may miss the same version: one finding
     for image, r in resolved.items():
         version, url = r.values.version, r.values.url
-        if r.kind != "url" or version is None or url is None or url_version.carries(url, version):
+        if r.kind != "url" or version is None or url is None:
             continue
         try:
             Version(version)
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number over Python's 4,300 digits
             continue  # TB006 says what is wrong with it
         where = next((
             (*key, s) for s in reversed(manifest.selectors(image)) if s in pin.overrides
         ), key)  # fmt: skip
+        for message, field in _file_names(pin.name, version, url, r.values.path):
+            if message not in said:
+                said.add(message)
+                out.add("TB012", message, *where, field)
+        if pin.installs is not None or url_version.carries(url, version):
+            continue
         found = url_version.versions_in(url)
         carried = f"carries {', '.join(found)}" if found else "carries no version"
         message = (
@@ -293,6 +302,28 @@ def _url_versions(
         if message not in said:
             said.add(message)
             out.add("TB012", message, *where, "version")
+
+
+def _file_names(name: str, version: str, url: str, path: str | None) -> list[tuple[str, str]]:
+    """(message, field) for the url and the path whose file name says another version."""
+    found: list[tuple[str, str]] = []
+    for field, value in (("url", url), ("path", path or "")):
+        named = url_version.file_versions(value)
+        if not named or version in named:
+            continue
+        file = url_version.file_name(value)
+        fix = (
+            f"bump the pin with its download: twinbuild pins bump {name} --version {version} "
+            "--url URL_OF_THAT_VERSION"
+            if field == "url"
+            else "name the file after the version it holds (a bump moves both)"
+        )
+        found.append((
+            f"pins.{name}.{field}: its file name '{file}' says {', '.join(named)} but the "
+            f"version is '{version}'; installs may explain a release tag, never the file: {fix}",
+            field,
+        ))  # fmt: skip
+    return found
 
 
 def _joined(manifest: Manifest, floats: list[tuple[str, ImageKey]]) -> str:
@@ -355,7 +386,7 @@ def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[
     if r.values.version is not None and r.kind in ("pypi", "url"):
         try:
             Version(r.values.version)
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number over Python's 4,300 digits
             out.add("TB006", f"{label}.version: '{r.values.version}' is not a PEP 440 version",
                     *key, "version")  # fmt: skip
     if r.values.range is not None:

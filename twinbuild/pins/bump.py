@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import tomlkit
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 from tomlkit.items import InlineTable, Null, Table, Whitespace
 
 from twinbuild.errors import ConfigError, EngineError
@@ -37,6 +37,7 @@ from twinbuild.manifest.model import (
     Pin,
     Profile,
     ResolvedPin,
+    Values,
 )
 from twinbuild.pins.diff import rebuild_needed
 from twinbuild.pins.upstream import UpstreamCheck, check_commit
@@ -213,6 +214,8 @@ def edit(
         download = next(iter((downloads or {}).values()), None)
         if download is not None:
             sub["url"], sub["sha256"] = download.url, download.sha256
+            if download.path is not None:
+                sub["path"] = download.path
         if not _ends_blank(table):
             table.add(tomlkit.nl())  # keep the blank line before the next pin
         reasons = dict(pin.divergence or {})
@@ -237,10 +240,15 @@ def edit(
                 _set(holder, field, request.value)
         for image, download in (downloads or {}).items():
             # beside the url where an override of this image sets one, else in the pin's table
-            where = _url_holder(pin, old.selectors(image))
+            where = _holder(pin, old.selectors(image), "url")
             home = table if where is None else _sub(table, where)
             if home is not None:
                 home["url"], home["sha256"] = download.url, download.sha256
+            at = _holder(pin, old.selectors(image), "path")
+            held = table if at is None else _sub(table, at)
+            if download.path is not None and held is not None:
+                held["path"] = download.path
+    _move_installs(pin, table, request)
     table["why"] = request.why
     text = tomlkit.dumps(doc)
     moved = _reload(old, text)
@@ -271,14 +279,27 @@ def _holders(old: Manifest, pin: Pin, field: Field, targets: list[ImageKey]) -> 
     return out
 
 
-def _url_holder(pin: Pin, selectors: tuple[str, ...]) -> str | None:
-    """The topmost override of ``selectors`` that sets the pin's url (None: the pin's table)."""
+def _holder(pin: Pin, selectors: tuple[str, ...], key: Literal["url", "path"]) -> str | None:
+    """The topmost override of ``selectors`` that sets the pin's ``key`` (None: the pin's
+    table)."""
     holder: str | None = None
     for selector in selectors:
         values = pin.overrides.get(selector)
-        if values is not None and values.url is not None:
+        if values is not None and getattr(values, key) is not None:
             holder = selector
     return holder
+
+
+def _move_installs(pin: Pin, table: Table, request: BumpRequest) -> None:
+    """An ``installs`` note names the version it installs: it moves with it."""
+    if pin.installs is None or request.field != "version":
+        return
+    old = {pin.common.version, *(v.version for v in pin.overrides.values())} - {None}
+    text = pin.installs
+    for version in sorted(v for v in old if v is not None):
+        text = url_version.moved(text, version, request.value) or text
+    if text != pin.installs:
+        table["installs"] = text
 
 
 def _fetched(old: Manifest, request: BumpRequest) -> dict[str, str]:
@@ -305,10 +326,22 @@ def _set_hashes(old: Manifest, pin: Pin, table: Table, hashes: dict[str, str]) -
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Download:
-    """A url pin's new download on one image."""
+    """A url pin's new download on one image; ``path`` where the file goes, when its name
+    says the version too (None: it stays)."""
 
     url: str
     sha256: str
+    path: str | None = None
+
+
+def _moved_path(values: Values, new: str) -> str | None:
+    """The pin's path with the version its file name says moved to ``new``; None when the file
+    name says none."""
+    if values.path is None or values.version is None:
+        return None
+    if values.version not in url_version.file_versions(values.path):
+        return None
+    return url_version.moved(values.path, values.version, new)
 
 
 def plan_downloads(
@@ -337,6 +370,16 @@ def plan_downloads(
     if request.sha256 is not None and not SHA256_HEX.match(request.sha256):
         raise ConfigError(f"{where}: --sha256 '{request.sha256}' is not 64 lower-case hex")
     if pin.installs is not None and request.url is None:
+        for image in carriers:
+            values = resolved[image].values
+            named = url_version.file_versions(values.url or "")
+            if named:  # the file is of a version; installs explains only the rest of the url
+                raise ConfigError(
+                    f"{where}: its url's file name {url_version.file_name(values.url or '')!r} "
+                    f"says {', '.join(named)}, and installs says the rest of the url is not the "
+                    f"version, so where {request.value} is downloaded from cannot be guessed: "
+                    "pass --url NEW_URL (and --sha256 HEX), nothing written"
+                )
         if request.sha256 is not None:
             raise ConfigError(
                 f"{where}: installs {pin.installs!r}: its download stays, and so does its "
@@ -356,7 +399,9 @@ def plan_downloads(
                 f"{request.value}; pass --url NEW_URL (and --sha256 HEX), nothing written"
             )
         if url == old_url and request.sha256 is None:
-            out[image] = Download(url=url, sha256=values.sha256 or "")
+            out[image] = Download(
+                url=url, sha256=values.sha256 or "", path=_moved_path(values, request.value)
+            )
             continue
         sha = request.sha256 or found.get(url) or hasher(url, f"pins bump {pin.name}")
         found[url] = sha
@@ -365,7 +410,7 @@ def plan_downloads(
                 f"{where}: --sha256 is the old download's ({old_url}); the new url {url} needs "
                 "its own checksum, nothing written"
             )
-        out[image] = Download(url=url, sha256=sha)
+        out[image] = Download(url=url, sha256=sha, path=_moved_path(values, request.value))
     if request.sha256 is not None and len({d.url for d in out.values()}) > 1:
         raise ConfigError(
             f"{where}: one --sha256 for {len({d.url for d in out.values()})} different downloads; "
@@ -485,7 +530,7 @@ def _check_version(where: str, version: str, kinds: set[Kind]) -> None:
     if kinds & {"pypi", "url"}:
         try:
             Version(version)
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or a number over Python's 4,300 digits
             raise ConfigError(
                 f"{where}: '{version}' is not a PEP 440 version; pass an exact one, e.g. 1.2.3"
             ) from None

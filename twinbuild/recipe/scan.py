@@ -126,9 +126,10 @@ class Recipe:
 
     def stage_chain(self, stage: str) -> list[str]:
         """``stage`` and the stages it is built on, nearest first."""
-        chain = [stage]
-        while chain[-1] in self.parents and self.parents[chain[-1]] not in chain:
+        chain, seen = [stage], {stage}  # a set: n stages built on each other cost O(n), not n^2
+        while chain[-1] in self.parents and self.parents[chain[-1]] not in seen:
             chain.append(self.parents[chain[-1]])
+            seen.add(chain[-1])
         return chain
 
 
