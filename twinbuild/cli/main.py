@@ -25,9 +25,16 @@ from twinbuild.cli import (
     ship,
     smoke,
 )
-from twinbuild.cli.common import Handler, add_output_options, check_arguments, locate
+from twinbuild.cli.common import (
+    Handler,
+    add_output_options,
+    check_arguments,
+    locate,
+    write_roots,
+)
 from twinbuild.errors import ConfigError, DiskFull, StdoutClosed, TwinbuildError
 from twinbuild.util import output
+from twinbuild.util.atomic import links_within
 from twinbuild.util.signals import stopped_by, stopping
 
 #: The optional dependencies (pyproject's extras) and which extra brings each.
@@ -100,7 +107,8 @@ def _run(argv: Sequence[str] | None) -> int:
     func: Handler = args.func
     check_arguments(parser, args)
     locate(args)
-    code = func(args)
+    with links_within(*write_roots(args)):
+        code = func(args)
     output.flush()
     return code
 

@@ -20,6 +20,7 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from twinbuild.errors import ConfigError, DiskFull
@@ -109,8 +110,48 @@ def folder_to_write(path: Path) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def links_within(*folders: Path) -> Iterator[None]:
+    """For the block, a link that lies inside one of ``folders`` (the repository, the cache)
+    leads a write only into one of them: nothing is written outside them through a link a
+    checkout or a cache holds (``pins -> /elsewhere``). ``twinbuild.cli.main`` sets it for every
+    command; a path a person names that passes through no such link is written where it says."""
+    _FENCE.append(tuple(Path(os.path.realpath(f)) for f in folders))
+    try:
+        yield
+    finally:
+        _FENCE.pop()
+
+
+_FENCE: list[tuple[Path, ...]] = [()]
+
+
+def _inside(path: Path, folders: tuple[Path, ...]) -> bool:
+    return any(path == f or f in path.parents for f in folders)
+
+
+def _no_link_out(path: Path, existed: bool) -> None:
+    """Refuse ``path`` when a link inside a fenced folder leads it out of all of them."""
+    folders = _FENCE[-1]
+    if not folders:
+        return
+    absolute = path.absolute()
+    real = Path(os.path.realpath(path))
+    if real == absolute or _inside(real, folders):
+        return
+    for part in (absolute, *absolute.parents):
+        if part.is_symlink() and _inside(Path(os.path.realpath(part.parent)), folders):
+            kept = "the previous file is unchanged" if existed else "nothing was written"
+            raise ConfigError(
+                f"{path}: the link {part} (to {part.readlink()}) leads to {real}, outside the "
+                f"repository and the cache; {kept}: twinbuild writes nothing there through a "
+                "link, replace the link with the folder or file itself"
+            )
+
+
 def resolve_target(path: Path, *, within: Path | None = None) -> Path:
     """The regular file (existing or not) a write to ``path`` must replace, or a refusal."""
+    _no_link_out(path, existed=os.path.lexists(path))
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if within is not None:
         root = Path(os.path.realpath(within))
