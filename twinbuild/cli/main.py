@@ -35,7 +35,7 @@ from twinbuild.cli.common import (
 from twinbuild.errors import ConfigError, DiskFull, StdoutClosed, TwinbuildError
 from twinbuild.util import output
 from twinbuild.util.atomic import links_within
-from twinbuild.util.signals import stopped_by, stopping
+from twinbuild.util.signals import said, stopping
 
 #: The optional dependencies (pyproject's extras) and which extra brings each.
 EXTRAS = {"docker": "docker", "filelock": "docker", "pytest": "smoke", "testinfra": "smoke"}
@@ -135,9 +135,7 @@ def exit_code(run: Callable[[], int]) -> int:
         _flush_after_error()
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        print(
-            f"twinbuild: stopped by {stopped_by(exc)}; nothing half-done was kept", file=sys.stderr
-        )
+        print(said(exc), file=sys.stderr)
         return 130
     except ModuleNotFoundError as exc:  # an extra this install lacks: one line, what to install
         extra = EXTRAS.get((exc.name or "").split(".")[0])

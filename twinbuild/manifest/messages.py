@@ -84,7 +84,7 @@ def one_of(value: str, choices: tuple[str, ...]) -> str:
 
 
 def _look_alike(value: str, meant: str) -> str:
-    """Where ``value`` differs from ``meant`` by a non-ASCII look-alike (Cyrillic 'с' for 'c'),
+    """Where ``value`` differs from ``meant`` by a non-ASCII look-alike (Cyrillic U+0441 for 'c'),
     which no eye sees in the suggestion: the character and its position (from 1)."""
     if len(value) != len(meant):
         return ""

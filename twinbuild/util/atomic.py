@@ -56,16 +56,10 @@ def write_atomic(
     try:
         if parents:
             directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise _error(path, exc, existed=existed) from None
-    tmp = Path(tmp_name)
+    tmp = temporary(target, data, mode=mode, shown=path, existed=existed)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            os.fchmod(handle.fileno(), mode)
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
         tmp.replace(target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
@@ -74,6 +68,83 @@ def write_atomic(
             raise _error(path, exc, existed=existed) from None
         raise
     _sync_dir(directory)
+
+
+def temporary(
+    target: Path, data: bytes, *, mode: int, shown: Path | None = None, existed: bool = False
+) -> Path:
+    """``data`` in a new temporary file beside ``target``, flushed to disk, ``mode`` set before
+    anything is in it: ``.NAME.PID.RANDOM.tmp``, so a later run knows a killed run's leftover
+    (:func:`sweep` removes those first). SIGKILL is the one ending no code can clean up after."""
+    sweep(target)
+    try:
+        fd, name = tempfile.mkstemp(
+            prefix=f".{target.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=target.parent
+        )
+    except OSError as exc:
+        raise _error(shown or target, exc, existed=existed) from None
+    tmp = Path(name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), mode)
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(exc, OSError):
+            raise _error(shown or target, exc, existed=existed) from None
+        raise
+    return tmp
+
+
+TEMP_SUFFIX = ".tmp"
+
+
+def leftovers(target: Path) -> list[tuple[Path, int]]:
+    """The temporary files beside ``target`` that a run which is gone left (killed, so it could
+    not remove them), with that run's process id: ours by name and owner, regular files, and
+    no process of that id is alive. A live one (a run writing now) is never among them."""
+    found: list[tuple[Path, int]] = []
+    prefix = f".{target.name}."
+    try:
+        names = [entry.name for entry in target.parent.iterdir()]
+    except OSError:
+        return found
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+            continue
+        pid_text = name[len(prefix) :].partition(".")[0]
+        if not (pid_text.isascii() and pid_text.isdigit() and len(pid_text) <= 10):
+            continue
+        path = target.parent / name
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and _gone(int(pid_text)):
+            found.append((path, int(pid_text)))
+    return found
+
+
+def sweep(target: Path) -> None:
+    """Remove what :func:`leftovers` finds beside ``target``."""
+    for path, _ in leftovers(target):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _gone(pid: int) -> bool:
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # another user's process, a pid out of range: not ours
+        return False
+    return False
 
 
 def need_folder(path: Path, directory: Path) -> None:

@@ -34,16 +34,33 @@ def stopped_by(exc: KeyboardInterrupt) -> str:
     return exc.name if isinstance(exc, Stopped) else "SIGINT"
 
 
+def said(exc: KeyboardInterrupt) -> str:
+    """The one line a stopped run ends with (docs/errors.md)."""
+    return f"twinbuild: stopped by {stopped_by(exc)}; nothing half-done was kept"
+
+
+def _stop(signum: int, _frame: FrameType | None) -> None:
+    raise Stopped(signum)
+
+
+def install() -> None:
+    """SIGINT and SIGTERM raise :class:`Stopped` from now on, for the whole process: the first
+    thing ``twinbuild/__main__.py`` does, before anything heavy is imported."""
+    for sig in STOPPING:
+        signal.signal(sig, _stop)
+
+
 @contextmanager
 def stopping(make: Callable[[str], BaseException] | None = None) -> Iterator[None]:
     """For the block, SIGINT and SIGTERM raise ``make(name)`` (default :class:`Stopped`); the
     previous handlers come back after it. Outside the main thread (where Python delivers no
     signal) it does nothing."""
 
-    def stop(signum: int, _frame: FrameType | None) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
         if make is None:
-            raise Stopped(signum)
-        raise make(signal.Signals(signum).name)
+            _stop(signum, frame)
+        else:
+            raise make(signal.Signals(signum).name)
 
     if threading.current_thread() is not threading.main_thread():
         yield
