@@ -33,7 +33,7 @@ from twinbuild.cli.common import (
     write_roots,
 )
 from twinbuild.errors import ConfigError, DiskFull, StdoutClosed, TwinbuildError
-from twinbuild.util import output
+from twinbuild.util import output, shown
 from twinbuild.util.atomic import links_within
 from twinbuild.util.signals import said, stopping
 
@@ -161,10 +161,4 @@ def _flush_after_error() -> None:
 def message_lines(message: str) -> list[str]:
     """An error's lines: split at LF only (a value's U+2028 or form feed is no new line), any
     other control character shown escaped."""
-    return [_escaped(line) for line in message.split("\n") if line]
-
-
-def _escaped(line: str) -> str:
-    if line.isprintable():
-        return line
-    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)
+    return [shown.one_line(line) for line in message.split("\n") if line]

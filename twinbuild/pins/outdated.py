@@ -26,7 +26,7 @@ from twinbuild.errors import EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, ResolvedPin
 from twinbuild.manifest.render import render
-from twinbuild.util import environ
+from twinbuild.util import environ, shown
 from twinbuild.util.exchange import Clock
 
 Source = Literal["pypi", "git", "registry"]
@@ -114,9 +114,10 @@ class OutdatedReport:
             if r.status in ("current", "unchecked"):
                 continue
             lines.append(
-                f"| `{r.pin}` | {r.status} | `{r.current}` | `{r.latest or ''}` | {_images(r)} |"
-            )
-        lines += [f"- unreachable: {line}" for line in self.unreachable]
+                shown.row((shown.code_cell(r.pin), r.status, shown.code_cell(r.current),
+                           shown.code_cell(r.latest or ""), shown.cell(_images(r))))
+            )  # fmt: skip
+        lines += [f"- unreachable: {shown.one_line(line)}" for line in self.unreachable]
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
