@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from twinbuild.errors import ConfigError
 from twinbuild.util import bounded
-from twinbuild.util.atomic import leftovers, resolve_target, temporary
+from twinbuild.util.atomic import discard_own, leftovers, resolve_target, temporary
+from twinbuild.util.signals import held
 
 KEY_ENV = "TWINBUILD_EVIDENCE_KEY"
 KEYS_DIR = Path("evidence/keys")
@@ -178,7 +179,8 @@ def keygen(private_path: Path, public_path: Path) -> KeyPair:
     if finished is not None:
         return finished
     if private_path.exists() or private_path.is_symlink():
-        raise ConfigError(f"{private_path}: exists; keygen never overwrites a key")
+        raise _exists(private_path)
+    public_target = resolve_target(public_path)  # a link leading out is refused before all
     _check_public_target(public_path)
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
@@ -189,23 +191,22 @@ def keygen(private_path: Path, public_path: Path) -> KeyPair:
     public_pem = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    public_target = resolve_target(public_path)
-    private_tmp = public_tmp = None
-    linked = False
+    linked = published = False
     try:
         for folder in (private_path.parent, public_target.parent):  # as write_atomic makes them
             folder.mkdir(parents=True, exist_ok=True)
         private_tmp = temporary(resolve_target(private_path), private_pem, mode=0o600)
         public_tmp = temporary(public_target, public_pem, mode=0o644)
-        try:
-            os.link(private_tmp, private_path)
-        except FileExistsError:
-            raise ConfigError(f"{private_path}: exists; keygen never overwrites a key") from None
-        linked = True
-        public_tmp.replace(public_target)
-        public_tmp = None
+        with held():  # the two steps that publish the pair: a signal waits until both are done
+            try:
+                os.link(private_tmp, private_path)
+            except FileExistsError:  # made meanwhile by someone else: theirs, kept
+                raise _exists(private_path) from None
+            linked = True
+            public_tmp.replace(public_target)
+            published = True
     except BaseException as exc:  # a refusal, a full disk, Ctrl-C or SIGTERM mid-write
-        if linked:
+        if linked and not published:
             private_path.unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise ConfigError(
@@ -214,12 +215,16 @@ def keygen(private_path: Path, public_path: Path) -> KeyPair:
             ) from None
         raise
     finally:
-        for tmp in (private_tmp, public_tmp):
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
+        with held():  # the temporary files, whenever a signal came
+            discard_own(private_path)
+            discard_own(public_target)
     return KeyPair(
         keyid=keyid(key.public_key()), private_path=private_path, public_path=public_path
     )
+
+
+def _exists(private_path: Path) -> ConfigError:
+    return ConfigError(f"{private_path}: exists; keygen never overwrites a key")
 
 
 def _finish_killed(private_path: Path, public_path: Path) -> KeyPair | None:
@@ -255,7 +260,7 @@ def _finish_killed(private_path: Path, public_path: Path) -> KeyPair | None:
 
 def _check_public_target(path: Path) -> None:
     """An existing public file may only be one of our public keys (a rotation), never a README."""
-    if not (path.exists() or path.is_symlink()):
+    if not path.exists():  # nothing there, or a link to nothing yet: the file it names is made
         return
     try:
         parse_public_key(_read_small(path), source=str(path))

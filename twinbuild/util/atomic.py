@@ -25,6 +25,7 @@ from pathlib import Path
 
 from twinbuild.errors import ConfigError, DiskFull
 from twinbuild.util.bounded import kind_of
+from twinbuild.util.signals import held
 from twinbuild.util.values import encode
 
 
@@ -58,16 +59,24 @@ def write_atomic(
             directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise _error(path, exc, existed=existed) from None
-    tmp = temporary(target, data, mode=mode, shown=path, existed=existed)
     try:
-        tmp.replace(target)
+        temporary(target, data, mode=mode, shown=path, existed=existed).replace(target)
     except BaseException as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+        with held():  # a signal may come between the temporary's making and its naming
+            discard_own(target)
         if isinstance(exc, OSError):
             raise _error(path, exc, existed=existed) from None
         raise
     _sync_dir(directory)
+
+
+def discard_own(target: Path) -> None:
+    """Remove the temporary files this process made beside ``target`` (a write stopped)."""
+    prefix = f".{target.name}.{os.getpid()}."
+    with contextlib.suppress(OSError):
+        for entry in target.parent.iterdir():
+            if entry.name.startswith(prefix) and entry.name.endswith(TEMP_SUFFIX):
+                entry.unlink(missing_ok=True)
 
 
 def temporary(

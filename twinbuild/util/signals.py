@@ -51,6 +51,20 @@ def install() -> None:
 
 
 @contextmanager
+def held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is done (a cleanup, or two renames that belong
+    together, never cut in half); one that came meanwhile is delivered after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
 def stopping(make: Callable[[str], BaseException] | None = None) -> Iterator[None]:
     """For the block, SIGINT and SIGTERM raise ``make(name)`` (default :class:`Stopped`); the
     previous handlers come back after it. Outside the main thread (where Python delivers no
