@@ -220,6 +220,7 @@ WRITERS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("evidence", "keygen", "--private", "../home/k.pem", "--public", "keys/x.pub"),
      "keys/x.pub"),
 )  # fmt: skip
+# (bake is not among them: any link among the image inputs refuses it first, the sandbox's too)
 _RECIPES = Path(__file__).resolve().parents[1] / "fixtures" / "recipes"
 
 
@@ -318,7 +319,7 @@ def test_a_sigterm_at_any_point_of_a_write_keeps_all_or_nothing(
     template: Path, tmp_path: Path, data: st.DataObject
 ) -> None:
     words, written = data.draw(st.sampled_from(WRITERS), label="writer")
-    at = data.draw(st.integers(1, 12), label="at event")
+    at = data.draw(st.integers(1, 24), label="at event")
     box = _box(template, tmp_path)
     _writable(box)
     target = box.repo / written
