@@ -207,8 +207,6 @@ def _searchable(pins: Path) -> None:
         through = f"a link to {os.path.realpath(pins)}, " if pins.is_symlink() else ""
         kind = "a file" if stat.S_ISREG(mode) else bounded.kind_of(mode)
         raise ConfigError(f"{pins}: is {through}{kind}, not a folder; {fix}")
-    if not os.access(pins, os.X_OK):
-        raise ConfigError(f"{pins}: cannot be searched (permission denied); {fix}")
 
 
 def _cwd() -> Path:
