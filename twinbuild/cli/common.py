@@ -258,7 +258,10 @@ def write_roots(args: argparse.Namespace) -> tuple[Path, ...]:
         roots.append(Path(args.root))
     with contextlib.suppress(ConfigError):  # whoever needs them has said so already
         here = _cwd()
-        roots.append(find_root(here) or here)
+        found = here
+        with contextlib.suppress(ConfigError):  # a pins that is no folder: this folder, then
+            found = find_root(here) or here
+        roots.append(found)
     with contextlib.suppress(ConfigError):
         roots.append(cache_root())
     return tuple(roots)
