@@ -2,12 +2,15 @@
 
 Write a temporary file next to the target, flush it to disk, then ``os.replace`` it over the
 target (atomic on POSIX within one file system). A full disk, a crash or Ctrl-C before the rename
-leaves the previous file untouched and no temporary file behind. Every file twinbuild writes for
-others to read (the manifest after a bump, drafts, build records, evidence, keys) goes through here.
+leaves the previous file untouched and no temporary file behind; SIGKILL leaves one, named
+``.NAME.PID.RANDOM.tmp``, which the next write of that file removes (:func:`leftovers`). Every
+file twinbuild writes for others to read (the manifest after a bump, drafts, build records,
+evidence, keys) goes through here.
 
 A rename replaces whatever has the name, so the target is checked first: a symlink is followed to
 the file it names (that file is replaced, in its own folder, and the link is kept, so ``pins bump``
-through a linked manifest edits the real one); a device, FIFO, socket or directory is refused (a
+through a linked manifest edits the real one), unless a link inside the repository or the cache
+leads out of both (:func:`links_within`); a device, FIFO, socket or directory is refused (a
 rename would swap ``/dev/null`` for a regular file). With ``within``, the file (after following
 links) must lie inside that folder: generated files never land outside the tree they belong to;
 :func:`plain_folder` checks that no link leads out of the folder itself.

@@ -7,7 +7,10 @@ was running unwinds: ``write_atomic`` removes its temporary file, ``bake`` its h
 folders, ``keygen`` the private key it wrote without its public one; ``twinbuild.cli.main``
 says which signal it was and exits 130 (docs/errors.md). SIGKILL cannot be caught; nothing
 twinbuild writes is visible before its final rename, so it leaves a stray temporary file at
-most, never a half-written one.
+most, never a half-written one, and the next write of that file removes it
+(``util.atomic.leftovers``). :func:`install` puts the handler in place for the whole process,
+first thing (``twinbuild/__main__.py``); :func:`held` keeps a signal waiting while two steps
+that belong together, or a cleanup, run.
 """
 
 from __future__ import annotations
