@@ -192,6 +192,30 @@ def run(argv: Sequence[str]) -> Ran:
     return Ran(code=code, out=out.getvalue(), err=err.getvalue())
 
 
+def go(box: Sandbox, argv: Sequence[str], env: Mapping[str, str | bytes] | None = None) -> Ran:
+    """``main(argv)`` in ``box`` under the suite's rules: the write fence, the time bound, and
+    :func:`check` on what a person sees."""
+    from tests.fuzz.conftest import time_bound
+    from tests.write_fence import fenced
+
+    # the repository, twinbuild's cache and HOME only (``bake --out ../x.json`` lands beside the
+    # repository, still inside the example's folder); devices too, as in every unit test:
+    # opening /dev/null (a child's stdin) or /dev/full (a step summary named there, refused once
+    # open) writes no file
+    fence = (box.repo, box.cache, box.home, Path(os.devnull).parent, *_runner_files(box, env))
+    with fenced(*fence), time_bound(), entered(box, env or {}):
+        ran = run(argv)
+    check(ran, box)
+    return ran
+
+
+def _runner_files(box: Sandbox, env: Mapping[str, str | bytes] | None) -> list[Path]:
+    """The files a runner hands over for writing ($GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY): they
+    lie where the runner puts them, outside the repository (an example may name ``../``)."""
+    named = [(env or {}).get(name) for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")]
+    return [box.repo / v for v in named if isinstance(v, str) and v and v.isprintable()]
+
+
 def check(ran: Ran, box: Sandbox) -> None:
     """What every run must show: a documented exit code, no traceback, a refusal that ends in
     one ``twinbuild:`` line (or argparse's own), and no temporary file left in the sandbox.

@@ -13,6 +13,9 @@ import itertools
 import json
 import os
 import shutil
+import signal
+import sys
+import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,9 +25,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from tests.fuzz import cli
-from tests.fuzz.conftest import time_bound
 from tests.fuzz.strategies import as_bytes, fragment, json_edit, mutated
-from tests.write_fence import fenced
 
 COMMANDS = cli.commands()
 _count = itertools.count()
@@ -51,25 +52,11 @@ def _run(
     env: Any = None,
     after: Callable[[cli.Sandbox], None] | None = None,
 ) -> cli.Ran:
-    # the repository, twinbuild's cache and HOME only (``bake --out ../x.json`` lands beside the
-    # repository, still inside the example's folder); devices too, as in every unit test:
-    # opening /dev/null (a child's stdin) or /dev/full (a step summary named there, refused once
-    # open) writes no file
-    fence = (box.repo, box.cache, box.home, Path(os.devnull).parent, *_runner_files(box, env))
-    with fenced(*fence), time_bound(), cli.entered(box, env or {}):
-        ran = cli.run(argv)
-    cli.check(ran, box)
+    ran = cli.go(box, argv, env)
     if after is not None:
         after(box)
     shutil.rmtree(box.root)  # passed: a deep run makes tens of thousands of sandboxes
     return ran
-
-
-def _runner_files(box: cli.Sandbox, env: Any) -> list[Path]:
-    """The files a runner hands over for writing ($GITHUB_OUTPUT, $GITHUB_STEP_SUMMARY): they
-    lie where the runner puts them, outside the repository (an example may name ``../``)."""
-    named = [(env or {}).get(name) for name in ("GITHUB_OUTPUT", "GITHUB_STEP_SUMMARY")]
-    return [box.repo / v for v in named if isinstance(v, str) and v and v.isprintable()]
 
 
 def test_every_command_is_generated() -> None:
@@ -210,3 +197,209 @@ def test_a_bump_moves_every_field_that_names_the_version_or_refuses(
         assert ran.code == 2, ran
     if (version, url, sha256) == ("1.18.70201", _NEW_URL.format("1.18.70201"), None):
         assert ran.code == 0, ran
+# -- issue 41's classes: other digits, links where a command writes, a signal at any point ---------
+
+#: A whole number as it may be typed or pasted: ASCII digits around digits of another script
+#: (Arabic-Indic, fullwidth, superscripts: ``str.isdigit()`` accepts them, ``int()`` reads some).
+OTHER_DIGITS = st.builds(
+    lambda a, b, c: a + b + c,
+    st.text("0123456789", max_size=2),
+    st.text(
+        st.characters(categories=("Nd", "No"), exclude_characters="0123456789"),
+        min_size=1, max_size=3,
+    ),
+    st.text("0123456789", max_size=2),
+)  # fmt: skip
+
+
+def _numeric_options() -> list[tuple[tuple[str, ...], str]]:
+    """Every option of every command that takes a number (by its argparse type)."""
+    found = []
+    for command in COMMANDS:
+        for action in command.parser._actions:
+            kind = getattr(action.type, "__qualname__", "")
+            if action.option_strings and kind.startswith(("whole_number", "days")):
+                found.append((command.words, max(action.option_strings, key=len)))
+    return found
+
+
+NUMERIC_OPTIONS = _numeric_options()
+_GATE = ("evidence", "gate", "--head", "HEAD", "--base", "HEAD", "--pr", "42")
+_OUTDATED = ("pins", "outdated", "--index-url", "http://127.0.0.1:9/simple", "--source", "pypi")
+#: Every number read from the environment, with a command that reads it first thing.
+NUMERIC_VARIABLES = (
+    ("TWINBUILD_REGISTRY_TIMEOUT", ("pins", "outdated", "--source", "registry")),
+    ("TWINBUILD_REGISTRY_PORT", ("registry", "env")),
+    ("TWINBUILD_INDEX_TIMEOUT", _OUTDATED),
+    ("GITHUB_REPOSITORY_ID", _GATE),
+)
+
+
+def test_every_numeric_option_is_found() -> None:
+    flags = {flag for _, flag in NUMERIC_OPTIONS}
+    assert {"--jobs", "--keep", "--pr", "--attempt", "--port", "--max-age-days"} <= flags
+
+
+@settings(max_examples=_examples(40))
+@given(data=st.data())
+def test_other_digits_in_any_numeric_field_are_one_line_naming_it(
+    template: Path, tmp_path: Path, data: st.DataObject
+) -> None:
+    digits = data.draw(OTHER_DIGITS, label="digits")
+    box = _box(template, tmp_path)
+    field = data.draw(st.sampled_from(["option", "variable", "--repository-id", "build arg"]))
+    env: dict[str, str] = {}
+    if field == "option":
+        words, name = data.draw(st.sampled_from(NUMERIC_OPTIONS), label="option")
+        argv = [*words, name, digits]
+    elif field == "variable":
+        name, words = data.draw(st.sampled_from(NUMERIC_VARIABLES), label="variable")
+        argv, env = list(words), {name: digits}
+    elif field == "--repository-id":
+        name, argv = field, [*_GATE, field, digits]
+    else:
+        name = data.draw(st.sampled_from(["KERNELS_GB_PER_JOB", "APEX_THREADS", "NVCC_JOBS"]))
+        manifest = box.repo / "pins/manifest.toml"
+        text = manifest.read_text().replace(
+            "[local]", f'[build_args]\n{name} = "{digits}"\n\n[local]'
+        )
+        manifest.write_text(text)
+        argv = data.draw(
+            st.sampled_from([["lint"], ["render", "cuda"], ["bake", "--out", "b.json"]])
+        )
+    ran = _run(box, argv, env)
+    assert ran.code == 2, ran
+    assert name.lstrip("-") in ran.err.rstrip("\n").rpartition("\n")[2], ran
+
+
+#: Commands that write a file, and the path each writes (relative to the repository).
+WRITERS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("pins", "bump", "numba", "--version", "0.66.0", "--why", "demo"), "pins/manifest.toml"),
+    (("import", "--force", "--out", "drafts/m.toml", "cuda.Dockerfile", "rocm.Dockerfile"),
+     "drafts/m.toml"),
+    (("import", "--force", "--out", "pins/manifest.toml", "cuda.Dockerfile", "rocm.Dockerfile"),
+     "pins/manifest.toml"),
+    (("evidence", "keygen", "--private", "../home/k.pem", "--public", "keys/x.pub"),
+     "keys/x.pub"),
+)  # fmt: skip
+# (bake is not among them: any link among the image inputs refuses it first, the sandbox's too)
+_RECIPES = Path(__file__).resolve().parents[1] / "fixtures" / "recipes"
+
+
+def _writable(box: cli.Sandbox) -> None:
+    """What the writers need beside the mini project: the recipes import reads, the folders."""
+    for name in ("cuda.Dockerfile", "rocm.Dockerfile"):
+        (box.repo / name).write_bytes((_RECIPES / name).read_bytes())
+    for folder in ("drafts", "keys"):
+        (box.repo / folder).mkdir(exist_ok=True)
+    box.home.mkdir(parents=True, exist_ok=True)
+
+
+@settings(max_examples=_examples(24))
+@given(data=st.data())
+def test_a_link_in_any_written_path_never_leads_outside(
+    template: Path, tmp_path: Path, data: st.DataObject
+) -> None:
+    """One part of the written path (its folder or the file) is a link: out of the repository
+    (to a folder beside it) the write is refused and nothing there changes; within it, it goes
+    through."""
+    words, written = data.draw(st.sampled_from(WRITERS), label="writer")
+    box = _box(template, tmp_path)
+    _writable(box)
+    parts = Path(written).parts
+    cut = data.draw(st.integers(1, len(parts)), label="link at")
+    linked = box.repo.joinpath(*parts[:cut])
+    outside = data.draw(st.booleans(), label="outside")
+    away = (box.root / "away") if outside else (box.repo / "away")
+    away.mkdir()
+    target = away / linked.name
+    if linked.exists():
+        linked.rename(target)
+    elif cut < len(parts):
+        target.mkdir()
+    linked.symlink_to(target)
+    before = {p: p.read_bytes() for p in away.rglob("*") if p.is_file()}
+    ran = _run(box, list(words)) if not outside else cli.go(box, list(words))
+    if outside:
+        assert ran.code == 2, ran
+        assert "outside the repository and the cache" in ran.err, ran
+        assert {p: p.read_bytes() for p in away.rglob("*") if p.is_file()} == before
+    else:
+        assert ran.code == 0, ran
+
+
+class _Interrupter:
+    """Sends this process SIGTERM at the ``at``-th file-changing event while armed: a signal at
+    any point of a command's writes (an audit hook cannot be removed, so it is added once)."""
+
+    EVENTS = frozenset({"open", "os.rename", "os.replace", "os.link", "os.mkdir", "os.remove"})
+
+    def __init__(self) -> None:
+        self.at = -1
+        self.seen = 0
+        self.fired = False
+        sys.addaudithook(self)
+
+    def __call__(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.at < 0 or event not in self.EVENTS:
+            return
+        if event == "open" and not _writes(args):
+            return
+        self.seen += 1
+        if self.seen == self.at:
+            self.at, self.fired = -1, True
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def arm(self, at: int) -> None:
+        self.at, self.seen, self.fired = at, 0, False
+
+
+def _writes(args: tuple[Any, ...]) -> bool:
+    """An ``open`` audit event's (path, mode, flags) opens for writing."""
+    mode, flags = args[1], args[2]
+    by_mode = isinstance(mode, str) and bool(set(mode) & set("wax+"))
+    return by_mode or (isinstance(flags, int) and bool(flags & (os.O_WRONLY | os.O_RDWR)))
+
+
+_INTERRUPT: list[_Interrupter] = []
+
+
+def _whole(path: Path) -> bool:
+    """``path`` holds a whole file of its kind (a manifest that parses, a whole public key)."""
+    text = path.read_text()
+    if path.suffix == ".toml":
+        tomllib.loads(text)
+        return True
+    return text.startswith("-----BEGIN PUBLIC KEY-----") and text.endswith(
+        "-----END PUBLIC KEY-----\n"
+    )
+
+
+@settings(max_examples=_examples(30))
+@given(data=st.data())
+def test_a_sigterm_at_any_point_of_a_write_keeps_all_or_nothing(
+    template: Path, tmp_path: Path, data: st.DataObject
+) -> None:
+    words, written = data.draw(st.sampled_from(WRITERS), label="writer")
+    at = data.draw(st.integers(1, 24), label="at event")
+    box = _box(template, tmp_path)
+    _writable(box)
+    target = box.repo / written
+    before = target.read_bytes() if target.exists() else None
+    if not _INTERRUPT:
+        _INTERRUPT.append(_Interrupter())
+    interrupter = _INTERRUPT[0]
+    interrupter.arm(at)
+    try:
+        ran = cli.go(box, list(words))
+    finally:
+        interrupter.arm(-1)
+    assert ran.code in (0, 130), ran
+    if ran.code == 130:
+        assert ran.err.endswith("twinbuild: stopped by SIGTERM; nothing half-done was kept\n")
+    after = target.read_bytes() if target.exists() else None
+    # all or nothing: the file as it was, or whole (a signal during the rename lands after it)
+    assert after == before or _whole(target), after
+    if words[:2] == ("evidence", "keygen"):  # both keys or neither
+        assert (box.home / "k.pem").exists() == (after is not None), ran
+    shutil.rmtree(box.root)

@@ -270,7 +270,7 @@ def test_the_download_timeout_is_whole_seconds(value: str, monkeypatch: pytest.M
     from twinbuild.pins.download import TIMEOUT_VAR, clock
 
     monkeypatch.setenv(TIMEOUT_VAR, value)
-    with pytest.raises(ConfigError, match=r"is not whole seconds from 1 to 3600"):
+    with pytest.raises(ConfigError, match=r"is not a whole number from 1 to 3600"):
         clock()
 
 

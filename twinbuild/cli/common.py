@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
+import os
 import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -10,6 +13,7 @@ from pathlib import Path
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import ARCHS, DEFAULT_PATH
 from twinbuild.util import bounded, values
+from twinbuild.util.paths import cache_root
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -146,11 +150,18 @@ def add_max_age(p: argparse.ArgumentParser) -> None:
 def find_root(start: Path) -> Path | None:
     """The nearest folder at or above ``start`` holding the manifest, or None.
 
-    Something at ``pins/manifest.toml`` that is not a file (a folder), or a ``pins/`` that cannot
-    be searched, stops the search with one line saying so: neither is "no manifest".
+    A ``pins`` that is there but is not a folder that can be searched (a FIFO, a file, a link
+    to itself or to nothing, a folder without permission to look in), or something at
+    ``pins/manifest.toml`` that is not a file (a folder), stops the search with one line
+    saying so: none of them is "no manifest here", so a parent folder's manifest is never
+    used in their place.
     """
     start = bounded.resolve(start, name="the current folder")
     for folder in (start, *start.parents):
+        pins = folder / DEFAULT_PATH.parent
+        if not (pins.is_symlink() or _exists(pins)):
+            continue
+        _searchable(pins)
         candidate = folder / DEFAULT_PATH
         try:
             mode = candidate.stat().st_mode
@@ -159,7 +170,7 @@ def find_root(start: Path) -> Path | None:
                 f"{candidate}: cannot be looked at (permission denied); check the permissions "
                 f"of {candidate.parent}, or pass --root DIR (or --manifest PATH)"
             ) from None
-        except OSError:  # missing, a file where a folder goes, a link loop: not here
+        except OSError:  # a folder of pins without a manifest: not a checkout, look further up
             continue
         if stat.S_ISDIR(mode):
             raise ConfigError(
@@ -167,6 +178,35 @@ def find_root(start: Path) -> Path | None:
             )
         return folder  # a FIFO or device is named by the manifest reader, which refuses it
     return None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        path.lstat()
+    except FileNotFoundError:
+        return False
+    except OSError:  # a parent that cannot be searched: said by the stat that follows
+        return True
+    return True
+
+
+def _searchable(pins: Path) -> None:
+    """``pins`` (which exists) as a folder the search may look into, or one line saying why not."""
+    fix = f"make {pins} the folder holding manifest.toml, or pass --root DIR (or --manifest PATH)"
+    try:
+        mode = pins.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            problem = "a symlink loop (too many levels of symbolic links)"
+        elif isinstance(exc, FileNotFoundError):
+            problem = f"a link to {str(pins.readlink())!r}, which does not exist"
+        else:
+            problem = f"not searchable ({exc.strerror})"
+        raise ConfigError(f"{pins}: is {problem}, not a folder; {fix}") from None
+    if not stat.S_ISDIR(mode):
+        through = f"a link to {os.path.realpath(pins)}, " if pins.is_symlink() else ""
+        kind = "a file" if stat.S_ISREG(mode) else bounded.kind_of(mode)
+        raise ConfigError(f"{pins}: is {through}{kind}, not a folder; {fix}")
 
 
 def _cwd() -> Path:
@@ -207,6 +247,24 @@ def locate(args: argparse.Namespace) -> None:
         args.root = "." if here else str(found)
     if has_manifest and args.manifest is None:
         args.manifest = str(DEFAULT_PATH) if here else str(found / DEFAULT_PATH)
+
+
+def write_roots(args: argparse.Namespace) -> tuple[Path, ...]:
+    """The folders a link may lead a write into (``util.atomic.links_within``): the repository
+    the command works on (``--root``, else the checkout around the current folder, else that
+    folder) and twinbuild's cache."""
+    roots: list[Path] = []
+    if getattr(args, "root", None):
+        roots.append(Path(args.root))
+    with contextlib.suppress(ConfigError):  # whoever needs them has said so already
+        here = _cwd()
+        found = here
+        with contextlib.suppress(ConfigError):  # a pins that is no folder: this folder, then
+            found = find_root(here) or here
+        roots.append(found)
+    with contextlib.suppress(ConfigError):
+        roots.append(cache_root())
+    return tuple(roots)
 
 
 def manifest_path(args: argparse.Namespace) -> Path:

@@ -174,6 +174,10 @@ def trigger(options: TriggerOptions, fmt: Format = "text") -> int:
 def keygen(options: KeygenOptions, fmt: Format = "text") -> int:
     pair = evidence.keygen(options.private, options.public)
     done = {"keyid": pair.keyid, "private": str(pair.private_path), "public": str(pair.public_path)}
+    if pair.finished:
+        output.say(
+            f"twinbuild: {pair.private_path}: a keygen killed half-way left this pair; finished it"
+        )
     output.report(done, fmt, text=(
         f"keyid {pair.keyid}; store {pair.private_path} as the secret TWINBUILD_EVIDENCE_KEY, "
         f"commit {pair.public_path} by a reviewed PR, then delete the private file"

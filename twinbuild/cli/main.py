@@ -25,10 +25,17 @@ from twinbuild.cli import (
     ship,
     smoke,
 )
-from twinbuild.cli.common import Handler, add_output_options, check_arguments, locate
+from twinbuild.cli.common import (
+    Handler,
+    add_output_options,
+    check_arguments,
+    locate,
+    write_roots,
+)
 from twinbuild.errors import ConfigError, DiskFull, StdoutClosed, TwinbuildError
-from twinbuild.util import output
-from twinbuild.util.signals import stopped_by, stopping
+from twinbuild.util import output, shown
+from twinbuild.util.atomic import links_within
+from twinbuild.util.signals import said, stopping
 
 #: The optional dependencies (pyproject's extras) and which extra brings each.
 EXTRAS = {"docker": "docker", "filelock": "docker", "pytest": "smoke", "testinfra": "smoke"}
@@ -100,7 +107,8 @@ def _run(argv: Sequence[str] | None) -> int:
     func: Handler = args.func
     check_arguments(parser, args)
     locate(args)
-    code = func(args)
+    with links_within(*write_roots(args)):
+        code = func(args)
     output.flush()
     return code
 
@@ -127,9 +135,7 @@ def exit_code(run: Callable[[], int]) -> int:
         _flush_after_error()
         return exc.exit_code
     except KeyboardInterrupt as exc:
-        print(
-            f"twinbuild: stopped by {stopped_by(exc)}; nothing half-done was kept", file=sys.stderr
-        )
+        print(said(exc), file=sys.stderr)
         return 130
     except ModuleNotFoundError as exc:  # an extra this install lacks: one line, what to install
         extra = EXTRAS.get((exc.name or "").split(".")[0])
@@ -155,10 +161,4 @@ def _flush_after_error() -> None:
 def message_lines(message: str) -> list[str]:
     """An error's lines: split at LF only (a value's U+2028 or form feed is no new line), any
     other control character shown escaped."""
-    return [_escaped(line) for line in message.split("\n") if line]
-
-
-def _escaped(line: str) -> str:
-    if line.isprintable():
-        return line
-    return "".join(c if c.isprintable() or c == "\t" else repr(c)[1:-1] for c in line)
+    return [shown.one_line(line) for line in message.split("\n") if line]

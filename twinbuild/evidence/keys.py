@@ -21,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 
 from twinbuild.errors import ConfigError
 from twinbuild.util import bounded
-from twinbuild.util.atomic import write_atomic
+from twinbuild.util.atomic import discard_own, leftovers, resolve_target, temporary
+from twinbuild.util.signals import held
 
 KEY_ENV = "TWINBUILD_EVIDENCE_KEY"
 KEYS_DIR = Path("evidence/keys")
@@ -150,23 +151,36 @@ class KeyPair:
     keyid: str
     private_path: Path
     public_path: Path
+    finished: bool = False  # a killed keygen's pair, finished by this run
 
 
 def keygen(private_path: Path, public_path: Path) -> KeyPair:
-    """Write a new key pair: the private key (0600, outside the work tree) and its public PEM."""
+    """Write a new key pair: the private key (0600, outside the work tree) and its public PEM.
+
+    Both are written to temporary files first; then the private key is linked into place (a
+    link never replaces a file: a key that appeared meanwhile is kept) and the public file
+    renamed over its path. Stopped (Ctrl-C, SIGTERM, a full disk) it keeps both keys or
+    neither. Killed (SIGKILL) between the two steps, it leaves the private key and the
+    temporary files of that run; the next run finds them, sees the run is gone and finishes
+    it (:func:`_finish_killed`) instead of refusing the key as one it must not overwrite.
+    """
     tree = work_tree_of(private_path, name="--private")
     if tree is not None:
         raise ConfigError(
             f"{private_path}: refusing to write a private key inside the git work tree {tree}; "
             "write it outside the repository and store it as the workflow secret"
         )
-    if private_path.exists() or private_path.is_symlink():
-        raise ConfigError(f"{private_path}: exists; keygen never overwrites a key")
     if os.path.realpath(private_path) == os.path.realpath(public_path):
         raise ConfigError(
             f"--private and --public are the same file ({public_path}); the public key would "
             "overwrite the private one: pass two different paths"
         )
+    finished = _finish_killed(private_path, public_path)
+    if finished is not None:
+        return finished
+    if private_path.exists() or private_path.is_symlink():
+        raise _exists(private_path)
+    public_target = resolve_target(public_path)  # a link leading out is refused before all
     _check_public_target(public_path)
     key = Ed25519PrivateKey.generate()
     private_pem = key.private_bytes(
@@ -177,32 +191,76 @@ def keygen(private_path: Path, public_path: Path) -> KeyPair:
     public_pem = key.public_key().public_bytes(
         serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
     )
-    # Both keys or neither: a private key without its public one would make keygen refuse to
-    # run again (it never overwrites a key), and is no use to anyone.
+    linked = published = False
     try:
-        write_atomic(private_path, private_pem, mode=0o600)
-        write_atomic(public_path, public_pem, mode=0o644)
-    except BaseException:  # a refusal, a full disk, Ctrl-C or SIGTERM mid-write
-        _remove_if_ours(private_path, private_pem)
+        for folder in (private_path.parent, public_target.parent):  # as write_atomic makes them
+            folder.mkdir(parents=True, exist_ok=True)
+        private_tmp = temporary(resolve_target(private_path), private_pem, mode=0o600)
+        public_tmp = temporary(public_target, public_pem, mode=0o644)
+        with held():  # the two steps that publish the pair: a signal waits until both are done
+            try:
+                os.link(private_tmp, private_path)
+            except FileExistsError:  # made meanwhile by someone else: theirs, kept
+                raise _exists(private_path) from None
+            linked = True
+            public_tmp.replace(public_target)
+            published = True
+    except BaseException as exc:  # a refusal, a full disk, Ctrl-C or SIGTERM mid-write
+        if linked and not published:
+            private_path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise ConfigError(
+                f"{private_path}: cannot write the key pair: {exc.strerror or exc}; nothing was "
+                "written, check the folders exist and are writable"
+            ) from None
         raise
+    finally:
+        with held():  # the temporary files, whenever a signal came
+            discard_own(private_path)
+            discard_own(public_target)
     return KeyPair(
         keyid=keyid(key.public_key()), private_path=private_path, public_path=public_path
     )
 
 
-def _remove_if_ours(path: Path, data: bytes) -> None:
-    """Remove the private key this keygen wrote (it did not exist before), and nothing else."""
-    try:
-        ours = path.is_file() and not path.is_symlink() and path.read_bytes() == data
-    except OSError:
-        return
-    if ours:
-        path.unlink(missing_ok=True)
+def _exists(private_path: Path) -> ConfigError:
+    return ConfigError(f"{private_path}: exists; keygen never overwrites a key")
+
+
+def _finish_killed(private_path: Path, public_path: Path) -> KeyPair | None:
+    """The pair a killed keygen left half-done at these paths, finished; None when there is none.
+
+    That run's private temporary file is a second link to ``private_path`` (the same file), and
+    its public temporary file, if it had not been renamed yet, holds the public half of that
+    key: both are this run's to finish, since no process of that id is alive.
+    """
+    if not private_path.is_file() or private_path.is_symlink():
+        return None
+    mine = [(tmp, pid) for tmp, pid in leftovers(private_path) if tmp.samefile(private_path)]
+    if not mine:
+        return None
+    key = parse_private_key(_read_small(private_path), source=str(private_path))
+    public_pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    public_target = resolve_target(public_path)
+    pids = {pid for _, pid in mine}
+    for tmp, pid in leftovers(public_target):
+        if pid in pids and tmp.read_bytes() == public_pem:
+            tmp.replace(public_target)
+    if not public_target.is_file() or public_target.read_bytes() != public_pem:
+        return None  # not the pair this keygen asks for: the rule for an existing key applies
+    for tmp, _ in mine:
+        tmp.unlink(missing_ok=True)
+    return KeyPair(
+        keyid=keyid(key.public_key()), private_path=private_path, public_path=public_path,
+        finished=True,
+    )  # fmt: skip
 
 
 def _check_public_target(path: Path) -> None:
     """An existing public file may only be one of our public keys (a rotation), never a README."""
-    if not (path.exists() or path.is_symlink()):
+    if not path.exists():  # nothing there, or a link to nothing yet: the file it names is made
         return
     try:
         parse_public_key(_read_small(path), source=str(path))

@@ -36,7 +36,7 @@ class Review:
 
 def load(path: Path) -> tuple[Review, ...]:
     """Every review in the file, in GitHub's (chronological) order."""
-    data = strictjson.load(path, max_bytes=MAX_BYTES)
+    data = strictjson.load(path, max_bytes=MAX_BYTES, what="reviews answer")
     if not isinstance(data, list):
         raise ConfigError(
             f"{path}: not a list of reviews; pass the answer of "

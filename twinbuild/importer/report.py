@@ -6,6 +6,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Literal
 
+from twinbuild.util import shown
+
 if TYPE_CHECKING:
     from twinbuild.importer.draft import Adoption, Dependency, Side
 
@@ -83,7 +85,7 @@ def report(adoption: Adoption, fmt: Format = "text") -> str:
     rows = _rows(adoption)
     if fmt == "markdown":
         lines = ["| " + " | ".join(HEADER) + " |", "| --- | --- | --- | --- |"]
-        lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+        lines += [shown.row(shown.cell(c) for c in row) for row in rows]
         extra = [f"- {line}" for line in _trailer(adoption)]
         return (
             "\n".join([*lines, "", _summary(adoption.deps), *(["", *extra] if extra else [])])

@@ -8,18 +8,9 @@ control characters escaped (``\\n``), and the annotation escapes what the runner
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-from twinbuild.util import github
-
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def one_line(text: str) -> str:
-    """``text`` with every control character written as an escape, so it prints as one line."""
-    return _CONTROL.sub(lambda m: _NAMED.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+from twinbuild.util import github, shown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,7 +23,7 @@ class Finding:
     def __str__(self) -> str:
         # line 0 means "no line" (a missing table): the file alone, never a made-up ':0'
         where = f"{self.path}:{self.line}" if self.line > 0 else self.path
-        return one_line(f"{where}: {self.code} {self.message}")
+        return shown.one_line(f"{where}: {self.code} {self.message}")
 
     def github(self) -> str:
         """The same finding as a GitHub Actions annotation."""

@@ -78,7 +78,29 @@ def example(name: str) -> str:
 
 def one_of(value: str, choices: tuple[str, ...]) -> str:
     close = difflib.get_close_matches(value, choices, n=1)
-    return f"; did you mean '{close[0]}'?" if close else f"; expected one of {', '.join(choices)}"
+    if not close:
+        return f"; expected one of {', '.join(choices)}"
+    return f"; did you mean '{close[0]}'?{_look_alike(value, close[0])}"
+
+
+def _look_alike(value: str, meant: str) -> str:
+    """Where ``value`` differs from ``meant`` by a non-ASCII look-alike (Cyrillic U+0441 for 'c'),
+    which no eye sees in the suggestion: the character and its position (from 1)."""
+    if len(value) != len(meant):
+        return ""
+    for position, (got, want) in enumerate(zip(value, meant, strict=True), start=1):
+        if got != want and not got.isascii():
+            name = unicodedata.name(got, "unnamed character")
+            return f" (U+{ord(got):04X} {name} at position {position}, where it has '{want}')"
+    return ""
+    for position, (got, want) in enumerate(zip(value, meant, strict=True)):
+        if got != want and not got.isascii():
+            return (
+                f" ({'' if want.isascii() else 'a look-alike: '}it differs at position "
+                f"{position}: U+{ord(got):04X} {unicodedata.name(got, 'unnamed character')} "
+                f"where '{meant}' has '{want}')"
+            )
+    return ""
 
 
 def unknown_name(what: str, name: str, known: tuple[str, ...]) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, ResolvedPin
+from twinbuild.util import shown
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,7 +30,10 @@ class PinTable:
         return "\n".join([*lines, *(_md(row) for row in self.rows)]) + "\n"
 
     def text(self) -> str:
-        cells = [self.header, *(tuple(c.replace("`", "") for c in r) for r in self.rows)]
+        cells = [
+            self.header,
+            *(tuple(shown.one_line(c.replace("`", "")) for c in r) for r in self.rows),
+        ]
         widths = [max(len(row[i]) for row in cells) for i in range(len(self.header) - 1)]
         lines = [
             "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]])
@@ -44,8 +48,8 @@ class PinTable:
         }
 
 
-def _md(row: tuple[str, ...]) -> str:
-    return "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |"
+def _md(cells: tuple[str, ...]) -> str:
+    return shown.row(shown.cell(c) for c in cells)
 
 
 def table(options: TableOptions) -> PinTable:

@@ -24,6 +24,7 @@ from twinbuild.manifest.model import (
     ResolvedPin,
     Variant,
 )
+from twinbuild.util import shown
 from twinbuild.util.git import rev_arg, run_git
 
 Status = Literal["added", "removed", "changed"]
@@ -117,9 +118,7 @@ class ManifestDiff:
 
 
 def _cell(value: str | None) -> str:
-    if value is None:
-        return "—"
-    return "`" + value.replace("|", "\\|").replace("`", "'") + "`"
+    return "—" if value is None else shown.code_cell(value)
 
 
 # -- comparing two manifests ---------------------------------------------------------------------

@@ -14,7 +14,7 @@ import hashlib
 from urllib.parse import urljoin, urlsplit
 
 from twinbuild.errors import ConfigError, EngineError
-from twinbuild.util import environ, values
+from twinbuild.util import environ
 from twinbuild.util.exchange import Clock, Request, internal_host, streaming
 
 #: The largest download hashed (a CUDA toolkit runfile is ~4 GiB).
@@ -44,10 +44,8 @@ def _check(url: str, where: str) -> None:
 
 def clock() -> Clock:
     """Deadlines of a download: ``TWINBUILD_DOWNLOAD_TIMEOUT`` seconds without data (60)."""
-    text = environ.text(TIMEOUT_VAR) or "60"
-    if values.whole_reason(text, low=1, high=3600) is not None:
-        raise ConfigError(f"${TIMEOUT_VAR}: {text!r} is not whole seconds from 1 to 3600")
-    seconds = float(text)
+    hint = "set whole seconds, e.g. 60, or unset it for the default"
+    seconds = float(environ.whole(TIMEOUT_VAR, low=1, high=3600, hint=hint) or 60)
     return Clock(timeout=seconds, budget=seconds, hint=f"${TIMEOUT_VAR} sets it")
 
 

@@ -91,8 +91,16 @@ def releases(index: str, dist: str, *, clock: Clock) -> Releases:
         raise EngineError(
             f"{what}: the index {parts.netloc} answered {answer.status}: {answer.text()}"
         )
-    kind = answer.header("Content-Type").split(";", 1)[0].strip()
-    files = _json_files(answer.body, what) if kind == _JSON else _html_files(answer.body)
+    kind = answer.header("Content-Type").split(";", 1)[0].strip().lower()
+    if kind == _JSON:
+        files = _json_files(answer.body, what)
+    elif kind in ("text/html", "") and _looks_like_html(answer.body):
+        files = _html_files(answer.body)
+    else:
+        raise EngineError(
+            f"{what}: the index {parts.netloc} answered something malformed "
+            f"({(kind or 'no Content-Type')[:60]!r}, not a simple API page); check --index-url"
+        )
     return Releases(project=project, index=index, versions=_versions(project, files))
 
 
@@ -114,10 +122,10 @@ def _json_files(body: bytes, what: str) -> list[tuple[str, bool]]:
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError):
-        raise EngineError(f"{what}: the index answered JSON that does not parse") from None
+        raise EngineError(f"{what}: the index answered malformed JSON (no parse)") from None
     entries = doc.get("files") if isinstance(doc, dict) else None
     if not isinstance(entries, list):
-        raise EngineError(f"{what}: the index answered JSON without a files list")
+        raise EngineError(f"{what}: the index answered malformed JSON (no files list)")
     out: list[tuple[str, bool]] = []
     for entry in entries:
         if isinstance(entry, dict) and isinstance(entry.get("filename"), str):
@@ -146,6 +154,13 @@ class _Anchors(html.parser.HTMLParser):
         if tag == "a" and self._inside:
             self._inside = False
             self.files.append(("".join(self._text).strip(), self._yanked))
+
+
+def _looks_like_html(body: bytes) -> bool:
+    """A PEP 503 page: HTML with its anchors (a project without files still has ``<html>``),
+    not random bytes an index, a proxy or a captive portal answered with."""
+    head = body[:4096].lower()
+    return b"<html" in head or b"<!doctype html" in head or b"<a " in body.lower()
 
 
 def _html_files(body: bytes) -> list[tuple[str, bool]]:

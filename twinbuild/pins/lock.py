@@ -78,7 +78,7 @@ class LockResult:
 def lock_pins(options: LockOptions) -> LockResult:
     """Move the locked pins to the lock's commits; write nothing unless all of them pass."""
     old = load(options.manifest)
-    doc = strictjson.load(options.lock)
+    doc = strictjson.load(options.lock, what="release lock")
     if not isinstance(doc, dict):
         raise ConfigError(f"{options.lock}: a release lock is a JSON object")
     fields = strictjson.Fields(doc, "lock", str(options.lock), missing="the release lock names it")

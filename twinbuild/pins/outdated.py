@@ -13,7 +13,6 @@ and the report ``partial``; when nothing could be asked at all the command fails
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from twinbuild.errors import EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, ResolvedPin
 from twinbuild.manifest.render import render
+from twinbuild.util import environ, shown
 from twinbuild.util.exchange import Clock
 
 Source = Literal["pypi", "git", "registry"]
@@ -34,6 +34,8 @@ SOURCES: tuple[Source, ...] = get_args(Source)
 Status = Literal["outdated", "current", "floating", "unchecked", "unknown"]
 STATUSES: tuple[Status, ...] = get_args(Status)
 INDEX_TIMEOUT_VAR = "TWINBUILD_INDEX_TIMEOUT"
+INDEX_BUDGET = 2
+"""All of one command's index requests together get this many request timeouts."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,9 +114,10 @@ class OutdatedReport:
             if r.status in ("current", "unchecked"):
                 continue
             lines.append(
-                f"| `{r.pin}` | {r.status} | `{r.current}` | `{r.latest or ''}` | {_images(r)} |"
-            )
-        lines += [f"- unreachable: {line}" for line in self.unreachable]
+                shown.row((shown.code_cell(r.pin), r.status, shown.code_cell(r.current),
+                           shown.code_cell(r.latest or ""), shown.cell(_images(r))))
+            )  # fmt: skip
+        lines += [f"- unreachable: {shown.one_line(line)}" for line in self.unreachable]
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,7 +153,8 @@ def outdated_pins(options: OutdatedOptions) -> OutdatedReport:
         from twinbuild.pins.index import default_index
 
         index = default_index()
-    asks, rows = _questions(manifest, options, index or "")
+    clock = index_clock() if "pypi" in options.sources else None
+    asks, rows = _questions(manifest, options, index or "", clock)
     answered, unreachable = _ask_all(asks, options)
     if asks and not answered:
         raise EngineError("pins outdated: nothing could be asked:\n" + "\n".join(unreachable))
@@ -210,7 +214,7 @@ def _with(row: Row, **changes: Any) -> Row:
 
 
 def _questions(
-    manifest: Manifest, options: OutdatedOptions, index: str
+    manifest: Manifest, options: OutdatedOptions, index: str, clock: Clock | None
 ) -> tuple[list[_Ask], list[Row]]:
     """The questions to ask, and the rows no source answers (url, apt, untracked commits)."""
     asks: list[_Ask] = []
@@ -240,7 +244,9 @@ def _questions(
                     *([f"{i.name}:local"] if i in local and name not in local[i] else []),
                 )
             )
-            ask, row = _pin_question(first, tuple(i.name for i in on), images, options, index)
+            ask, row = _pin_question(
+                first, tuple(i.name for i in on), images, options, index, clock
+            )
             if ask is not None:
                 asks.append(ask)
             elif row is not None:
@@ -250,19 +256,19 @@ def _questions(
 
 def _pin_question(
     r: ResolvedPin, variants: tuple[str, ...], images: tuple[str, ...],
-    options: OutdatedOptions, index: str,
+    options: OutdatedOptions, index: str, clock: Clock | None,
 ) -> tuple[_Ask | None, Row | None]:  # fmt: skip
     v = r.values
     base: dict[str, Any] = {"pin": r.name, "kind": r.kind, "variants": variants, "images": images}
     if r.kind == "pypi":
         current = v.version if v.version is not None else (v.range or "(unpinned)")
         row = Row(**base, source="pypi", current=current, latest=None, status="unknown")
-        if "pypi" not in options.sources:
+        if "pypi" not in options.sources or clock is None:
             return None, _with(row, note="pypi not asked")
         where = options.index_url or v.index or index
         dist = v.dist or r.name
         return _Ask(
-            source="pypi", key=(where, dist), row=row, answer=_pypi_answer(where, dist, v)
+            source="pypi", key=(where, dist), row=row, answer=_pypi_answer(where, dist, v, clock)
         ), None
     if r.kind == "git":
         ref = v.track or v.ref
@@ -286,17 +292,25 @@ def _pin_question(
                      note=note)  # fmt: skip
 
 
-def _index_clock() -> Clock:
-    text = os.environ.get(INDEX_TIMEOUT_VAR, "30")
-    seconds = float(text) if text.isdigit() and 1 <= int(text) <= 3600 else 30.0
-    return Clock(timeout=seconds, budget=seconds * 20, hint=f"${INDEX_TIMEOUT_VAR} sets it")
+def index_clock() -> Clock:
+    """The deadlines of the command's index requests: ``$TWINBUILD_INDEX_TIMEOUT`` seconds each
+    (30), and :data:`INDEX_BUDGET` times that for all of them together, however many pins ask:
+    an index that drips answers each request just inside its deadline, and 70 pins at 8 in
+    flight took 271 s before the budget was one for the command."""
+    seconds = environ.whole(
+        INDEX_TIMEOUT_VAR, low=1, high=3600,
+        hint="set whole seconds, e.g. 30, or unset it for the default",
+    )  # fmt: skip
+    timeout = float(seconds or 30)
+    return Clock(
+        timeout=timeout, budget=timeout * INDEX_BUDGET,
+        hint=f"${INDEX_TIMEOUT_VAR}={timeout:g} sets it; a command gets {INDEX_BUDGET} times that",
+    )  # fmt: skip
 
 
 def _pypi_answer(
-    index: str, dist: str, values: Any
+    index: str, dist: str, values: Any, clock: Clock
 ) -> Callable[[str], tuple[str | None, Status, str]]:
-    clock = _index_clock()
-
     def answer(current: str) -> tuple[str | None, Status, str]:
         from twinbuild.pins.index import releases
 

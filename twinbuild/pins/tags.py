@@ -100,13 +100,18 @@ def _page(body: bytes, what: str) -> list[str]:
     try:
         doc = json.loads(body)
     except (ValueError, RecursionError):
-        raise EngineError(f"{what}: the tags list does not parse as JSON") from None
-    tags = doc.get("tags") if isinstance(doc, dict) else None
-    if tags is None:
+        raise EngineError(f"{what}: the registry's tags answer is malformed (no JSON)") from None
+    # A registry answers {"name": ..., "tags": [...]} (tags null for a repository without
+    # any); {} or [] or a list of numbers is no answer about tags at all, not "no newer tag".
+    tags = doc.get("tags", ...) if isinstance(doc, dict) else ...
+    if tags is None and isinstance(doc, dict) and isinstance(doc.get("name"), str):
         return []
-    if not isinstance(tags, list):
-        raise EngineError(f"{what}: the tags list has no list of tags")
-    return [t for t in tags if isinstance(t, str)]
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise EngineError(
+            f"{what}: the registry's tags answer is malformed (not a JSON object with a list of "
+            "tags); ask again later, or pass --base-registry for a mirror"
+        )
+    return tags
 
 
 def _next(link: str) -> str | None:

@@ -588,7 +588,7 @@ def _copy(scan: _Scan, ins: str, words: list[Word], text: str, line: int) -> Non
 def _copy_from(scan: _Scan, source: str, flags: list[Word], line: int) -> None:
     """``COPY --from=X``: a stage of this recipe, or an image (a pin the recipe writes)."""
     ref = scan.expand(source)
-    if ref in scan.stage_names or ref.isdigit():
+    if ref in scan.stage_names or (ref.isascii() and ref.isdigit()):  # a stage index
         return
     word = next(f for f in flags if f.text.startswith("--from"))
     repo, tag, digest = _split_image(ref)

@@ -186,7 +186,7 @@ class SmokeReport:
     @classmethod
     def load(cls, path: Path) -> SmokeReport:
         """The report at ``path``, read strictly (see :meth:`from_json`)."""
-        return cls.from_json(strictjson.load(path), str(path))
+        return cls.from_json(strictjson.load(path, what="smoke report"), str(path))
 
     def save(self, report_dir: Path, *, keyed: bool = False) -> dict[str, Path]:
         """Write ``smoke-<variant>-<arch>-<profile>[-host|-<image>].json`` and ``.junit.xml``.
@@ -227,7 +227,7 @@ def summary(
 
 def read_results(path: Path) -> tuple[tuple[SmokeTest, ...], dict[str, str]]:
     """The records the suite itself wrote (every test, what the image holds), in these types."""
-    top = Fields(strictjson.load(path), "results", str(path))
+    top = Fields(strictjson.load(path, what="smoke report"), "results", str(path))
     tests = tuple(SmokeTest.from_json(t) for t in top.items("tests"))
     holds = _holds(top.obj("holds"))
     top.done()

@@ -2,12 +2,15 @@
 
 Write a temporary file next to the target, flush it to disk, then ``os.replace`` it over the
 target (atomic on POSIX within one file system). A full disk, a crash or Ctrl-C before the rename
-leaves the previous file untouched and no temporary file behind. Every file twinbuild writes for
-others to read (the manifest after a bump, drafts, build records, evidence, keys) goes through here.
+leaves the previous file untouched and no temporary file behind; SIGKILL leaves one, named
+``.NAME.PID.RANDOM.tmp``, which the next write of that file removes (:func:`leftovers`). Every
+file twinbuild writes for others to read (the manifest after a bump, drafts, build records,
+evidence, keys) goes through here.
 
 A rename replaces whatever has the name, so the target is checked first: a symlink is followed to
 the file it names (that file is replaced, in its own folder, and the link is kept, so ``pins bump``
-through a linked manifest edits the real one); a device, FIFO, socket or directory is refused (a
+through a linked manifest edits the real one), unless a link inside the repository or the cache
+leads out of both (:func:`links_within`); a device, FIFO, socket or directory is refused (a
 rename would swap ``/dev/null`` for a regular file). With ``within``, the file (after following
 links) must lie inside that folder: generated files never land outside the tree they belong to;
 :func:`plain_folder` checks that no link leads out of the folder itself.
@@ -20,10 +23,12 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from twinbuild.errors import ConfigError, DiskFull
 from twinbuild.util.bounded import kind_of
+from twinbuild.util.signals import held
 from twinbuild.util.values import encode
 
 
@@ -55,24 +60,103 @@ def write_atomic(
     try:
         if parents:
             directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise _error(path, exc, existed=existed) from None
-    tmp = Path(tmp_name)
+    try:
+        temporary(target, data, mode=mode, shown=path, existed=existed).replace(target)
+    except BaseException as exc:
+        with held():  # a signal may come between the temporary's making and its naming
+            discard_own(target)
+        if isinstance(exc, OSError):
+            raise _error(path, exc, existed=existed) from None
+        raise
+    _sync_dir(directory)
+
+
+def discard_own(target: Path) -> None:
+    """Remove the temporary files this process made beside ``target`` (a write stopped)."""
+    prefix = f".{target.name}.{os.getpid()}."
+    with contextlib.suppress(OSError):
+        for entry in target.parent.iterdir():
+            if entry.name.startswith(prefix) and entry.name.endswith(TEMP_SUFFIX):
+                entry.unlink(missing_ok=True)
+
+
+def temporary(
+    target: Path, data: bytes, *, mode: int, shown: Path | None = None, existed: bool = False
+) -> Path:
+    """``data`` in a new temporary file beside ``target``, flushed to disk, ``mode`` set before
+    anything is in it: ``.NAME.PID.RANDOM.tmp``, so a later run knows a killed run's leftover
+    (:func:`sweep` removes those first). SIGKILL is the one ending no code can clean up after."""
+    sweep(target)
+    try:
+        fd, name = tempfile.mkstemp(
+            prefix=f".{target.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=target.parent
+        )
+    except OSError as exc:
+        raise _error(shown or target, exc, existed=existed) from None
+    tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        tmp.replace(target)
     except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
         if isinstance(exc, OSError):
-            raise _error(path, exc, existed=existed) from None
+            raise _error(shown or target, exc, existed=existed) from None
         raise
-    _sync_dir(directory)
+    return tmp
+
+
+TEMP_SUFFIX = ".tmp"
+
+
+def leftovers(target: Path) -> list[tuple[Path, int]]:
+    """The temporary files beside ``target`` that a run which is gone left (killed, so it could
+    not remove them), with that run's process id: ours by name and owner, regular files, and
+    no process of that id is alive. A live one (a run writing now) is never among them."""
+    found: list[tuple[Path, int]] = []
+    prefix = f".{target.name}."
+    try:
+        names = [entry.name for entry in target.parent.iterdir()]
+    except OSError:
+        return found
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(TEMP_SUFFIX)):
+            continue
+        pid_text = name[len(prefix) :].partition(".")[0]
+        if not (pid_text.isascii() and pid_text.isdigit() and len(pid_text) <= 10):
+            continue
+        path = target.parent / name
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_uid == os.geteuid() and _gone(int(pid_text)):
+            found.append((path, int(pid_text)))
+    return found
+
+
+def sweep(target: Path) -> None:
+    """Remove what :func:`leftovers` finds beside ``target``."""
+    for path, _ in leftovers(target):
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+def _gone(pid: int) -> bool:
+    if pid == os.getpid() or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (OSError, OverflowError):  # another user's process, a pid out of range: not ours
+        return False
+    return False
 
 
 def need_folder(path: Path, directory: Path) -> None:
@@ -109,8 +193,48 @@ def folder_to_write(path: Path) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def links_within(*folders: Path) -> Iterator[None]:
+    """For the block, a link that lies inside one of ``folders`` (the repository, the cache)
+    leads a write only into one of them: nothing is written outside them through a link a
+    checkout or a cache holds (``pins -> /elsewhere``). ``twinbuild.cli.main`` sets it for every
+    command; a path a person names that passes through no such link is written where it says."""
+    _FENCE.append(tuple(Path(os.path.realpath(f)) for f in folders))
+    try:
+        yield
+    finally:
+        _FENCE.pop()
+
+
+_FENCE: list[tuple[Path, ...]] = [()]
+
+
+def _inside(path: Path, folders: tuple[Path, ...]) -> bool:
+    return any(path == f or f in path.parents for f in folders)
+
+
+def _no_link_out(path: Path, existed: bool) -> None:
+    """Refuse ``path`` when a link inside a fenced folder leads it out of all of them."""
+    folders = _FENCE[-1]
+    if not folders:
+        return
+    absolute = path.absolute()
+    real = Path(os.path.realpath(path))
+    if real == absolute or _inside(real, folders):
+        return
+    for part in (absolute, *absolute.parents):
+        if part.is_symlink() and _inside(Path(os.path.realpath(part.parent)), folders):
+            kept = "the previous file is unchanged" if existed else "nothing was written"
+            raise ConfigError(
+                f"{path}: the link {part} (to {part.readlink()}) leads to {real}, outside the "
+                f"repository and the cache; {kept}: twinbuild writes nothing there through a "
+                "link, replace the link with the folder or file itself"
+            )
+
+
 def resolve_target(path: Path, *, within: Path | None = None) -> Path:
     """The regular file (existing or not) a write to ``path`` must replace, or a refusal."""
+    _no_link_out(path, existed=os.path.lexists(path))
     target = Path(os.path.realpath(path)) if path.is_symlink() else path
     if within is not None:
         root = Path(os.path.realpath(within))

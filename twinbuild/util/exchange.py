@@ -233,7 +233,7 @@ def _late(request: Request, deadline: Deadline, clock: Clock) -> EngineError:
     if deadline.budget_bound:
         return EngineError(
             f"{request.what}: the {request.peer} {request.host} had not answered {request.target} "
-            f"when this command's {clock.budget:g}s for registry requests ran out{hint}"
+            f"when this command's {clock.budget:g}s for {request.peer} requests ran out{hint}"
         )
     return EngineError(
         f"{request.what}: the {request.peer} {request.host} sent no complete answer to "

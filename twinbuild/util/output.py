@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any, Literal, Protocol, TextIO
 
 from twinbuild.errors import ConfigError, DiskFull, StdoutClosed, TwinbuildError
@@ -209,15 +209,50 @@ def silence_stdout() -> None:
         pass
 
 
+class _Closed(io.TextIOBase):
+    """The stdout of a process started without one (``>&-``): Python's is None there."""
+
+    def write(self, text: str) -> int:
+        raise ConfigError(
+            "stdout: is closed (the command was started with >&-); its output was not written, "
+            "give it a stdout (> /dev/null to drop the output)"
+        )
+
+    def flush(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+
+def _hold(fd: int) -> None:
+    """Put /dev/null on ``fd``, which the process was started without: the next file twinbuild
+    opens (a manifest's temporary file) would get that number, and every child it starts would
+    write its output or errors into that file."""
+    with contextlib.suppress(OSError):
+        os.fstat(fd)
+        return
+    with contextlib.suppress(OSError):
+        devnull = os.open(os.devnull, os.O_RDWR)
+        if devnull != fd:
+            os.dup2(devnull, fd)
+            os.close(devnull)
+
+
 @contextmanager
 def guarded() -> Iterator[None]:
     """Run a command with a stdout whose failures raise one of ours (``main`` maps them)."""
-    inner = sys.stdout
-    sys.stdout = _Guarded(inner)
+    inner, errors = sys.stdout, sys.stderr
+    if inner is None:
+        _hold(1)
+    if errors is None:  # print(file=None) would write the error to stdout, as data
+        _hold(2)
+        sys.stderr = Path(os.devnull).open("w")  # noqa: SIM115 - lives as long as the process
+    sys.stdout = _Guarded(inner if inner is not None else _Closed())  # type: ignore[arg-type]
     try:
         yield
     finally:
-        sys.stdout = inner
+        sys.stdout, sys.stderr = inner, errors
 
 
 def flush() -> None:

@@ -7,7 +7,10 @@ was running unwinds: ``write_atomic`` removes its temporary file, ``bake`` its h
 folders, ``keygen`` the private key it wrote without its public one; ``twinbuild.cli.main``
 says which signal it was and exits 130 (docs/errors.md). SIGKILL cannot be caught; nothing
 twinbuild writes is visible before its final rename, so it leaves a stray temporary file at
-most, never a half-written one.
+most, never a half-written one, and the next write of that file removes it
+(``util.atomic.leftovers``). :func:`install` puts the handler in place for the whole process,
+first thing (``twinbuild/__main__.py``); :func:`held` keeps a signal waiting while two steps
+that belong together, or a cleanup, run.
 """
 
 from __future__ import annotations
@@ -34,16 +37,47 @@ def stopped_by(exc: KeyboardInterrupt) -> str:
     return exc.name if isinstance(exc, Stopped) else "SIGINT"
 
 
+def said(exc: KeyboardInterrupt) -> str:
+    """The one line a stopped run ends with (docs/errors.md)."""
+    return f"twinbuild: stopped by {stopped_by(exc)}; nothing half-done was kept"
+
+
+def _stop(signum: int, _frame: FrameType | None) -> None:
+    raise Stopped(signum)
+
+
+def install() -> None:
+    """SIGINT and SIGTERM raise :class:`Stopped` from now on, for the whole process: the first
+    thing ``twinbuild/__main__.py`` does, before anything heavy is imported."""
+    for sig in STOPPING:
+        signal.signal(sig, _stop)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the block is done (a cleanup, or two renames that belong
+    together, never cut in half); one that came meanwhile is delivered after it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 @contextmanager
 def stopping(make: Callable[[str], BaseException] | None = None) -> Iterator[None]:
     """For the block, SIGINT and SIGTERM raise ``make(name)`` (default :class:`Stopped`); the
     previous handlers come back after it. Outside the main thread (where Python delivers no
     signal) it does nothing."""
 
-    def stop(signum: int, _frame: FrameType | None) -> None:
+    def stop(signum: int, frame: FrameType | None) -> None:
         if make is None:
-            raise Stopped(signum)
-        raise make(signal.Signals(signum).name)
+            _stop(signum, frame)
+        else:
+            raise make(signal.Signals(signum).name)
 
     if threading.current_thread() is not threading.main_thread():
         yield
