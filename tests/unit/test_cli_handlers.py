@@ -291,7 +291,9 @@ def test_gpu_proof_dry_run_and_without_a_gpu(
     monkeypatch.setattr("twinbuild.smoke.gpu.detect", lambda platform, **_: None)
     (root / "sources").mkdir()
     out = root / "out"
-    assert main(["gpu-proof", "--sources", str(root / "sources"), "--out", str(out), *manifest]) == 1
+    assert (
+        main(["gpu-proof", "--sources", str(root / "sources"), "--out", str(out), *manifest]) == 1
+    )
     err = capsys.readouterr().err
     assert err.splitlines()[-1].startswith(
         "twinbuild: gpu-proof: nothing proven: every check skipped (no nvidia GPU"

@@ -68,6 +68,7 @@ class Built:
     reason: str = ""  # why it did not build ("" when it did)
     reused: bool = False
     cut: bool = False  # not started: the budget had less left than its floor
+    tools: Path | None = None  # the toolkit's bin folder (its cuobjdump reads the kernels)
 
     def line(self) -> str:
         if self.path is None:
@@ -274,7 +275,8 @@ class HostBuilder:
             if rc != 0:
                 return Built(name="kernels", path=None, seconds=time.monotonic() - started,
                              reason=f"nvcc for sm_{sm} exited {rc}: {_tail(log)}")  # fmt: skip
-        return Built(name="kernels", path=folder, seconds=time.monotonic() - started)
+        return Built(name="kernels", path=folder, seconds=time.monotonic() - started,
+                     tools=self.toolkit.home / "bin")  # fmt: skip
 
     def perf(self, arch: str, commit: str, limit_s: float) -> Built:
         started = time.monotonic()

@@ -19,6 +19,7 @@ uses the standard library only: the GPU host has no twinbuild dependencies.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -436,8 +437,12 @@ def _kernel_step(run: _Run, kernels: Built | None) -> None:
                  not_run=reading is None)  # fmt: skip
         return
     folder = kernels.path
+    tools = kernels.tools
 
     def judge(probe: Probe, shell: Shell) -> tuple[Verdict, Verdict]:
+        if tools is not None:  # the toolkit's cuobjdump, wherever the toolkit was found
+            path = f"{tools}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+            probe = replace(probe, env={**probe.env, "PATH": path})
         return (
             gpu_probe.kernel_arch(shell, probe, reading, files=[str(folder / "kernel-ok.so")],
                                   modules=[]),
