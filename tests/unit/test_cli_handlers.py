@@ -290,15 +290,14 @@ def test_gpu_proof_dry_run_and_without_a_gpu(
     assert not (root / "build").exists()  # a dry run writes nothing
     monkeypatch.setattr("twinbuild.smoke.gpu.detect", lambda platform, **_: None)
     (root / "sources").mkdir()
-    out = root / "out"
-    assert (
-        main(["gpu-proof", "--sources", str(root / "sources"), "--out", str(out), *manifest]) == 1
-    )
+    folder = root / "out"
+    argv = ["gpu-proof", "--sources", str(root / "sources"), "--out", str(folder), *manifest]
+    assert main(argv) == 1
     err = capsys.readouterr().err
     assert err.splitlines()[-1].startswith(
         "twinbuild: gpu-proof: nothing proven: every check skipped (no nvidia GPU"
     )
-    end = json.loads((out / "report.jsonl").read_text().splitlines()[-1])
+    end = json.loads((folder / "report.jsonl").read_text().splitlines()[-1])
     assert end["counts"]["skipped"] == 13
 
 
