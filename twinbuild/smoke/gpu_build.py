@@ -227,7 +227,7 @@ class HostBuilder:
             return Built(name=name, path=None, seconds=0.0, reason=str(exc))
         env = self._env(self.toolkit)
         env["TMS_CUDA_MAJOR"] = self.cuda_major
-        env["LIBRARY_PATH"] = ":".join(filter(None, [str(self._driver_link(self.toolkit)),
+        env["LIBRARY_PATH"] = ":".join(filter(None, [str(self._driver_link(self.toolkit, log)),
                                                      os.environ.get("LIBRARY_PATH")]))  # fmt: skip
         shutil.rmtree(target, ignore_errors=True)
         rc = run_logged([self.python, "-m", "pip", "install", "--no-deps", "--no-build-isolation",
@@ -240,7 +240,7 @@ class HostBuilder:
         self._stamp(target, key)
         return Built(name=name, path=target, seconds=seconds)
 
-    def _driver_link(self, toolkit: Toolkit) -> Path:
+    def _driver_link(self, toolkit: Toolkit, log: Path) -> Path:
         """A folder whose libcuda.so the linker takes: the driver's, else CUDA's stub."""
         link = self.work / "link"
         found = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False,
@@ -248,13 +248,18 @@ class HostBuilder:
         candidates = [line.rsplit(" ", 1)[-1] for line in found.splitlines()
                       if "libcuda.so.1 " in line]  # fmt: skip
         candidates += ["/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-                       str(toolkit.home / "lib64/stubs/libcuda.so")]  # fmt: skip
+                       *(str(toolkit.home / d / "stubs/libcuda.so")
+                         for d in ("lib64", "lib", "targets/x86_64-linux/lib"))]  # fmt: skip
         for candidate in candidates:
             if Path(candidate).exists():
                 link.mkdir(parents=True, exist_ok=True)
                 (link / "libcuda.so").unlink(missing_ok=True)
                 (link / "libcuda.so").symlink_to(candidate)
-                break
+                return link
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("a", encoding="utf-8") as out:
+            out.write(f"no libcuda to link against: none of {candidates} (the driver's, or the "
+                      "toolkit's stub); LIBRARY_PATH must name one\n")  # fmt: skip
         return link
 
     def kernels(self, arch: str, other: str, limit_s: float) -> Built:

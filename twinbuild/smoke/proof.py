@@ -31,7 +31,8 @@ from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, Manifest
 from twinbuild.smoke import gpu, gpu_arch, gpu_checks, gpu_collective, gpu_probe
 from twinbuild.smoke.gpu_budget import DEFAULT_BUDGET_S, Budget, Limit
-from twinbuild.smoke.gpu_build import PRE_FIX_TMS, Built, default_work, pinned_commit
+from twinbuild.smoke.gpu_build import PRE_FIX_TMS, Builder, Built, default_work, pinned_commit
+from twinbuild.smoke.gpu_cuda import Toolkit
 from twinbuild.smoke.gpu_host import Machine
 from twinbuild.smoke.gpu_probe import Probe, Shell, Verdict
 from twinbuild.smoke.gpu_report import OutFolder
@@ -306,7 +307,9 @@ def run_proof(options: ProofOptions, machine: Machine, *, say: Callable[[str], N
     return proof
 
 
-def _checks(run: _Run, info: gpu.GpuInfo, toolkit: Any, say: Callable[[str], None]) -> None:
+def _checks(
+    run: _Run, info: gpu.GpuInfo, toolkit: Toolkit | str, say: Callable[[str], None]
+) -> None:
     options, machine = run.options, run.machine
     arch = info.archs[0] if info.archs else ""
     # 1. host facts: torch's backend (which also says torch's CUDA, for the builds).
@@ -454,7 +457,7 @@ def _kernel_step(run: _Run, kernels: Built | None) -> None:
 
 
 def _all_reduce_steps(
-    run: _Run, info: gpu.GpuInfo, arch: str, builder: Any, say: Callable[[str], None]
+    run: _Run, info: gpu.GpuInfo, arch: str, builder: Builder, say: Callable[[str], None]
 ) -> None:
     results_case, bandwidth_case = _case("all-reduce"), _case("all-reduce-bandwidth")
     reading = run.reading if isinstance(run.reading, dict) else {}
