@@ -203,3 +203,24 @@ def test_preload_mode_is_judged_by_its_exit_code_as_upstream_does(tmp_path: Path
                                      "memory-saver-tags")  # fmt: skip
     assert verdict.outcome == "failed"
     assert verdict.message.startswith("torch_memory_saver tagged regions: exited -11")
+
+
+def test_a_command_past_its_steps_deadline_goes_with_its_children(tmp_path: Path) -> None:
+    """The proof's shell ends a command at its step's deadline whatever the command's own
+    ``timeout`` says, and takes the processes it started along (a GPU script's children)."""
+    pids = tmp_path / "pids"
+    clock = Monotonic()
+    shell = gpu_host.local_shell(clock, clock.now() + 2, tmp_path / "step.log")
+    started = clock.now()
+    ran = shell(["timeout", "600", "sh", "-c", f"sleep 60 & echo $! > {pids}; sleep 60"])
+    assert ran.rc == 124
+    assert ran.stderr == "killed: its step's limit was spent"
+    assert clock.now() - started < 40  # the 60 s sleeps and the 600 s timeout did not run out
+    child = int(pids.read_text(encoding="utf-8"))
+    stat = Path(f"/proc/{child}/stat")
+    # Gone, or a zombie its new parent has not reaped yet: killed either way, not sleeping.
+    assert not stat.exists() or stat.read_text(encoding="utf-8").rsplit(")", 1)[1][1] in "ZX"
+    # A step whose deadline has passed starts nothing.
+    late = gpu_host.local_shell(clock, clock.now() - 1, tmp_path / "step.log")
+    assert late(["touch", str(tmp_path / "never")]).rc == 124
+    assert not (tmp_path / "never").exists()

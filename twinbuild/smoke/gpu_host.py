@@ -6,6 +6,7 @@ fake GPU layer of the same shape, so both run the same flow, budget and report.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -53,8 +54,8 @@ def log_ran(log: Path, argv: Sequence[str], ran: Ran) -> None:
 
 def local_shell(clock: Clock, deadline: float, log: Path) -> Shell:
     """This machine as a :data:`gpu_probe.Shell`: ``timeout`` inside bounds each command, this
-    bounds the wait for it by the step's deadline. Output is decoded with replacement: a stray
-    non-UTF-8 byte is kept as U+FFFD, never a crash."""
+    bounds it by the step's deadline too (its whole process group is killed there). Output is
+    decoded with replacement: a stray non-UTF-8 byte is kept as U+FFFD, never a crash."""
 
     def run(argv: Sequence[str]) -> Ran:
         left = deadline - clock.now()
@@ -63,14 +64,23 @@ def local_shell(clock: Clock, deadline: float, log: Path) -> Shell:
             log_ran(log, argv, ran)
             return ran
         try:
-            proc = subprocess.run(list(argv), capture_output=True, check=False, timeout=left + 15)
-            ran = Ran(rc=proc.returncode, stdout=proc.stdout.decode(errors="replace"),
-                      stderr=proc.stderr.decode(errors="replace"))  # fmt: skip
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
-            ran = Ran(rc=124, stdout=out, stderr="killed: its step's limit was spent")
+            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=True)  # fmt: skip
         except OSError as exc:
             ran = Ran(rc=127, stdout="", stderr=f"{argv[0]}: {exc.strerror}")
+            log_ran(log, argv, ran)
+            return ran
+        try:
+            out, err = proc.communicate(timeout=left + 5)
+            ran = Ran(rc=proc.returncode, stdout=out.decode(errors="replace"),
+                      stderr=err.decode(errors="replace"))  # fmt: skip
+        except subprocess.TimeoutExpired:
+            # Past the step's deadline: the command and every process it started (a GPU script
+            # holding device memory) go, not only the ``timeout`` in front of them.
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+            ran = Ran(rc=124, stdout=out.decode(errors="replace"),
+                      stderr="killed: its step's limit was spent")  # fmt: skip
         log_ran(log, argv, ran)
         return ran
 
