@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from twinbuild.cli.main import main
-from twinbuild.errors import FindingsError
+from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.manifest.loader import load
 from twinbuild.smoke import gpu, gpu_rehearse, gpu_report
 from twinbuild.smoke.gpu_build import PRE_FIX_TMS
@@ -194,6 +194,13 @@ def test_a_run_stopped_midway_keeps_every_finished_row(tmp_path: Path) -> None:
         prove(options, echo=lambda _l: None, say=lambda _l: None,
               machine=replace(machine, runner=dying))  # fmt: skip
     lines = gpu_report.read(options.out / "report.jsonl")
+    # SIGKILL in the middle of the next line's write: that line is left out, the rest read.
+    whole = (options.out / "report.jsonl").read_bytes()
+    (options.out / "report.jsonl").write_bytes(whole + b'{"kind": "check", "che')
+    assert gpu_report.read(options.out / "report.jsonl") == lines
+    (options.out / "report.jsonl").write_bytes(whole + b'{"kind": "check", "che\n')
+    with pytest.raises(ConfigError, match=f"report.jsonl:{len(lines) + 1}: not a JSON line"):
+        gpu_report.read(options.out / "report.jsonl")
     done = [x["check"] for x in lines if x["kind"] == "check"]
     assert done == ["torch-backend", "memory-saver-free", "memory-saver-torch-mode"]
     table = (options.out / "table.md").read_text(encoding="utf-8")

@@ -60,9 +60,12 @@ class OutFolder:
 
 def read(path: Path) -> list[dict[str, Any]]:
     """The lines of a report, each checked: a JSON object with a known ``kind``, the host line
-    first. A line cut off mid-write (the last one of a killed run) is an error naming it."""
+    first. A last line without its newline was cut off mid-write (a run killed then) and is
+    left out; any other line that is not a report line is an error naming it."""
+    text = path.read_text(encoding="utf-8")
+    whole = text[: text.rfind("\n") + 1]
     lines: list[dict[str, Any]] = []
-    for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, text in enumerate(whole.splitlines(), 1):
         try:
             data = json.loads(text)
         except ValueError:
