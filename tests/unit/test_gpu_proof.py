@@ -356,3 +356,23 @@ def test_the_library_path_holds_the_runtime_and_nccl_of_torchs_wheels(tmp_path: 
     dirs = run.stdout.strip().split(":")
     assert str(site / "nvidia/cu13/lib") in dirs
     assert str(site / "nvidia/nccl/lib") in dirs
+
+
+def test_the_rehearsal_on_eight_gpus_builds_and_proves_all_reduce(tmp_path: Path) -> None:
+    """Eight fake H200s (an HGX board, where the manifest declares a 225 GB/s floor): the budget
+    reaches all-reduce last, all_reduce_perf is built (for sm_90 alone) and both rows are
+    proven: -c 0 runs without validation, a floor 1.5x the measured bandwidth is not met."""
+    options = _options(tmp_path)
+    assert options.work is not None
+    machine = gpu_rehearse.machine(load(MANIFEST), "cu13", None, options.work, gpus=8)
+    proof = prove(options, echo=lambda _l: None, say=lambda _l: None, machine=machine)
+    assert {r.case.check: r.status for r in proof.rows} == {c.check: "proven" for c in CASES}
+    rows = {r.case.check: r for r in proof.rows}
+    perf = options.work / "nccl-tests-ae98985f5599-sm90/all_reduce_perf"
+    assert rows["all-reduce"].broken.reasons[0] == (
+        f"{perf} ran without its correctness check (validation: 0)"
+    )
+    assert rows["all-reduce-bandwidth"].healthy.readings["floor_gbs"] == 225
+    lines = gpu_report.read(options.out / "report.jsonl")
+    builds = [x["name"] for x in lines if x["kind"] == "build"]
+    assert builds == ["tms", "tms-prefix", "kernels", "all_reduce_perf"]

@@ -54,16 +54,26 @@ def _package() -> str | None:
     return None
 
 
-def _visible() -> bool:
+def _gpus() -> int:
+    """How many H200s the rehearsal stands for (``TB_FAKE_GPUS``, set by its interpreter)."""
+    return int(os.environ.get("TB_FAKE_GPUS") or 1)
+
+
+def _visible() -> int:
+    """The GPUs torch sees: all, narrowed by CUDA_VISIBLE_DEVICES to those that exist."""
     value = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return value is None or value.strip() in ("0", "0,")
+    if value is None:
+        return _gpus()
+    ids = [v.strip() for v in value.split(",") if v.strip()]
+    return len([i for i in ids if i.isdigit() and int(i) < _gpus()])
 
 
 def _devices() -> dict[str, Any]:
-    ok = _visible()
+    n = _visible()
+    ok = n > 0
     return {
-        "vendor": "nvidia", "available": ok, "count": 1 if ok else 0, "nodes": 1,
-        "archs": ["9.0"] if ok else [], "names": ["NVIDIA H200"] if ok else [],
+        "vendor": "nvidia", "available": ok, "count": n, "nodes": _gpus(),
+        "archs": ["9.0"] * n, "names": ["NVIDIA H200"] * n,
         "arch_list": ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120", "compute_120"]
         if ok else [],
         "env": {k: os.environ.get(k) for k in
@@ -92,9 +102,9 @@ def _out(data: dict[str, Any]) -> None:
 def _answer(which: str, args: list[str]) -> int:
     env = os.environ
     if which == "backend":
-        ok = _visible()
-        _out({"available": ok, "count": 1 if ok else 0, "cuda": "13.0", "hip": None,
-              "name": "NVIDIA H200" if ok else None})  # fmt: skip
+        n = _visible()
+        _out({"available": n > 0, "count": n, "cuda": "13.0", "hip": None,
+              "name": "NVIDIA H200" if n else None})  # fmt: skip
         return 0
     if which == "matmul":
         tf32 = env.get("TB_MATMUL_TF32") == "1"
@@ -166,7 +176,31 @@ def _answer(which: str, args: list[str]) -> int:
     return 2
 
 
+def all_reduce_perf(argv: list[str]) -> int:
+    """nccl-tests' all_reduce_perf on these GPUs (its output format: src/util.cu): 8 MiB to
+    256 MiB by 2, ``-g`` GPUs, ``-c`` 1 checks every result (#wrong 0), 0 leaves them unchecked
+    (#wrong N/A, ``validation: 0``); about 360 GB/s of bus bandwidth at the largest size."""
+    opts = dict(zip(argv[::2], argv[1::2], strict=False))
+    gpus, check = int(opts.get("-g", "1")), opts.get("-c", "1") == "1"
+    print(f"tb-fake-seconds: {10 + 2 * gpus}", file=sys.stderr)
+    print(f"# nThread 1 nGpus {gpus} minBytes 8388608 maxBytes 268435456 step: 2(factor) "
+          f"warmup iters: 1 iters: 20 agg iters: 1 validation: {int(check)} graph: 0")  # fmt: skip
+    wrong = "0" if check else "N/A"
+    size, total, rows = 8 << 20, 0.0, 0
+    while size <= 256 << 20:
+        busbw = 360.0 * size / (size + (16 << 20))
+        t = size / busbw / 1e3
+        half = f"{t:8.1f} {busbw / 1.75:6.2f} {busbw:6.2f} {wrong:>6}"  # time algbw busbw #wrong
+        print(f"{size:>12} {size // 4:>12} float sum -1 {half} {half}")
+        total, rows, size = total + busbw, rows + 1, size * 2
+    print("# Out of bounds values : 0 OK")
+    print(f"# Avg bus bandwidth    : {total / rows:.2f}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--all-reduce-perf"]:
+        return all_reduce_perf(argv[1:])
     if len(argv) < 2 or argv[0] != "-c":
         print("gpu_fake: usage: -c SCRIPT [ARGS]", file=sys.stderr)
         return 2

@@ -17,7 +17,7 @@ import re
 import subprocess
 import sys
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from twinbuild.manifest.model import Manifest
@@ -41,16 +41,21 @@ BUILD_SECONDS = {"tms": 20, "tms-prefix": 20, "kernels": 3, "all_reduce_perf": 6
 _FAKE_SECONDS = re.compile(r"^tb-fake-seconds: (\d+(?:\.\d+)?)\n?", re.MULTILINE)
 
 
-def smi(argv: Sequence[str]) -> str | None:
-    """``nvidia-smi`` on one H200, as text decoded with replacement (a stray 0xff included)."""
-    raw: bytes
-    if "--query-gpu=name,driver_version" in argv:
-        raw = b"NVIDIA H200, 580.95.05\n"
-    elif "--query-gpu=compute_cap" in argv:
-        raw = b"9.0\n"
-    else:
-        raw = b"| NVIDIA-SMI 580.95.05  Driver Version: 580.95.05  CUDA Version: 13.0 \xff|\n"
-    return raw.decode(errors="replace")
+def smi(gpus: int) -> Callable[[Sequence[str]], str | None]:
+    """``nvidia-smi`` on ``gpus`` H200s, as text decoded with replacement (a stray 0xff
+    included)."""
+
+    def run(argv: Sequence[str]) -> str | None:
+        raw: bytes
+        if "--query-gpu=name,driver_version" in argv:
+            raw = b"NVIDIA H200, 580.95.05\n" * gpus
+        elif "--query-gpu=compute_cap" in argv:
+            raw = b"9.0\n" * gpus
+        else:
+            raw = b"| NVIDIA-SMI 580.95.05  Driver Version: 580.95.05  CUDA Version: 13.0 \xff|\n"
+        return raw.decode(errors="replace")
+
+    return run
 
 
 class RehearsalBuilder:
@@ -103,9 +108,12 @@ class RehearsalBuilder:
             unpack(source_path(self.sources, "nccl-tests"), commit, self.work / "src/nccl-tests")
         except Refused as exc:
             return self._refused("all_reduce_perf", exc)
-        self._spend("all_reduce_perf", limit_s)
-        return Built(name="all_reduce_perf", path=None, seconds=BUILD_SECONDS["all_reduce_perf"],
-                     reason=f"rehearsal: no all_reduce_perf runs here (sm_{arch})")  # fmt: skip
+        if not self._spend("all_reduce_perf", limit_s):
+            return Built(name="all_reduce_perf", path=None, seconds=limit_s,
+                         reason="killed at its limit")  # fmt: skip
+        binary = self.work / f"nccl-tests-{commit[:12]}-sm{arch}" / "all_reduce_perf"
+        _launcher(binary, "--all-reduce-perf")
+        return Built(name="all_reduce_perf", path=binary, seconds=BUILD_SECONDS["all_reduce_perf"])
 
 
 def fake_shell(clock: ManualClock, deadline: float, log: Path) -> Shell:
@@ -135,19 +143,25 @@ def fake_shell(clock: ManualClock, deadline: float, log: Path) -> Shell:
     return run
 
 
-def fake_python(work: Path) -> Path:
-    """An interpreter stand-in: this Python running ``gpu_fake`` with twinbuild importable."""
+def _launcher(path: Path, *first: str, gpus: int | None = None) -> Path:
+    """An executable that runs ``gpu_fake`` (with ``first`` before its arguments) on this Python,
+    twinbuild importable whatever PYTHONPATH the check gives it."""
     root = Path(__file__).resolve().parents[2]
-    path = work / "fake-python"
     path.parent.mkdir(parents=True, exist_ok=True)
+    count = f"TB_FAKE_GPUS={gpus} " if gpus is not None else ""
     path.write_text(
         "#!/bin/sh\n"
-        f'PYTHONPATH="{root}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S '
-        '-m twinbuild.smoke.gpu_fake "$@"\n',
+        f'{count}PYTHONPATH="{root}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S '
+        f'-m twinbuild.smoke.gpu_fake {" ".join(first)} "$@"\n',
         encoding="utf-8",
     )
     path.chmod(0o755)
     return path
+
+
+def fake_python(work: Path, gpus: int = 1) -> Path:
+    """An interpreter stand-in: this Python answering the GPU scripts for ``gpus`` H200s."""
+    return _launcher(work / "fake-python", gpus=gpus)
 
 
 def standin_sources(folder: Path, commits: dict[str, str]) -> Path:
@@ -163,8 +177,11 @@ def standin_sources(folder: Path, commits: dict[str, str]) -> Path:
     return folder
 
 
-def machine(manifest: Manifest, variant: str, sources: Path | None, work: Path) -> Machine:
-    """The fake GPU layer; ``sources`` None: stand-in tarballs at the pinned commits."""
+def machine(
+    manifest: Manifest, variant: str, sources: Path | None, work: Path, *, gpus: int = 1
+) -> Machine:
+    """The fake GPU layer on ``gpus`` H200s (one: the first host's; eight: an HGX board's,
+    where all-reduce runs); ``sources`` None: stand-in tarballs at the pinned commits."""
     sources = sources or standin_sources(work / "sources", {
         "torch_memory_saver": pinned_commit(manifest, variant, "torch-memory-saver"),
         "torch_memory_saver-prefix": PRE_FIX_TMS,
@@ -178,11 +195,11 @@ def machine(manifest: Manifest, variant: str, sources: Path | None, work: Path) 
 
     return Machine(
         clock=clock,
-        detect=lambda vendor: gpu.detect(vendor, run=smi),
+        detect=lambda vendor: gpu.detect(vendor, run=smi(gpus)),
         toolkit=gpu_cuda.find,
         builder=builder,
         runner=lambda deadline, log: fake_shell(clock, deadline, log),
         library_path=lambda _py, _toolkit: "",
-        python=str(fake_python(work)),
-        what="rehearsal: a fake GPU layer (one NVIDIA H200, modelled seconds)",
+        python=str(fake_python(work, gpus)),
+        what=f"rehearsal: a fake GPU layer ({gpus}x NVIDIA H200, modelled seconds)",
     )
