@@ -136,8 +136,8 @@ def _answer(which: str, args: list[str]) -> int:
         return 0
     if which == "torch":
         if "expandable_segments:True" in env.get("PYTORCH_CUDA_ALLOC_CONF", ""):
-            print("AssertionError: TorchMemorySaver is not compatible with expandable_segments",
-                  file=sys.stderr)  # fmt: skip
+            print("RuntimeError: TorchMemorySaver is disabled for the current process because "
+                  "expandable_segments is not supported yet.", file=sys.stderr)  # fmt: skip
             return 1
         _out({"stage": "configured", "hook_mode": "torch"})
         n = 512 * MIB

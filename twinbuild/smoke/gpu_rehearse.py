@@ -2,11 +2,11 @@
 
 The same flow, budget, incremental report and three outputs as on a GPU host; only the machine
 underneath is fake: ``nvidia-smi`` answers for one H200, or eight (with a stray non-UTF-8 byte,
-as a real one may print), the interpreter is ``gpu_fake`` (healthy and broken readings), and the builds
-unpack the carried sources for real (each commit checked against the manifest) and then stand a
-marker in for what nvcc and pip would make. The clock is a :class:`ManualClock` that each build
-and each script advances by the seconds it stands for on a real host, so a budget cut lands in
-the same place on any machine. Without ``--sources``, stand-in tarballs at the pinned commits
+as a real one may print), the interpreter is ``gpu_fake`` (healthy and broken readings), and the
+builds unpack the carried sources for real (each commit checked against the manifest) and then
+stand a marker in for what nvcc and pip would make. The clock is a :class:`ManualClock` that each
+build and each script advances by the seconds it stands for on a real host, so a budget cut lands
+in the same place on any machine. Without ``--sources``, stand-in tarballs at the pinned commits
 are made in the work folder (``git archive``'s layout: the commit in the pax header).
 """
 
