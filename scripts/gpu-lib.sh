@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# What scripts/gpu-host-tools.sh and scripts/gpu-proof.sh share; source it from the repository
-# root. Needs PYTHON (an interpreter of 3.11 or newer; the twinbuild model is standard library).
+# What scripts/gpu-host-tools.sh uses (the proof does its own in Python); source it from the
+# repository root. Needs PYTHON (an interpreter of 3.11 or newer; the twinbuild model is standard library).
 
 # tb_pin VARIANT NAME FIELD: one value from pins/manifest.toml (the variant's amd64 image),
 # through twinbuild's own model. NAME "-" reads the variant: FIELD vendor, toolkit, or gpu_archs
@@ -18,26 +18,6 @@ else:
     pin = next(p for p in manifest.resolve(manifest.image(variant, "linux/amd64")) if p.name == name)
     print(getattr(pin.values, field) or "")
 EOF
-}
-
-# tb_unpack SOURCE COMMIT DEST: a git checkout or a `git archive` tarball of COMMIT into DEST
-# (a fresh copy, so builds never write into what was carried in). Any other commit is refused.
-tb_unpack() {
-  local src="$1" commit="$2" dest="$3" got
-  rm -rf "$dest" && mkdir -p "$dest"
-  if [ -d "$src/.git" ]; then
-    got="$(git -C "$src" rev-parse HEAD)"
-    [ "$got" = "$commit" ] || { echo "gpu: $src is at $got, the manifest pins $commit" >&2; return 1; }
-    git -C "$src" archive "$commit" | tar -x -C "$dest"
-  elif [ -f "$src" ]; then
-    # git archive writes the commit into the tarball's pax header (git get-tar-commit-id).
-    got="$("$PYTHON" -c 'import sys, tarfile; print(tarfile.open(sys.argv[1]).pax_headers.get("comment", ""))' "$src")"
-    [ "$got" = "$commit" ] || { echo "gpu: $src holds ${got:-no commit id}, the manifest pins $commit" >&2; return 1; }
-    tar -xf "$src" -C "$dest"
-  else
-    echo "gpu: $src: no such checkout or tarball" >&2
-    return 1
-  fi
 }
 
 # tb_library_path: the folders holding the CUDA runtime and NCCL that PYTHON's torch brings (its

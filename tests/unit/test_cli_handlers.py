@@ -289,13 +289,16 @@ def test_gpu_proof_dry_run_and_without_a_gpu(
     assert out.startswith("| check | proves | broken case it must fail on |\n")
     assert not (root / "build").exists()  # a dry run writes nothing
     monkeypatch.setattr("twinbuild.smoke.gpu.detect", lambda platform, **_: None)
-    report = root / "out/report.json"
-    assert main(["gpu-proof", "--report", str(report), *manifest]) == 1
+    (root / "sources").mkdir()
+    folder = root / "out"
+    argv = ["gpu-proof", "--sources", str(root / "sources"), "--out", str(folder), *manifest]
+    assert main(argv) == 1
     err = capsys.readouterr().err
-    assert err.startswith(
+    assert err.splitlines()[-1].startswith(
         "twinbuild: gpu-proof: nothing proven: every check skipped (no nvidia GPU"
     )
-    assert json.loads(report.read_text())["counts"]["skipped"] == 13
+    end = json.loads((folder / "report.jsonl").read_text().splitlines()[-1])
+    assert end["counts"]["skipped"] == 13
 
 
 def test_import_drafts_a_manifest_from_two_recipes(

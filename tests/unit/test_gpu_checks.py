@@ -222,6 +222,15 @@ def test_matmul_within_float32_and_not_with_tf32() -> None:
 # -- driver and toolkit -------------------------------------------------------------------------------
 
 
+# NVIDIA's rule (docs.nvidia.com/deploy/cuda-compatibility): minor version compatibility within a
+# major (CUDA 13.x on any driver >= 580, whose own CUDA is 13.0 or newer), forward compatibility
+# only through the compat package with a CUDA call succeeding.
+NEED_13 = (
+    "a CUDA 13.x build needs a driver of its major (>= 580: minor version compatibility) or the "
+    "forward-compatibility package with a CUDA call succeeding"
+)
+
+
 @pytest.mark.parametrize(
     ("driver", "ok"),
     [("580.65.06", True), ("590.44.01", True), ("575.57.08", False), ("", False)],
@@ -231,26 +240,47 @@ def test_without_a_cuda_reading_cuda_13_needs_driver_580(driver: str, ok: bool) 
     assert (problems == []) is ok
     if driver == "575.57.08":
         assert problems == [
-            "NVIDIA driver 575.57.08 is too old for CUDA 13.0: CUDA 13.x needs driver >= 580; "
-            "update the host's driver"
+            f"NVIDIA driver 575.57.08 is too old: {NEED_13}; update the host's driver"
         ]
 
 
-def test_torch_minor_newer_than_the_manifest_is_fine_on_a_driver_that_supports_it() -> None:
-    # Host mode: a torch for CUDA 13.2 against the manifest's 13.0 on a 13.2 driver.
-    assert (
-        gpu_checks.nvidia_driver(
-            toolkit="13.0", driver="595.45.04", torch_cuda="13.2", driver_cuda="13.2", cu_init=0
-        )
-        == []
-    )
-    # CUDA's rule: major equal, minor not newer than what the driver supports.
+@pytest.mark.parametrize("torch_cuda", ["13.0", "13.1", "13.2"])
+def test_any_cuda_13_torch_runs_on_a_13_0_class_driver_580(torch_cuda: str) -> None:
+    """Minor version compatibility: a cu131 (or cu132) torch on driver 580, whose libcuda says
+    CUDA 13.0, passes; the verdict notes that it stands on that rule and names its exceptions."""
     assert gpu_checks.nvidia_driver(
-        toolkit="13.0", driver="580.65.06", torch_cuda="13.2", driver_cuda="13.0", cu_init=0
-    ) == [
-        "the driver supports CUDA 13.0, older than CUDA 13.2 that torch is built for: update "
-        "the host's driver, or install the CUDA forward-compatibility package"
-    ]
+        toolkit="13.0", driver="580.65.06", torch_cuda=torch_cuda, driver_cuda="13.0", cu_init=0
+    ) == []  # fmt: skip
+    note = gpu_checks.minor_compat_note(torch_cuda, "13.0")
+    if torch_cuda == "13.0":
+        assert note is None
+    else:
+        assert note == (
+            f"torch's CUDA {torch_cuda} runs on the driver's CUDA 13.0 under minor version "
+            "compatibility; its exceptions: PTX JIT: PTX from a newer toolkit than the driver's "
+            "fails to load (cudaErrorUnsupportedPtxVersion), so kernels must carry machine code "
+            "for the GPU; APIs and features that need a newer driver return "
+            "cudaErrorCallRequiresNewerDriver"
+        )
+
+
+def test_the_driver_check_notes_minor_version_compatibility() -> None:
+    from twinbuild.smoke import gpu_probe
+
+    probe = gpu_probe.Probe(vendor="nvidia", variant="cu13", python="python3", toolkit="13.0")
+    reading = {"driver": "580.95.05", "driver_cuda": 13000, "cu_init": 0,
+               "libcuda": "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05", "torch_cuda": "13.1"}  # fmt: skip
+    verdict = gpu_probe.driver(reading, probe)
+    assert verdict.outcome == "passed"
+    assert verdict.notes[0].startswith("torch's CUDA 13.1 runs on the driver's CUDA 13.0 under")
+
+
+def test_a_driver_of_the_previous_major_fails_without_forward_compatibility() -> None:
+    # A 575 driver (CUDA 12.9) under a CUDA 13 torch, its own libcuda: the proof's broken case.
+    assert gpu_checks.nvidia_driver(
+        toolkit="13.0", driver="575.57.08", torch_cuda="13.0", driver_cuda="12.9", cu_init=0
+    ) == [f"the driver supports CUDA 12.9 (driver 575.57.08): {NEED_13}; update the host's driver"]
+    # The manifest's major is the rule's first word: a CUDA 12 torch is refused on any driver.
     old = gpu_checks.nvidia_driver(
         toolkit="13.0", driver="580.65.06", torch_cuda="12.9", driver_cuda="13.0", cu_init=0
     )
@@ -264,6 +294,10 @@ def test_forward_compatibility_is_accepted_when_it_works() -> None:
         toolkit="13.0", driver="535.230.02", torch_cuda="13.0", driver_cuda="13.0", cu_init=0,
         compat=True,
     ) == []  # fmt: skip
+    # Without a cuDriverGetVersion reading: the compat libcuda loaded and cuInit succeeded.
+    assert gpu_checks.nvidia_driver(
+        toolkit="13.0", driver="535.230.02", torch_cuda="13.0", cu_init=0, compat=True
+    ) == []  # fmt: skip
     # The same package on a GPU without forward-compatibility support: cuInit returns 804.
     assert gpu_checks.nvidia_driver(
         toolkit="13.0", driver="535.230.02", torch_cuda="13.0", driver_cuda="13.0", cu_init=804,
@@ -275,10 +309,7 @@ def test_forward_compatibility_is_accepted_when_it_works() -> None:
     # No compat package: the old driver reports its own CUDA 12.2.
     assert gpu_checks.nvidia_driver(
         toolkit="13.0", driver="535.230.02", torch_cuda="13.0", driver_cuda="12.2", cu_init=0
-    ) == [
-        "the driver supports CUDA 12.2, older than CUDA 13.0 that torch is built for: update "
-        "the host's driver, or install the CUDA forward-compatibility package"
-    ]
+    ) == [f"the driver supports CUDA 12.2 (driver 535.230.02): {NEED_13}; update the host's driver"]
 
 
 def test_cuda_version_reads_cudrivergetversion() -> None:

@@ -5,13 +5,16 @@ test_gpu_arch.py and test_gpu_collective.py."""
 from __future__ import annotations
 
 import ast
+import json
 import stat
+import tempfile
 from pathlib import Path
 
 from twinbuild.manifest.model import BandwidthFloor
-from twinbuild.smoke import gpu_probe
-from twinbuild.smoke.gpu_probe import Probe, Ran
-from twinbuild.smoke.proof import CASES, local_shell
+from twinbuild.smoke import gpu_host, gpu_probe
+from twinbuild.smoke.gpu_budget import Monotonic
+from twinbuild.smoke.gpu_probe import Probe, Ran, Shell
+from twinbuild.smoke.proof import CASES
 
 SUITE = Path(gpu_probe.__file__).with_name("suite") / "test_gpu.py"
 
@@ -22,6 +25,13 @@ def _python(tmp_path: Path, body: str) -> str:
     path.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
     path.chmod(path.stat().st_mode | stat.S_IXUSR)
     return str(path)
+
+
+def local_shell(seconds: int) -> Shell:
+    """The proof's shell on this machine, its step ending ``seconds`` (and a minute) from now."""
+    clock = Monotonic()
+    log = Path(tempfile.gettempdir()) / "gpu-probe.log"
+    return gpu_host.local_shell(clock, clock.now() + seconds + 60, log)
 
 
 def _probe(python: str, **more: object) -> Probe:
@@ -132,3 +142,85 @@ def test_every_suite_check_is_a_probe_check_and_in_the_proof() -> None:
         n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")
     ]
     assert len(tests) == len(CASES)
+
+
+#: The torch-mode reading of a healthy run (what gpu_scripts.MEMORY_SAVER_TORCH prints last).
+TORCH_DONE = {
+    "stage": "done", "hook_mode": "torch", "region_bytes": 512 << 20, "free_before": 100 << 30,
+    "free_paused": (100 << 30) + (514 << 20), "free_resumed": 100 << 30,
+    "usable_after_resume": True,
+}  # fmt: skip
+
+
+def _crashing(tmp_path: Path, lines: list[dict[str, object]]) -> str:
+    """An interpreter that prints ``lines`` and then dies of SIGSEGV, as torch mode can at exit."""
+    body = "ulimit -c 0\n" + "".join(f"echo '{json.dumps(line)}'\n" for line in lines)
+    return _python(tmp_path, body + "kill -SEGV $$")
+
+
+def test_torch_mode_judges_a_complete_reading_and_notes_the_crash_at_exit(tmp_path: Path) -> None:
+    """Upstream judges torch mode by what the work reported, not the exit code (its
+    test_examples.py L99; torch_memory_saver#56): a crash after the complete reading is a note,
+    and the reading is still judged (a bad one fails)."""
+    probe = _probe(_crashing(tmp_path, [{"stage": "configured"}, TORCH_DONE]))
+    verdict = gpu_probe.memory_saver(local_shell(30), probe, "memory-saver-torch-mode")
+    assert verdict.outcome == "passed"
+    assert verdict.notes[0].startswith(
+        "torch_memory_saver torch mode: exited -11 after a complete reading (torch mode's known "
+        "crash at interpreter exit, torch_memory_saver#56/#37"
+    )
+    (tmp_path / "bad").mkdir()
+    unusable = {**TORCH_DONE, "usable_after_resume": False}
+    bad = _probe(_crashing(tmp_path / "bad", [unusable]))
+    verdict = gpu_probe.memory_saver(local_shell(30), bad, "memory-saver-torch-mode")
+    assert verdict.reasons == (
+        "the tensor was not usable after resume (a kernel on it gave wrong values)",
+    )
+
+
+def test_a_crash_before_the_complete_reading_fails_torch_mode(tmp_path: Path) -> None:
+    probe = _probe(_crashing(tmp_path, [{"stage": "configured", "hook_mode": "torch"}]))
+    verdict = gpu_probe.memory_saver(local_shell(30), probe, "memory-saver-torch-mode")
+    assert verdict.outcome == "failed"
+    assert verdict.message.startswith("torch_memory_saver torch mode: exited -11")
+    assert verdict.notes == ()
+
+
+def test_preload_mode_is_judged_by_its_exit_code_as_upstream_does(tmp_path: Path) -> None:
+    """Only torch mode forgives a crash at exit: a preload check that crashes after a complete
+    reading fails (upstream judges preload mode by ``proc.exitcode == 0``)."""
+    done = {"stage": "done", "hook_mode": "preload", "preload_active": True,
+            "ld_preload": "/x/torch_memory_saver_hook_mode_preload.so", "paused_tag": "grad_buffer",
+            "kept_tag": "default", "paused_bytes": 1 << 28, "kept_bytes": 1 << 28,
+            "free_before": 0, "free_paused": 1 << 28, "kept_exact": True}  # fmt: skip
+    library = {"library": "/x/lib.so", "ld_preload": "/x/lib.so"}
+    body = (
+        'case "$*" in *configure_subprocess*) '
+        f"echo '{json.dumps(library)}'; exit 0 ;; esac\n"
+        f"ulimit -c 0\necho '{json.dumps(done)}'\nkill -SEGV $$"
+    )
+    verdict = gpu_probe.memory_saver(local_shell(30), _probe(_python(tmp_path, body)),
+                                     "memory-saver-tags")  # fmt: skip
+    assert verdict.outcome == "failed"
+    assert verdict.message.startswith("torch_memory_saver tagged regions: exited -11")
+
+
+def test_a_command_past_its_steps_deadline_goes_with_its_children(tmp_path: Path) -> None:
+    """The proof's shell ends a command at its step's deadline whatever the command's own
+    ``timeout`` says, and takes the processes it started along (a GPU script's children)."""
+    pids = tmp_path / "pids"
+    clock = Monotonic()
+    shell = gpu_host.local_shell(clock, clock.now() + 2, tmp_path / "step.log")
+    started = clock.now()
+    ran = shell(["timeout", "600", "sh", "-c", f"sleep 60 & echo $! > {pids}; sleep 60"])
+    assert ran.rc == 124
+    assert ran.stderr == "killed: its step's limit was spent"
+    assert clock.now() - started < 40  # the 60 s sleeps and the 600 s timeout did not run out
+    child = int(pids.read_text(encoding="utf-8"))
+    stat = Path(f"/proc/{child}/stat")
+    # Gone, or a zombie its new parent has not reaped yet: killed either way, not sleeping.
+    assert not stat.exists() or stat.read_text(encoding="utf-8").rsplit(")", 1)[1][1] in "ZX"
+    # A step whose deadline has passed starts nothing.
+    late = gpu_host.local_shell(clock, clock.now() - 1, tmp_path / "step.log")
+    assert late(["touch", str(tmp_path / "never")]).rc == 124
+    assert not (tmp_path / "never").exists()

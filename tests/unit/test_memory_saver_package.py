@@ -29,7 +29,7 @@ import pytest
 
 from twinbuild.manifest.loader import load
 from twinbuild.smoke import gpu_checks, gpu_scripts
-from twinbuild.smoke.proof import PRE_FIX_TMS
+from twinbuild.smoke.gpu_build import PRE_FIX_TMS
 
 ROOT = Path(__file__).resolve().parents[2]
 STUB = ROOT / "tests/fixtures/gpu/libcuda_stub.c"

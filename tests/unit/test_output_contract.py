@@ -52,7 +52,7 @@ COMMANDS: dict[str, list[str]] = {
     "evidence check-push": ["evidence", "check-push", "--base", "HEAD", "--head", "HEAD"],
     "evidence keygen": ["evidence", "keygen", "--private", "{p}/../k.key",
                         "--public", "{p}/../k.pub"],
-    "gpu-proof": ["gpu-proof", "--dry-run"],
+    "gpu-proof": ["gpu-proof", "--dry-run", "--variant", "cuda"],
 }  # fmt: skip
 
 

@@ -38,30 +38,25 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def cmd_gpu_proof(args: argparse.Namespace) -> int:
-    from twinbuild.smoke.proof import ProofOptions, prove
-
-    def path(value: str | None) -> Path | None:
-        return Path(value) if value else None
+    from twinbuild.smoke.proof import ProofOptions, prove, summary
 
     options = ProofOptions(
         manifest=manifest_path(args), variant=args.variant, python=args.python,
-        tms=path(args.tms), tms_broken=path(args.tms_broken), perf=path(args.perf),
-        kernel_ok=path(args.kernel_ok), kernel_wrong=path(args.kernel_wrong),
-        library_path=args.library_path, report=Path(args.report), dry_run=args.dry_run,
-        timeout_s=args.timeout_s,
+        sources=Path(args.sources) if args.sources else None, out=Path(args.out),
+        work=Path(args.work) if args.work else None, budget_s=args.budget_s,
+        dry_run=args.dry_run, rehearse=args.rehearse,
     )  # fmt: skip
     if args.format == "text":
-        prove(options, echo=output.data)  # the table is the data
+        prove(options, echo=output.data, say=output.say)  # the table is the data
         return 0
-    from twinbuild.smoke.proof import report
-
     try:
-        proof = prove(options, echo=output.say)
+        proof = prove(options, echo=output.say, say=output.say)
     except FindingsError:
-        if options.report.is_file():  # written before the refusal: the data still goes out
-            output.data(options.report.read_text(encoding="utf-8"))
+        report = options.out / "report.jsonl"
+        if report.is_file():  # written before the refusal: the data still goes out
+            output.data(report.read_text(encoding="utf-8"))
         raise
-    output.report(report(proof, options), "json")
+    output.report(summary(proof, options), "json")
     return 0
 
 
@@ -108,7 +103,7 @@ def _register_proof(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p = sub.add_parser(
         "gpu-proof",
         help="every GPU check on this bare GPU host, healthy and on the broken case it must "
-        "fail on (scripts/gpu-proof.sh builds what it needs)",
+        "fail on, inside one time budget (scripts/gpu-proof.sh runs it)",
     )
     add_common(p, root=False)
     p.add_argument(
@@ -118,28 +113,35 @@ def _register_proof(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="whose vendor, toolkit, GPU targets and floors (default: cu13)",
     )
     p.add_argument("--python", default="python3", help="the interpreter holding torch")
-    p.add_argument("--tms", metavar="DIR", help="folder holding the pinned torch_memory_saver")
-    p.add_argument("--tms-broken", metavar="DIR", help="the same for its pre-fix parent")
-    p.add_argument("--perf", metavar="PATH", help="all_reduce_perf from the pinned nccl-tests")
-    p.add_argument("--kernel-ok", metavar="PATH", help="a kernel compiled for this GPU")
     p.add_argument(
-        "--kernel-wrong", metavar="PATH", help="a kernel compiled for another architecture"
-    )
-    p.add_argument(
-        "--library-path", default="", metavar="DIRS",
-        help="LD_LIBRARY_PATH the built tools need (libcudart, libnccl)",
+        "--sources", metavar="DIR",
+        help="the carried sources: torch_memory_saver, torch_memory_saver-prefix and nccl-tests, "
+        "each a checkout or a git archive .tar (the rehearsal makes stand-ins without it)",
     )  # fmt: skip
-    p.add_argument("--report", default="build/gpu-proof/report.json", help="the JSON report")
     p.add_argument(
-        "--timeout",
-        dest="timeout_s",
+        "--out", default="build/gpu-proof", metavar="DIR",
+        help="report.jsonl, table.md and logs.tar.gz, written after every check; nothing else",
+    )  # fmt: skip
+    p.add_argument(
+        "--work", metavar="DIR",
+        help="builds and logs (default: the cache's gpu-proof folder)",
+    )  # fmt: skip
+    p.add_argument(
+        "--budget",
+        dest="budget_s",
         type=whole_number(1, 86_400),
-        default=600,
-        help="seconds per check (default 600)",
+        default=480,
+        metavar="SECONDS",
+        help="the whole proof's time, spent in priority order (default 480)",
     )
-    p.add_argument(
+    g = p.add_mutually_exclusive_group()
+    g.add_argument(
         "--dry-run", action="store_true",
         help="list each check and its broken case; run nothing (no GPU needed)",
     )  # fmt: skip
-    add_format(p, what="the table of checks (json: the report)")
+    g.add_argument(
+        "--rehearse", action="store_true",
+        help="the whole flow on this CPU host with a fake GPU layer (one H200, modelled seconds)",
+    )  # fmt: skip
+    add_format(p, what="the table of checks (json: the whole proof)")
     p.set_defaults(func=cmd_gpu_proof)

@@ -26,6 +26,7 @@ class GpuInfo:
     driver: str
     runtime: str  # CUDA version the driver supports, or the ROCm version
     count: int
+    archs: tuple[str, ...] = ()  # NVIDIA: each GPU's compute capability ("9.0"), from nvidia-smi
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -36,9 +37,10 @@ def _run(argv: Sequence[str]) -> str | None:
     if exe is None:
         return None
     try:
-        proc = subprocess.run(
-            [exe, *argv[1:]], capture_output=True, text=True, timeout=30, check=False
-        )
+        proc = subprocess.run(  # a tool's stray non-UTF-8 byte is replaced, never a crash
+            [exe, *argv[1:]], capture_output=True, text=True, errors="replace", timeout=30,
+            check=False,
+        )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
     return proc.stdout if proc.returncode == 0 else None
@@ -59,12 +61,14 @@ def _nvidia(run: Runner, dev: Path) -> GpuInfo | None:
         for line in (run(["nvidia-smi"]) or "").splitlines():
             if "CUDA Version:" in line:
                 runtime = line.split("CUDA Version:")[1].strip(" |").split()[0]
+        caps = run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"]) or ""
         return GpuInfo(
             vendor="nvidia",
             model=rows[0][0].strip(),
             driver=rows[0][1].strip() if len(rows[0]) > 1 else "",
             runtime=runtime,
             count=len(rows),
+            archs=tuple(c.strip() for c in caps.splitlines() if c.strip()),
         )
     nodes = [p for p in dev.glob("nvidia[0-9]*") if p.name[len("nvidia") :].isdigit()]
     if nodes:

@@ -20,11 +20,21 @@ RELEASED_SHARE = 0.9
 #: A region that stays resident may lose at most this share of its bytes while another pauses.
 KEPT_SHARE = 0.5
 
-#: Minimum driver for each CUDA toolkit major, under CUDA minor-version compatibility
-#: (NVIDIA's CUDA Toolkit release notes, table "CUDA Toolkit and Minimum Required Driver
-#: Version for CUDA Minor Version Compatibility"): a CUDA 13.x image needs driver >= 580, unless
-#: the CUDA forward-compatibility package supplies a newer user-mode driver (data-center GPUs).
+#: NVIDIA's rule, from the CUDA Compatibility guide (docs.nvidia.com/deploy/cuda-compatibility),
+#: "Minor Version Compatibility", table "CUDA Toolkit 11.x, 12.x, and 13.x Driver Version Ranges":
+#: from CUDA 11 on, a build with any toolkit of a major release runs on a driver of that major's
+#: minimum or newer (13.x: >= 580, 12.x: >= 525; newer drivers through backward compatibility),
+#: "with limited feature-set": the exceptions below. An older driver runs it only through
+#: "Forward Compatibility": the cuda-compat-<major>-<minor> package's user-mode libcuda is what the
+#: process loads, and a CUDA call succeeds (data-center GPUs; cuInit returns 804,
+#: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE, elsewhere).
 MIN_NVIDIA_DRIVER: dict[int, tuple[int, ...]] = {12: (525, 60, 13), 13: (580,)}
+#: The guide's exceptions to minor version compatibility, named wherever the rule is applied.
+MINOR_COMPAT_EXCEPTIONS = (
+    "PTX JIT: PTX from a newer toolkit than the driver's fails to load "
+    "(cudaErrorUnsupportedPtxVersion), so kernels must carry machine code for the GPU; "
+    "APIs and features that need a newer driver return cudaErrorCallRequiresNewerDriver"
+)
 
 #: How long a GPU script (torch, torch_memory_saver) may run.
 SCRIPT_TIMEOUT_S = 600
@@ -231,14 +241,14 @@ def nvidia_driver(
     cu_init: int | None = None,
     compat: bool = False,
 ) -> list[str]:
-    """A CUDA ``toolkit`` image on this driver, by CUDA's own rule.
+    """A CUDA ``toolkit`` image on this driver, by NVIDIA's rule (:data:`MIN_NVIDIA_DRIVER`).
 
-    torch's CUDA must have the manifest's major (any minor: CUDA's minor-version compatibility).
-    The driver must support torch's CUDA: the CUDA version it reports (``cuDriverGetVersion``)
-    has the same major and a minor not older, or a newer major. A kernel driver older than the
-    major's minimum passes only through CUDA forward compatibility: the compat libraries are what
-    the process loaded (``libcuda.so`` from a ``compat`` folder) and a CUDA call (``cuInit``)
-    succeeds, which NVIDIA supports on data-center GPUs only.
+    torch's CUDA must have the manifest's major. A driver whose own CUDA (``cuDriverGetVersion``)
+    has that major or a newer one runs it, whatever the minors (minor version compatibility: a
+    cu131 torch on a 13.0-class 580 driver passes; :func:`minor_compat_note` names the
+    exceptions). Without that reading, the kernel driver's version must reach the major's
+    minimum. An older driver passes only through forward compatibility: the compat libcuda is
+    what the process loaded and ``cuInit`` succeeded.
     """
     want = _version(toolkit)
     if want is None:
@@ -254,28 +264,44 @@ def nvidia_driver(
         why = " (804: forward compatibility is not supported on this GPU)" if cu_init == 804 else ""
         via = "the forward-compatibility libcuda" if compat else "the driver"
         problems.append(f"cuInit through {via} returned {cu_init}{why}: no CUDA call succeeds")
+    major = built[0] if built is not None else want[0]
+    minimum = ".".join(map(str, MIN_NVIDIA_DRIVER.get(major, ())))
+    need = (
+        f"a CUDA {major}.x build needs a driver of its major (>= {minimum}: minor version "
+        "compatibility) or the forward-compatibility package with a CUDA call succeeding"
+    )
     supports = _version(driver_cuda or "")
-    need = built[:2] if built is not None else want[:2]
     if supports is not None:
-        if supports[:2] < need:
+        if supports[0] < major:
+            via = ", through the compat libcuda" if compat else ""
             problems.append(
-                f"the driver supports CUDA {driver_cuda}, older than CUDA "
-                f"{'.'.join(map(str, need))} that torch is built for: update the host's driver"
-                + ("" if compat else ", or install the CUDA forward-compatibility package")
+                f"the driver supports CUDA {driver_cuda} (driver {driver or 'unknown'}{via}): "
+                f"{need}; update the host's driver"
             )
         return problems
-    minimum = MIN_NVIDIA_DRIVER.get(want[0])
+    if not minimum:
+        problems.append(f"no known minimum driver for CUDA {major}; add it to MIN_NVIDIA_DRIVER")
+        return problems
     have = _version(driver)
-    if minimum is None:
-        problems.append(f"no known minimum driver for CUDA {toolkit}; add it to MIN_NVIDIA_DRIVER")
-    elif have is None:
+    if have is None:
         problems.append(f"the NVIDIA driver version could not be read ({driver!r})")
-    elif have < minimum and not compat:
-        problems.append(
-            f"NVIDIA driver {driver} is too old for CUDA {toolkit}: CUDA {want[0]}.x needs "
-            f"driver >= {'.'.join(map(str, minimum))}; update the host's driver"
-        )
+    elif have < MIN_NVIDIA_DRIVER[major] and not (compat and cu_init == 0):
+        problems.append(f"NVIDIA driver {driver} is too old: {need}; update the host's driver")
     return problems
+
+
+def minor_compat_note(torch_cuda: str | None, driver_cuda: str | None) -> str | None:
+    """Where torch's CUDA minor is newer than the driver's (same major), it runs under minor
+    version compatibility: say so and name the guide's exceptions (None otherwise)."""
+    built, supports = _version(torch_cuda or ""), _version(driver_cuda or "")
+    if built is None or supports is None or len(built) < 2 or len(supports) < 2:
+        return None
+    if built[0] != supports[0] or built[:2] <= supports[:2]:
+        return None
+    return (
+        f"torch's CUDA {torch_cuda} runs on the driver's CUDA {driver_cuda} under minor version "
+        f"compatibility; its exceptions: {MINOR_COMPAT_EXCEPTIONS}"
+    )
 
 
 def rocm_toolkit(*, toolkit: str, rocm_version: str, torch_hip: str | None) -> list[str]:
