@@ -25,6 +25,7 @@ from tools.bench.builds import (
     bench_noop,
     bench_noop_real,
 )
+from tools.bench.deadlines import bench_deadlines
 from tools.bench.emulation import bench_emulation
 from tools.bench.lint import bench_lint
 from tools.bench.recipes import bench_recipes
@@ -84,6 +85,7 @@ STEPS: list[tuple[str, Callable[[Session], None]]] = [
     ("test suite", bench_suite),
     ("wheel stage", bench_wheels),
     ("emulation", bench_emulation),
+    ("registry deadline", bench_deadlines),
 ]
 
 
