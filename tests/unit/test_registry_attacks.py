@@ -256,7 +256,7 @@ def test_a_registry_that_drips_the_envelope(
     path = f"/v2/{shipped.repository}/blobs/{blob}"
     registry.attacks[path] = fake.drip(0.5)
     ran = verify(tmp_path, shipped, shipped.ref(registry), deadline=TIMEOUT)
-    assert_refused(ran, registry, f"GET {path}", "within 2s")
+    assert_refused(ran, registry, f"GET {path}")  # its announced size refuses it, or the deadline
 
 
 def test_a_registry_that_drips_its_status_line(
