@@ -128,8 +128,9 @@ def _main(session: nox.Session, *args: str) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def main(session: nox.Session) -> None:
-    """The main job: lint, build and smoke-test the local images of this host's architecture
-    (`-- --all-archs`: the emulated ones too, under QEMU, which build installs as root)."""
+    """The main job: lint, build and smoke-test this host's local images (-- --all-archs: all)."""
+    # --all-archs (passed to build and smoke): the emulated images too, under QEMU, which the
+    # build installs and registers as root.
     _main(session, *session.posargs)
 
 
