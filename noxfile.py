@@ -1,7 +1,7 @@
 """nox sessions: thin wrappers over the ``twinbuild`` CLI.
 
-CI runs ``lint`` and ``tests`` (pr.yml, .ci/run); its other jobs call ``twinbuild`` directly
-(docs/layout.md, "What CI runs").
+CI runs ``lint`` and ``tests`` (pr.yml; .ci/run runs ``main`` first), ``main-all-archs`` nightly
+(nightly.yml); its other jobs call ``twinbuild`` directly (docs/layout.md, "What CI runs").
 """
 
 from __future__ import annotations
@@ -116,15 +116,28 @@ def smoke(session: nox.Session) -> None:
     session.run("twinbuild", "smoke", *session.posargs)
 
 
-@nox.session(python=PYTHON, default=False)
-def main(session: nox.Session) -> None:
-    """The main job: lint, build and smoke-test both images on the embedded default."""
+def _main(session: nox.Session, *args: str) -> None:
+    """Lint, then build and smoke-test the local images; ``args`` go to build and smoke."""
     _install(session, "lint")
     session.run("twinbuild", "lint")
     session.run("twinbuild", "workflows", "check")
     _engine_up(session)
-    session.run("twinbuild", "build", "--profile", "local", *session.posargs)
-    session.run("twinbuild", "smoke", "--profile", "local", *session.posargs)
+    session.run("twinbuild", "build", "--profile", "local", *args)
+    session.run("twinbuild", "smoke", "--profile", "local", *args)
+
+
+@nox.session(python=PYTHON, default=False)
+def main(session: nox.Session) -> None:
+    """The main job: lint, build and smoke-test this host's local images (-- --all-archs: all)."""
+    # --all-archs (passed to build and smoke): the emulated images too, under QEMU, which the
+    # build installs and registers as root.
+    _main(session, *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False, name="main-all-archs")
+def main_all_archs(session: nox.Session) -> None:
+    """The main job on every architecture, the emulated ones under QEMU (CI runs it nightly)."""
+    _main(session, "--all-archs", *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)

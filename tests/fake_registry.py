@@ -286,9 +286,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
 # --- attacks ----------------------------------------------------------------------------------
 
 
+#: How long a stalled request is held (unless the test ends first): far past any deadline a test
+#: sets, so a client that ends before it kept its deadline.
+STALL_S = 600
+
+
 def stall(handler: Handler) -> None:
-    """Accept the request and never answer (until the test ends)."""
-    handler.server.stop.wait(120)
+    """Accept the request and never answer (until the test ends, or for STALL_S)."""
+    handler.server.stop.wait(STALL_S)
     handler.close_connection = True
 
 

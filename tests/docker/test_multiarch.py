@@ -5,7 +5,8 @@ digest on an engine that no longer holds either image.
 The project is the mini one with its ``cuda`` variant on ``linux/amd64`` and ``linux/arm64``. The
 arm64 base is made by mmdebstrap under QEMU the first time on a machine (minutes; saved in the
 user's cache after that, like the amd64 one), and every arm64 program, pip's included, runs
-under ``qemu-aarch64`` through binfmt_misc, which ``twinbuild binfmt`` sets up (root). The
+under ``qemu-aarch64`` through binfmt_misc, which ``twinbuild build --all-archs`` sets up itself
+(root), as the README's main job asked for arm64 does. The
 registry is Debian's docker-registry on 127.0.0.1, as in test_ship.py.
 """
 
@@ -68,15 +69,17 @@ def duo(
         env.pop(var, None)
     d = Duo(root=root, work=work, env=env, address=address, engine=engine)
     try:
-        setup = d.cli("binfmt")  # what the docs tell a user to run first (installs QEMU if missing)
-        assert setup.returncode == 0, setup.stderr
-        built = d.cli("build", "--variant", "cuda")
+        # --all-archs: the build installs and registers QEMU itself, as the README's main job
+        # asked for arm64 does (no `twinbuild binfmt` first: that once hid a missing step, #37)
+        built = d.cli("build", "--variant", "cuda", "--all-archs")
         assert built.returncode == 0, built.stderr[-3000:]
         for arch in ARCHS:
             record = json.loads((root / f"build/local/cuda/{arch}/image.json").read_text())
             d.image_ids[arch] = record["image_id"]
         out = work / "github_output"
-        pushed = d.cli("push", "--variant", "cuda", extra={"GITHUB_OUTPUT": str(out)})
+        pushed = d.cli(
+            "push", "--variant", "cuda", "--all-archs", extra={"GITHUB_OUTPUT": str(out)}
+        )
         assert pushed.returncode == 0, pushed.stderr
         d.pushed = pushed.stdout
         d.outputs = dict(line.partition("=")[::2] for line in out.read_text().splitlines())

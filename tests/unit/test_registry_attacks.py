@@ -1,9 +1,13 @@
 """`release` and `evidence verify --image` against a registry that misbehaves on purpose.
 
 The registry is tests/fake_registry.py, served by this test on 127.0.0.1. Each case runs the real
-command line in a child process with TWINBUILD_REGISTRY_TIMEOUT=2 and checks what a user sees: exit
+command line in a child process (with TWINBUILD_REGISTRY_TIMEOUT=2 where the case is a deadline, 60
+elsewhere: a healthy request on a busy machine must not meet it) and checks what a user sees: exit
 3, one line naming the registry and the request, no traceback, nothing written to the registry;
-and what it cost: the wall time (under the deadline plus the child's start-up), the child's peak
+and what it cost: that it ended at all (within 90 s, against a registry that would hold it for
+600 s, a stall, or for hours, a drip: a bound that holds on a busy machine, pinned to one core
+beside six busy loops, where the child's start-up alone takes 25 s; the message names the 2 s
+deadline that cut it, and the time it takes is `nox -s bench`'s), the child's peak
 resident memory (its own ``VmHWM``, read as it exits: far under what the registry sent), and every
 address the child connected to or looked up (an audit hook in the child: 127.0.0.1 only).
 """
@@ -34,8 +38,11 @@ from tests.unit.evidence_builders import (
 )
 from twinbuild.evidence.keys import keyid
 
-TIMEOUT = 2  # TWINBUILD_REGISTRY_TIMEOUT in every case
-STARTUP = 4.0  # the child's interpreter and imports, generously
+TIMEOUT = 2  # TWINBUILD_REGISTRY_TIMEOUT of the deadline cases
+RELAXED = 60  # and of the others
+# A command that keeps its deadlines ends within this, the child's start-up included, however busy
+# the machine; one that does not waits out the stall (fake.STALL_S, 600 s) or the drip (hours).
+ENDS_WITHIN = 90.0
 # The child's peak may pass a healthy run's by this much: the 4 MiB answer limit with room for
 # the buffers around it. The floods send 256 MiB.
 MEMORY_SLACK = 16 << 20
@@ -69,11 +76,11 @@ class Ran:
     network: list[str]
 
 
-def run_cli(tmp_path: Path, *args: str, timeout: float = 40) -> Ran:
+def run_cli(tmp_path: Path, *args: str, deadline: int = RELAXED, timeout: float = 180) -> Ran:
     log, rss = tmp_path / "network.log", tmp_path / "rss.kib"
     env = {
         **os.environ,
-        "TWINBUILD_REGISTRY_TIMEOUT": str(TIMEOUT),
+        "TWINBUILD_REGISTRY_TIMEOUT": str(deadline),
         "TB_NET_LOG": str(log),
         "TB_RSS_LOG": str(rss),
         "DOCKER_CONFIG": str(tmp_path / "docker-config"),  # no stored credentials
@@ -113,7 +120,7 @@ def assert_refused(ran: Ran, registry: fake.FakeRegistry, *needles: str, code: i
     assert registry.address in lines[0], lines[0]
     for needle in needles:
         assert needle in lines[0], lines[0]
-    assert ran.seconds < TIMEOUT + STARTUP, f"took {ran.seconds:.1f}s: {lines[0]}"
+    assert ran.seconds < ENDS_WITHIN, f"took {ran.seconds:.1f}s: {lines[0]}"
     bound = healthy_peak() + MEMORY_SLACK
     assert ran.peak_rss < bound, f"peak RSS {ran.peak_rss >> 20} MiB: {lines[0]}"
     for line in ran.network:
@@ -199,19 +206,28 @@ def shipped(tmp_path: Path, registry: fake.FakeRegistry) -> Shipped:
     return shipped_image(tmp_path, registry, digest, manifest, "evidence")
 
 
-def release(tmp_path: Path, s: Shipped, ref: str, *more: str, platform: str = "cuda") -> Ran:
+def release(
+    tmp_path: Path,
+    s: Shipped,
+    ref: str,
+    *more: str,
+    platform: str = "cuda",
+    deadline: int = RELAXED,
+) -> Ran:
     """`release` of ``ref`` as ``v1`` with ``--force``: the tag's earlier release does not stop it,
     only the registry's misbehaviour may."""
     return run_cli(
         tmp_path, "release", "--variant", platform, "--image", ref, "--tag", "v1", "--force",
         "--evidence", str(s.evidence), "--keys", str(s.keys), "--repo", str(s.checkout),
         "--repository", REPO,
-        "--repository-id", str(REPO_ID), "--max-age-days", "3650", *more,
+        "--repository-id", str(REPO_ID), "--max-age-days", "3650", *more, deadline=deadline,
     )  # fmt: skip
 
 
-def verify(tmp_path: Path, s: Shipped, ref: str) -> Ran:
-    return run_cli(tmp_path, "evidence", "verify", "--image", ref, "--keys", str(s.keys))
+def verify(tmp_path: Path, s: Shipped, ref: str, *, deadline: int = RELAXED) -> Ran:
+    return run_cli(
+        tmp_path, "evidence", "verify", "--image", ref, "--keys", str(s.keys), deadline=deadline
+    )
 
 
 def _att_path(s: Shipped, repository: str | None = None) -> str:
@@ -226,8 +242,9 @@ def test_a_registry_that_never_answers_the_image_manifest(
 ) -> None:
     path = f"/v2/{shipped.repository}/manifests/{shipped.digest}"
     registry.attacks[path] = fake.stall
-    assert_refused(verify(tmp_path, shipped, shipped.ref(registry)), registry, f"GET {path}", "2s")
-    assert_refused(release(tmp_path, shipped, shipped.ref(registry)), registry, f"GET {path}")
+    ref = shipped.ref(registry)
+    assert_refused(verify(tmp_path, shipped, ref, deadline=TIMEOUT), registry, f"GET {path}", "2s")
+    assert_refused(release(tmp_path, shipped, ref, deadline=TIMEOUT), registry, f"GET {path}")
 
 
 def test_a_registry_that_drips_the_envelope(
@@ -238,7 +255,8 @@ def test_a_registry_that_drips_the_envelope(
     registry.put_manifest(shipped.repository, f"{shipped.digest.replace(':', '-')}.att", att)
     path = f"/v2/{shipped.repository}/blobs/{blob}"
     registry.attacks[path] = fake.drip(0.5)
-    assert_refused(verify(tmp_path, shipped, shipped.ref(registry)), registry, f"GET {path}")
+    ran = verify(tmp_path, shipped, shipped.ref(registry), deadline=TIMEOUT)
+    assert_refused(ran, registry, f"GET {path}")  # its announced size refuses it, or the deadline
 
 
 def test_a_registry_that_drips_its_status_line(
@@ -246,7 +264,8 @@ def test_a_registry_that_drips_its_status_line(
 ) -> None:
     path = f"/v2/{shipped.repository}/manifests/{shipped.digest}"
     registry.attacks[path] = fake.drip(0.5, headers_first=False)
-    assert_refused(release(tmp_path, shipped, shipped.ref(registry)), registry, f"GET {path}")
+    ran = release(tmp_path, shipped, shipped.ref(registry), deadline=TIMEOUT)
+    assert_refused(ran, registry, f"GET {path}", "within 2s")
 
 
 # --- no bounds --------------------------------------------------------------------------------
@@ -369,10 +388,10 @@ def test_a_layer_dripped_during_the_copy_ends_at_the_deadline_and_tags_nothing(
     s = shipped_image(tmp_path, registry, digest, data, "dripped")
     path = f"/v2/twinbuild-ci/cuda/blobs/{layer}"
     registry.attacks[f"GET {path}"] = fake.drip(0.5)
-    ran = release(tmp_path, s, s.ref(registry))
+    ran = release(tmp_path, s, s.ref(registry), deadline=TIMEOUT)
     assert ran.returncode == 3, ran.stderr
     assert len(ran.stderr.strip().splitlines()) == 1, ran.stderr
     assert f"sent no complete answer to GET {path} within 2s" in ran.stderr
-    assert ran.seconds < TIMEOUT + STARTUP
+    assert ran.seconds < ENDS_WITHIN  # the drip would take hours
     assert not [w for w in registry.writes() if w.startswith("PUT") and "/manifests/" in w]
     assert registry.manifest_at("twinbuild/cuda", "v1") == RELEASED

@@ -25,6 +25,7 @@ from tools.bench.builds import (
     bench_noop,
     bench_noop_real,
 )
+from tools.bench.deadlines import bench_deadlines
 from tools.bench.emulation import bench_emulation
 from tools.bench.growth import bench_growth
 from tools.bench.lint import bench_lint
@@ -86,6 +87,7 @@ STEPS: list[tuple[str, Callable[[Session], None]]] = [
     ("wheel stage", bench_wheels),
     ("emulation", bench_emulation),
     ("growth", bench_growth),
+    ("registry deadline", bench_deadlines),
 ]
 
 

@@ -279,16 +279,42 @@ def _save_record(path: Path, made: BuildRecord) -> None:
 
 
 def wanted_images(
-    manifest: Manifest, variant: str | None, arch: Arch | None, profile: Profile
+    manifest: Manifest,
+    variant: str | None,
+    arch: Arch | None,
+    profile: Profile,
+    *,
+    emulated: bool = True,
 ) -> list[ImageKey]:
     """The images a build (or push) is asked for: one variant's (on ``arch``, or all of its
-    architectures), else the local profile's variants or, in production, every variant."""
+    architectures), else the local profile's variants or, in production, every variant.
+    ``emulated`` False (``twinbuild build`` without ``--all-archs``): without ``arch``, only the
+    images of the architecture this host runs natively, none that would run under QEMU."""
     if variant is not None:
         if arch is not None:
             return [manifest.image(variant, arch)]
-        return manifest.images((manifest.variant(variant).name,))
-    names = manifest.local_variants() if profile == "local" else tuple(manifest.variants)
-    return [i for i in manifest.images(names) if arch is None or i.arch == arch]
+        found = manifest.images((manifest.variant(variant).name,))
+    else:
+        names = manifest.local_variants() if profile == "local" else tuple(manifest.variants)
+        found = [i for i in manifest.images(names) if arch is None or i.arch == arch]
+    if arch is None and not emulated:
+        from twinbuild.engine.binfmt import host_arch
+
+        here = host_arch()
+        found = [i for i in found if i.arch == here]
+    return found
+
+
+def no_images(manifest: Manifest, variant: str | None, arch: Arch | None) -> ConfigError:
+    """What a build, smoke or push asked for nothing says (one line, exit 2)."""
+    if arch is not None:
+        return ConfigError(f"{manifest.path}: no variant builds {arch}; pass another --arch")
+    from twinbuild.engine.binfmt import host_arch
+
+    return ConfigError(
+        f"{manifest.path}: {variant or 'no variant'} has no image of this host's architecture "
+        f"({host_arch()}); pass --all-archs (under QEMU) or --arch"
+    )
 
 
 def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
@@ -299,9 +325,15 @@ def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
     manifest = load(request.manifest)  # a bad manifest fails before the engine is asked
     check_mirrors(manifest, request.options.mirrors)
     profile = request.options.profile
-    wanted = wanted_images(manifest, request.variant, request.arch, profile)
+    wanted = wanted_images(
+        manifest, request.variant, request.arch, profile, emulated=request.all_archs
+    )
     if not wanted:
-        raise ConfigError(f"{manifest.path}: no variant builds {request.arch}; pass another --arch")
+        raise no_images(manifest, request.variant, request.arch)
+    # Asked for (--all-archs, --arch): QEMU installed and registered here, as root, or one line.
+    from twinbuild.engine import binfmt
+
+    binfmt.ensure_for((i.arch for i in wanted), say=say)
     for image in wanted:  # what cannot build refuses before any build starts
         buildable(manifest, image, profile)
     registry = None if request.no_registry_cache else cache_registry(request.registry)

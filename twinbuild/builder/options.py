@@ -41,7 +41,10 @@ class BuildRequest:
     manifest: Path = DEFAULT_PATH
     #: None: the local profile's variants ([local] variants), every variant in production
     variant: str | None = None
-    arch: Arch | None = None  # None: every architecture of the variants
+    arch: Arch | None = None  # None: the host's architecture (every one with all_archs)
+    # --all-archs: also the architectures this host runs only under QEMU (installed and
+    # registered first, as root); without it a build takes the host's own architecture only.
+    all_archs: bool = False
     jobs: int = 1  # images built at once
     verbose: bool = False  # the summary lists each pin the profile leaves out, not just how many
     registry: str | None = None  # --registry; None: TWINBUILD_REGISTRY, else the private one

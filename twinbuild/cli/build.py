@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from twinbuild.cli.common import (
+    add_all_archs,
     add_common,
     add_format,
     add_variant,
@@ -27,6 +28,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         manifest=manifest_path(args),
         variant=args.variant,
         arch=args.arch,
+        all_archs=args.all_archs,
         jobs=args.jobs,
         verbose=args.verbose,
         registry=args.registry,
@@ -80,6 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_common(p)
     add_variant(p, every="the [local] variants; every variant in production")
+    add_all_archs(p)
     p.add_argument(
         "--profile", choices=PROFILES, default="local",
         help="local: the embedded Debian base; production: the registry bases (default: "

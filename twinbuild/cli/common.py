@@ -74,6 +74,16 @@ def add_variant(parser: argparse.ArgumentParser, *, every: str, arch: bool = Tru
         )
 
 
+def add_all_archs(parser: argparse.ArgumentParser) -> None:
+    """``--all-archs``: the architectures this host runs only under QEMU too (build, smoke and
+    push take the same images)."""
+    parser.add_argument(
+        "--all-archs", action="store_true",
+        help="without --arch, every architecture of the variants, those this host runs only "
+        "under QEMU too (a build installs and registers QEMU as root; default: this host's own)",
+    )  # fmt: skip
+
+
 def check_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Every text argument is UTF-8 without control characters, or one line naming its option.
 

@@ -6,7 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from twinbuild.cli.common import add_format, add_max_age, add_variant, whole_number
+from twinbuild.cli.common import (
+    add_all_archs,
+    add_format,
+    add_max_age,
+    add_variant,
+    whole_number,
+)
 from twinbuild.manifest.model import DEFAULT_PATH, PROFILES
 from twinbuild.util import environ, output
 
@@ -42,6 +48,7 @@ def cmd_push(args: argparse.Namespace) -> int:
         manifest=Path(args.manifest) if args.manifest else Path(args.root) / DEFAULT_PATH,
         variant=args.variant,
         arch=args.arch,
+        all_archs=args.all_archs,
         profile=args.profile,
         registry=args.registry,
         github_output=Path(outputs) if outputs else None,
@@ -95,6 +102,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--root", default=".", help="repository root holding build/ (default: .)")
     p.add_argument("--manifest", help=f"pin manifest (default: <root>/{DEFAULT_PATH})")
     add_variant(p, every="the [local] variants; every variant in production")
+    add_all_archs(p)
     p.add_argument(
         "--profile", choices=PROFILES, default="local",
         help="the built images of this profile (default: %(default)s)",

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from twinbuild.cli.common import (
+    add_all_archs,
     add_common,
     add_format,
     add_variant,
@@ -23,8 +24,9 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
     options = SmokeOptions(
         manifest=manifest_path(args), root=root(args), variant=args.variant, arch=args.arch,
-        profile=args.profile, image=args.image, host=args.host, gpu=args.gpu,
-        python=args.python, rerun_failed_once=args.rerun_failed_once, verbose=args.verbose,
+        all_archs=args.all_archs, profile=args.profile, image=args.image, host=args.host,
+        gpu=args.gpu, python=args.python, rerun_failed_once=args.rerun_failed_once,
+        verbose=args.verbose,
         report_dir=Path(args.report_dir) if args.report_dir else root(args) / "build/smoke",
     )  # fmt: skip
     outcomes = smoke_images(options)
@@ -71,6 +73,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     add_common(p)
     add_variant(p, every="the [local] variants' built images (every variant in production)")
+    add_all_archs(p)
     p.add_argument(
         "--profile", choices=PROFILES,
         help="the built images of this profile (default: local; an --image says its own)",

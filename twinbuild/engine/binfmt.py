@@ -8,15 +8,18 @@ mmdebstrap's chroot, where no ``/usr/libexec/qemu-binfmt`` exists. Debian's ``qe
 and ``binfmt-support`` register it that way (``update-binfmts --enable qemu-aarch64``).
 
 :func:`require` is what a build asks (one line saying what to install, exit 2, when it is
-missing); :func:`ensure` (``twinbuild binfmt``, and ``twinbuild base`` for an emulated
-architecture) installs and registers it, as root.
+missing); :func:`ensure` (``twinbuild binfmt``, ``twinbuild base`` for an emulated architecture,
+and ``twinbuild build`` asked for one: ``--all-archs`` or ``--arch``) installs and registers it,
+as root. What it cannot do is one line naming what is missing and the command that fixes it,
+exit 2, before anything is built: not root, a kernel without binfmt_misc, a read-only
+binfmt_misc (a container's ``/proc/sys``), ``update-binfmts`` refusing.
 """
 
 from __future__ import annotations
 
 import os
 import platform
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -25,6 +28,8 @@ from twinbuild.manifest.model import ARCH_NAMES, ARCHS, MACHINES, Arch
 from twinbuild.util.activity import Say, step, to_stderr
 
 BINFMT = Path("/proc/sys/fs/binfmt_misc")
+#: The file systems this kernel knows: binfmt_misc is one, unless it was built without it.
+FILESYSTEMS = Path("/proc/filesystems")
 #: The binfmt_misc entry Debian's qemu-user-static registers per architecture.
 ENTRIES: dict[Arch, str] = {"linux/arm64": "qemu-aarch64", "linux/amd64": "qemu-x86_64"}
 PACKAGES = ("qemu-user-static", "binfmt-support")
@@ -129,31 +134,103 @@ def ensure(
     say: Say = to_stderr,
     root: Path = BINFMT,
     machine: str | None = None,
+    filesystems: Path = FILESYSTEMS,
+    is_root: Callable[[], bool] = lambda: os.geteuid() == 0,
 ) -> Interpreter:
-    """Install QEMU's static interpreters, mount binfmt_misc and register ``arch``'s (root)."""
+    """Install QEMU's static interpreters, mount binfmt_misc and register ``arch``'s (root).
+
+    Each thing this host lacks and twinbuild cannot fix is a :class:`ConfigError` (exit 2) that
+    names it and the command that fixes it; nothing is built or tagged before this returns.
+    """
     if not emulated(arch, machine):
         return interpreter(arch, root)
     found = interpreter(arch, root)
     if found.usable:
         return found
-    if os.geteuid() != 0:
-        raise BuildFailed(f"{found.describe()}; registering it needs root: rerun as root")
-    if which("update-binfmts") is None or not Path("/usr/bin/qemu-aarch64-static").exists():
+    entry = ENTRIES[arch]
+    if not is_root():
+        raise ConfigError(
+            f"{found.describe()}; registering {entry} needs root: run "
+            f"`sudo twinbuild binfmt --arch {arch}` once (or this command as root)"
+        )
+    if not found.mounted and not _kernel_has_binfmt_misc(filesystems):
+        raise ConfigError(
+            f"{arch}: this kernel has no binfmt_misc ({filesystems} does not list it), so it "
+            f"cannot run {arch} images under QEMU; load it as root: `modprobe binfmt_misc`, "
+            "or build only this host's architecture (leave out --all-archs and --arch)"
+        )
+    if which("update-binfmts") is None or which(f"{entry}-static") is None:
         from twinbuild.engine.host import APT_INSTALL
 
         if which("apt-get") is None:
-            raise BuildFailed(f"{found.describe()}; install {' '.join(PACKAGES)} (Debian/Ubuntu)")
+            raise ConfigError(
+                f"{found.describe()}; install {' '.join(PACKAGES)} (Debian/Ubuntu: "
+                f"`apt-get install {' '.join(PACKAGES)}`), then `twinbuild binfmt --arch {arch}`"
+            )
         with step(f"binfmt: installing {' '.join(PACKAGES)} with apt-get", say):
             _must(run, ["apt-get", "update"], "apt-get update")
             _must(run, [*APT_INSTALL, *PACKAGES], f"install {' '.join(PACKAGES)}")
     if not (root / "register").exists():
-        _must(run, ["mount", "-t", "binfmt_misc", "binfmt_misc", str(root)], "mount binfmt_misc")
-    _must(run, ["update-binfmts", "--enable", ENTRIES[arch]], f"enable {ENTRIES[arch]}")
+        mount = ["mount", "-t", "binfmt_misc", "binfmt_misc", str(root)]
+        rc, out = run(mount)
+        if rc != 0 or not (root / "register").exists():
+            raise ConfigError(
+                f"{arch}: binfmt_misc cannot be mounted at {root} ({_last(out) or f'exit {rc}'})"
+                f"; mount it as root on the host: `{' '.join(mount)}`"
+            )
+    if _read_only(root):
+        raise ConfigError(
+            f"{arch}: {root} is read-only (a container's /proc/sys?), so {entry} cannot be "
+            f"registered here; register it on the host as root: `twinbuild binfmt --arch {arch}` "
+            "(or run this container with --privileged)"
+        )
+    argv = ["update-binfmts", "--enable", entry]
+    rc, out = run(argv)
+    if rc != 0:
+        raise ConfigError(
+            f"{arch}: `{' '.join(argv)}` refused (exit {rc}: {_last(out) or 'no output'}); "
+            f"see `update-binfmts --display {entry}`, and reinstall as root: "
+            f"`apt-get install --reinstall {' '.join(PACKAGES)}`"
+        )
     found = interpreter(arch, root)
     if not found.usable:
-        raise BuildFailed(f"{found.describe()} after update-binfmts; check {root / found.entry}")
+        raise ConfigError(
+            f"{found.describe()} after `{' '.join(argv)}`; check {root / entry} and "
+            f"`update-binfmts --display {entry}`"
+        )
     say(f"binfmt: {found.describe()}")
     return found
+
+
+def ensure_for(archs: Iterable[Arch], *, say: Say = to_stderr) -> None:
+    """Make this host run images of each of ``archs`` it emulates (the build asked for them):
+    QEMU installed and registered as :func:`ensure` does, on the real machine."""
+    from twinbuild.engine.host import run_command, which
+
+    for arch in sorted(set(archs)):
+        if emulated(arch):
+            ensure(arch, run=run_command, which=which, say=say)
+
+
+def _kernel_has_binfmt_misc(filesystems: Path) -> bool:
+    try:
+        text = filesystems.read_text()
+    except OSError:
+        return True  # cannot tell: let mount say what is wrong
+    return any(line.split()[-1:] == ["binfmt_misc"] for line in text.splitlines())
+
+
+def _read_only(root: Path) -> bool:
+    """Whether the kernel refuses writes to binfmt_misc's ``register`` (a read-only mount)."""
+    try:
+        return bool(os.statvfs(root).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _last(out: str) -> str:
+    lines = out.strip().splitlines()
+    return lines[-1].strip()[:200] if lines else ""
 
 
 def _must(run: Runner, argv: Sequence[str], what: str) -> None:

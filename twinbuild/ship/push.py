@@ -38,7 +38,8 @@ class PushOptions:
     root: Path = Path()
     manifest: Path = DEFAULT_PATH
     variant: str | None = None  # None: the local profile's variants (every one in production)
-    arch: Arch | None = None  # None: every architecture of the variants
+    arch: Arch | None = None  # None: the host's architecture (every one with all_archs)
+    all_archs: bool = False  # --all-archs: the emulated architectures' images too
     profile: Profile = "local"
     registry: str | None = None  # --registry; None: TWINBUILD_REGISTRY, else the private one
     github_output: Path | None = None  # $GITHUB_OUTPUT inside Actions
@@ -151,7 +152,10 @@ def push(
     from twinbuild.builder.image import wanted_images
 
     results: list[PushResult] = []
-    for image in wanted_images(manifest, options.variant, options.arch, options.profile):
+    wanted = wanted_images(
+        manifest, options.variant, options.arch, options.profile, emulated=options.all_archs
+    )
+    for image in wanted:
         path = record_path(options.root, options.profile, image)
         data = _record(path)
         image_id = data.image_id

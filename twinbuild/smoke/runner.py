@@ -139,7 +139,8 @@ class SmokeOptions:
     manifest: Path = DEFAULT_PATH
     root: Path = Path()
     variant: str | None = None  # None: the local profile's variants (every one in production)
-    arch: Arch | None = None  # None: every architecture of the variants
+    arch: Arch | None = None  # None: the host's architecture (every one with all_archs)
+    all_archs: bool = False  # --all-archs: the emulated architectures' images too
     profile: Profile | None = None  # None: local for built images, production for --image/--host
     image: str | None = None  # any image, resolved to its id first
     host: bool = False  # this machine, through testinfra's local backend
@@ -155,9 +156,10 @@ def smoke_images(options: SmokeOptions) -> list[Outcome]:
     folder_to_write(options.report_dir)  # before anything runs: /dev/null is no folder
     return smoke(
         load(options.manifest), root=options.root, variant=options.variant, arch=options.arch,
-        profile=options.profile, image=options.image, host=options.host, gpu=options.gpu,
-        python=options.python, rerun_failed_once=options.rerun_failed_once,
-        report_dir=options.report_dir, verbose=options.verbose,
+        all_archs=options.all_archs, profile=options.profile, image=options.image,
+        host=options.host, gpu=options.gpu, python=options.python,
+        rerun_failed_once=options.rerun_failed_once, report_dir=options.report_dir,
+        verbose=options.verbose,
     )  # fmt: skip
 
 
@@ -167,6 +169,7 @@ def smoke(
     root: Path,
     variant: str | None = None,
     arch: Arch | None = None,
+    all_archs: bool = True,
     profile: Profile | None = None,
     image: str | None = None,
     host: bool = False,
@@ -225,7 +228,7 @@ def smoke(
                 chosen = profile or "local"
                 found = [
                     targets.built_target(eng, root, i, chosen)
-                    for i in wanted_images(manifest, variant, arch, chosen)
+                    for i in wanted_images(manifest, variant, arch, chosen, emulated=all_archs)
                 ]
             for target in found:
                 outcomes.append(
