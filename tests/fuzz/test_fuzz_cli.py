@@ -197,6 +197,8 @@ def test_a_bump_moves_every_field_that_names_the_version_or_refuses(
         assert ran.code == 2, ran
     if (version, url, sha256) == ("1.18.70201", _NEW_URL.format("1.18.70201"), None):
         assert ran.code == 0, ran
+
+
 # -- issue 41's classes: other digits, links where a command writes, a signal at any point ---------
 
 #: A whole number as it may be typed or pasted: ASCII digits around digits of another script
