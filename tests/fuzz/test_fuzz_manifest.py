@@ -12,7 +12,7 @@ from tests.helpers import MINI, image
 from twinbuild.lint.checks import lint_manifest
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import Manifest
-from twinbuild.manifest.render import render
+from twinbuild.manifest.rendered import render
 from twinbuild.manifest.table import markdown
 
 REPO = Path(__file__).resolve().parents[2]

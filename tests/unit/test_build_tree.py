@@ -17,7 +17,7 @@ from twinbuild.builder.inputs import builder_settings, image_inputs, input_files
 from twinbuild.builder.tree import CommitTree, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.render import recipe_path, render
+from twinbuild.manifest.rendered import recipe_path, render
 
 pytestmark = needs_git
 
@@ -60,7 +60,9 @@ def test_the_working_tree_and_its_commit_hash_alike(root: Path) -> None:
     rendered = render(load(root / "pins/manifest.toml"), image("cuda"), "production")
     hashed = [e.path for e in image_inputs(root, rendered)]
     assert hashed == [e.path for e in image_inputs(CommitTree(root, "HEAD"), rendered)]
-    assert {"pyproject.toml", "twinbuild/manifest/render.py", "images/common/b.txt"} <= set(hashed)
+    assert {"pyproject.toml", "twinbuild/manifest/rendered.py", "images/common/b.txt"} <= set(
+        hashed
+    )
     assert not any("__pycache__" in p or p.startswith("images/rocm/") for p in hashed)
 
 

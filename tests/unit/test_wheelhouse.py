@@ -14,7 +14,7 @@ from tests.helpers import image, mini_project
 from twinbuild.builder import wheelhouse
 from twinbuild.errors import BuildFailed
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.render import render, requirement
+from twinbuild.manifest.rendered import render, requirement
 
 
 class FakePip:

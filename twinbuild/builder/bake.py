@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from twinbuild.builder import context
+from twinbuild.builder.build_options import BuildOptions
+from twinbuild.builder.build_record import BaseRef
 from twinbuild.builder.image import _labels, image_tag, plan_inputs, wanted_images
-from twinbuild.builder.options import BuildOptions
-from twinbuild.builder.record import BaseRef
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, DiskFull, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, SOURCE_RE, ImageKey, Manifest, Profile
-from twinbuild.manifest.render import GENERATED, Rendered, recipe_path
+from twinbuild.manifest.rendered import GENERATED, Rendered, recipe_path
 from twinbuild.util import bounded
 from twinbuild.util.activity import Say, to_stderr
 from twinbuild.util.atomic import need_folder, resolve_target, write_atomic

@@ -23,17 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from twinbuild import __version__
-from twinbuild.builder import context, guard, record
+from twinbuild.builder import build_record, context, guard
+from twinbuild.builder.build_options import BuildOptions, BuildRequest
+from twinbuild.builder.build_record import BaseRef, BuildRecord, SkippedPin
 from twinbuild.builder.inputs import builder_settings, inputs_hash
-from twinbuild.builder.options import BuildOptions, BuildRequest
-from twinbuild.builder.record import BaseRef, BuildRecord, SkippedPin
 from twinbuild.builder.submit import run_build
 from twinbuild.builder.wheelhouse import prefetch_wheels
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import Arch, ImageKey, Manifest, Profile
-from twinbuild.manifest.render import Rendered, check_mirrors, render
+from twinbuild.manifest.rendered import Rendered, check_mirrors, render
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
 
@@ -194,7 +194,7 @@ def _up_to_date(
     found = find_up_to_date(engine, image, options.profile, digest)
     if found is None or options.adopt:
         return found
-    recorded = BuildRecord.load(record.record_path(options.root, options.profile, image))
+    recorded = BuildRecord.load(build_record.record_path(options.root, options.profile, image))
     if recorded is not None and recorded.image_id == found[0] and recorded.inputs_hash == digest:
         return found
     return None
@@ -224,7 +224,7 @@ def build_image(
     tag = image_tag(image, options.profile)
     skipped = tuple(SkippedPin(pin=p.name, reason=r) for p, r in rendered.skipped)
     python = "/opt/venv/bin/python" if options.profile == "local" else "python3"
-    folder = record.folder(options.root, options.profile, image)
+    folder = build_record.folder(options.root, options.profile, image)
 
     def result(image_id: str, *, fresh: bool, log: Path | None) -> BuildResult:
         built = BuildResult(
@@ -233,7 +233,7 @@ def build_image(
             seconds=time.monotonic() - start, base=base_info, skipped=skipped, python=python,
             log=str(log) if log else None,
         )  # fmt: skip
-        _save_record(folder / record.NAME, built.record())
+        _save_record(folder / build_record.NAME, built.record())
         return built
 
     if not options.force and (found := _up_to_date(engine, image, options, digest)):

@@ -31,12 +31,12 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from twinbuild.builder.build_options import BuilderChoice
 from twinbuild.builder.input_paths import RULE, check_name, is_input
-from twinbuild.builder.options import BuilderChoice
 from twinbuild.builder.tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, Profile
-from twinbuild.manifest.render import GENERATED, Rendered
+from twinbuild.manifest.rendered import GENERATED, Rendered
 from twinbuild.util import bounded
 
 #: Bump when the meaning of the hash changes, so that old images and old evidence stop matching

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from twinbuild.errors import BuildFailed, ConfigError, DiskFull
 from twinbuild.manifest.model import ARCH_NAMES, MACHINES, Arch, ResolvedPin
-from twinbuild.manifest.render import GENERATED, Rendered, requirement
+from twinbuild.manifest.rendered import GENERATED, Rendered, requirement
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.git import run_git
 

@@ -23,7 +23,7 @@ from twinbuild.errors import ConfigError
 from twinbuild.manifest.listing import VariantsOptions, variants
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest
-from twinbuild.manifest.render import render
+from twinbuild.manifest.rendered import render
 
 Job = Literal["build", "gpu"]
 Scope = Literal["pr", "nightly"]

@@ -16,12 +16,12 @@ from pathlib import Path
 from twinbuild.builder.inputs import builder_settings, inputs_hash
 from twinbuild.builder.tree import KIND_NAMES, CommitTree
 from twinbuild.errors import ConfigError
-from twinbuild.evidence.options import InputsOptions
+from twinbuild.evidence.command_options import InputsOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.evidence.statement import COMMIT_RE, Validated
 from twinbuild.manifest.loader import MAX_BYTES, load_bytes
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, Vendor
-from twinbuild.manifest.render import render
+from twinbuild.manifest.rendered import render
 from twinbuild.util import strictjson
 from twinbuild.util.git import rev_arg, run_git
 

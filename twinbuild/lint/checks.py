@@ -29,7 +29,7 @@ from twinbuild.manifest.model import (
     Pin,
     ResolvedPin,
 )
-from twinbuild.manifest.render import GENERATED, Rendered, pin_args, render
+from twinbuild.manifest.rendered import GENERATED, Rendered, pin_args, render
 from twinbuild.recipe import scan
 from twinbuild.util import bounded
 

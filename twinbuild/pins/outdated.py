@@ -2,8 +2,8 @@
 
 One row per pin (per distinct value, where the variants differ) and per base: its current value,
 the latest its source knows, and which images it moves (image and profile). The sources are
-the package index (PyPI pins, :mod:`twinbuild.pins.index`), ``git ls-remote`` of the branch a git
-pin ``track``s or the ref it floats on (:mod:`twinbuild.pins.heads`) and the bases' registries
+the package index (PyPI pins, :mod:`twinbuild.pins.pypi_index`), ``git ls-remote`` of the branch
+a git pin ``track``s or the ref it floats on (:mod:`twinbuild.pins.heads`) and the bases' registries
 (:mod:`twinbuild.pins.tags`); they are asked at once, a few requests in flight.
 
 A source that cannot be asked is one line each (``unreachable``), its rows marked ``unknown``
@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 from twinbuild.errors import EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, ResolvedPin
-from twinbuild.manifest.render import render
+from twinbuild.manifest.rendered import render
 from twinbuild.util.exchange import Clock
 
 Source = Literal["pypi", "git", "registry"]
@@ -147,7 +147,7 @@ def outdated_pins(options: OutdatedOptions) -> OutdatedReport:
     manifest = load(options.manifest)
     index = options.index_url
     if "pypi" in options.sources and index is None:
-        from twinbuild.pins.index import default_index
+        from twinbuild.pins.pypi_index import default_index
 
         index = default_index()
     asks, rows = _questions(manifest, options, index or "")
@@ -298,7 +298,7 @@ def _pypi_answer(
     clock = _index_clock()
 
     def answer(current: str) -> tuple[str | None, Status, str]:
-        from twinbuild.pins.index import releases
+        from twinbuild.pins.pypi_index import releases
 
         found = releases(index, dist, clock=clock)
         pre = False

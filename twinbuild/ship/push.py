@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twinbuild.builder.record import BuildRecord, PushRecord, record_path
+from twinbuild.builder.build_record import BuildRecord, PushRecord, record_path
 from twinbuild.engine.api import EngineAPI
 from twinbuild.engine.registry import cache_ref, ci_ref, index_ref, repository
 from twinbuild.errors import ConfigError
@@ -182,8 +182,8 @@ def push(
 
 def push_index(manifest: Manifest, options: PushOptions, registry: str) -> IndexResult:
     """``push --variant V --index REF...``: the index of images other machines pushed."""
-    from twinbuild.ship.index import image_arch
     from twinbuild.ship.oci import Client, ImageRef
+    from twinbuild.ship.oci_index import image_arch
 
     if options.variant is None:
         raise ConfigError("--index needs --variant NAME: the variant whose images it names")
@@ -217,8 +217,8 @@ def _index(
     *,
     client: Client | None = None,
 ) -> IndexResult:
-    from twinbuild.ship.index import put_index
     from twinbuild.ship.oci import Client, ImageRef
+    from twinbuild.ship.oci_index import put_index
 
     chosen = client or Client(registry)
     repo = repository(registry, variant).removeprefix(f"{registry}/")

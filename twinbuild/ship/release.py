@@ -38,12 +38,12 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild.engine.registry import CI_NAMESPACE, RELEASE_NAMESPACE
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
-from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
+from twinbuild.evidence.evidence_check import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import NAME_RE, Arch, ImageKey, Profile
-from twinbuild.ship.index import children
 from twinbuild.ship.merged import Checkout, check_merged, checkout_at
 from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
+from twinbuild.ship.oci_index import children
 from twinbuild.util import environ, strictjson, values
 from twinbuild.util.activity import Say
 
@@ -226,7 +226,7 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
             f"--image {image}: the registry {image.registry} has no such digest in "
             f"{image.repository}; release a digest that `twinbuild push` printed"
         )
-    from twinbuild.ship.index import image_arch
+    from twinbuild.ship.oci_index import image_arch
 
     entries = children(client, image, subject)
     if entries:
@@ -330,7 +330,7 @@ def verify_attached(
     """
     if not keys:
         raise EvidenceRefused("no trusted evidence key; pass the folder of *.pub keys with --keys")
-    from twinbuild.ship.index import image_arch
+    from twinbuild.ship.oci_index import image_arch
 
     variant = variant_of(image)
     client = client or Client(image.registry)

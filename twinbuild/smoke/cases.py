@@ -9,7 +9,7 @@ from pathlib import Path
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Manifest
-from twinbuild.manifest.render import local_skip_reason, render
+from twinbuild.manifest.rendered import local_skip_reason, render
 from twinbuild.recipe import scan
 from twinbuild.smoke import gpu
 from twinbuild.smoke.spec import BaseCase, EnvCase, GpuCase, PinCase, SuiteSpec

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twinbuild.builder.record import BuildRecord, record_path
+from twinbuild.builder.build_record import BuildRecord, record_path
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import ARCH_NAMES, ARCHS, PROFILES, Arch, ImageKey, Manifest, Profile

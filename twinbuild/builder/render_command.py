@@ -11,7 +11,7 @@ from twinbuild.engine.base import base_tag
 from twinbuild.errors import TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, Arch, Profile
-from twinbuild.manifest.render import UNKNOWN_BASE, Rendered, check_mirrors, render
+from twinbuild.manifest.rendered import UNKNOWN_BASE, Rendered, check_mirrors, render
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
