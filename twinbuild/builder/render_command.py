@@ -1,5 +1,5 @@
 """``twinbuild render``: what a build of one image receives, with the base tag this host's
-build would give it (the manifest alone decides everything else: ``manifest/render.py``)."""
+build would give it (the manifest alone decides everything else: ``manifest/rendered.py``)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ entry is one image (a variant on one architecture) with ``runner``: the variant'
 for that job, and the architecture's own (``x64``, ``arm64``: the labels GitHub gives a
 self-hosted runner). ``--for pr`` is what the gate requires: the variants the manifest gates,
 and, with ``--required-by`` the default branch's manifest, those that one gates too (the gate
-asks for both, ``evidence.pr_gate``). ``--for nightly`` is every variant whose production build
+asks for both, ``evidence.merge_gate``). ``--for nightly`` is every variant whose production build
 can run; the others are left out with a warning saying what to pin.
 """
 

@@ -58,7 +58,7 @@ def read_pins(
     return pins
 
 
-#: The fields a pin hands a recipe as ``<PIN>_<FIELD>`` build args (``manifest.render``).
+#: The fields a pin hands a recipe as ``<PIN>_<FIELD>`` build args (``manifest.rendered``).
 PIN_ARG_FIELDS = ("REPO", "COMMIT", "REF", "URL", "SHA256", "VERSION", "PACKAGE")
 
 

@@ -3,7 +3,7 @@
 The build record (``build/<profile>/<variant>/<arch>/image.json``) says which image the build
 made; it is tagged ``REGISTRY/twinbuild-ci/<variant>:<profile>-<arch>`` and pushed through the
 engine. A variant of several architectures, each pushed, then gets its image index
-(``ship.index``), tagged ``REGISTRY/twinbuild-ci/<variant>:<profile>``. That is the CI namespace:
+(``ship.oci_index``), tagged ``REGISTRY/twinbuild-ci/<variant>:<profile>``. That is the CI namespace:
 release tags live in ``REGISTRY/twinbuild/<variant>``, which only `twinbuild release` writes.
 The tags are only handles (and the build cache of the next build outside CI, see
 ``twinbuild.builder.image``): what is printed, recorded and handed to the GPU job is
