@@ -24,7 +24,7 @@ from twinbuild.builder.inputs import builder_settings, image_inputs, input_files
 from twinbuild.builder.tree import CommitTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import Manifest, Profile
+from twinbuild.manifest.model import PinManifest, Profile
 from twinbuild.manifest.rendered import Rendered, recipe_path, render
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,7 +136,7 @@ def test_a_file_no_recipe_copies_is_still_an_input(repo: Path) -> None:
     assert all(_hash(repo, p) != before[p] for p in ("cuda", "rocm"))
 
 
-def _pin_for(manifest: Manifest, *, platforms: tuple[str, ...], install: str) -> str:
+def _pin_for(manifest: PinManifest, *, platforms: tuple[str, ...], install: str) -> str:
     """The first pin on exactly the variants of these groups (or variants), installed this way,
     with a version."""
     variants = tuple(v for g in platforms for v in manifest.members(g))

@@ -31,7 +31,7 @@ from twinbuild.builder.build_record import SkippedPin
 from twinbuild.builder.image import BuildResult, _save_record, image_tag
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
-from twinbuild.manifest.model import Manifest
+from twinbuild.manifest.model import PinManifest
 from twinbuild.util.activity import Say, step
 from twinbuild.util.paths import cache_root
 
@@ -104,7 +104,7 @@ def build_argv(docker: str, target: Mapping[str, Any], *, network: str, iidfile:
 
 def build_baked(
     result: BakeResult,
-    manifest: Manifest,
+    manifest: PinManifest,
     root: Path,
     *,
     engine: EngineAPI,
@@ -136,7 +136,7 @@ def _build_target(
     name: str,
     target: Mapping[str, Any],
     image: Image,
-    manifest: Manifest,
+    manifest: PinManifest,
     root: Path,
     docker: str,
     *,

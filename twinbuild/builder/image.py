@@ -32,7 +32,7 @@ from twinbuild.builder.wheelhouse import prefetch_wheels
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import Arch, ImageKey, Manifest, Profile
+from twinbuild.manifest.model import Arch, ImageKey, PinManifest, Profile
 from twinbuild.manifest.rendered import Rendered, check_mirrors, render
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
@@ -87,7 +87,7 @@ def image_tag(image: ImageKey, profile: Profile) -> str:
     return f"{REPOSITORY.format(variant=image.variant)}:{profile}-{image.short}"
 
 
-def buildable(manifest: Manifest, image: ImageKey, profile: Profile) -> None:
+def buildable(manifest: PinManifest, image: ImageKey, profile: Profile) -> None:
     """Refuse (exit 2) what cannot build here, before anything is built or tagged: an
     architecture whose QEMU interpreter is missing, a production image not pinned yet."""
     from twinbuild.engine import binfmt
@@ -100,7 +100,7 @@ def buildable(manifest: Manifest, image: ImageKey, profile: Profile) -> None:
 
 
 def plan_inputs(
-    manifest: Manifest,
+    manifest: PinManifest,
     engine: EngineAPI | None,
     image: ImageKey,
     options: BuildOptions,
@@ -208,7 +208,7 @@ def _reuse(engine: EngineAPI, found: tuple[str, bool], tag: str) -> str:
 
 
 def build_image(
-    manifest: Manifest,
+    manifest: PinManifest,
     engine: EngineAPI,
     image: ImageKey,
     options: BuildOptions,
@@ -279,7 +279,7 @@ def _save_record(path: Path, made: BuildRecord) -> None:
 
 
 def wanted_images(
-    manifest: Manifest, variant: str | None, arch: Arch | None, profile: Profile
+    manifest: PinManifest, variant: str | None, arch: Arch | None, profile: Profile
 ) -> list[ImageKey]:
     """The images a build (or push) is asked for: one variant's (on ``arch``, or all of its
     architectures), else the local profile's variants or, in production, every variant."""
@@ -322,7 +322,7 @@ def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
 
 
 def _labels(
-    manifest: Manifest,
+    manifest: PinManifest,
     image: ImageKey,
     options: BuildOptions,
     digest: str,

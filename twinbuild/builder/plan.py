@@ -19,7 +19,7 @@ from typing import Any, Literal
 from twinbuild.builder.input_paths import families_fed_by
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load, load_bytes
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest
 from twinbuild.pins.diff import bytes_at, compare
 from twinbuild.util import github
 from twinbuild.util.git import rev_arg, run_git
@@ -202,7 +202,7 @@ def _in_repository(root: Path, manifest: Path) -> Path:
 
 
 def _manifest_reasons(
-    root: Path, base: str, manifest: Path, new: Manifest
+    root: Path, base: str, manifest: Path, new: PinManifest
 ) -> list[tuple[ImageKey, str]]:
     """Which images' slices of the manifest moved, naming the pins and settings that did."""
     where = f"{manifest}"

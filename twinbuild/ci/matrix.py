@@ -22,7 +22,7 @@ from typing import Literal
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.listing import VariantsOptions, variants
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest
 from twinbuild.manifest.rendered import render
 
 Job = Literal["build", "gpu"]
@@ -55,7 +55,7 @@ class Matrix:
 
 
 def images_for(
-    manifest: Manifest, scope: Scope, required_by: Manifest | None = None
+    manifest: PinManifest, scope: Scope, required_by: PinManifest | None = None
 ) -> tuple[list[ImageKey], list[str]]:
     """The images a ``scope`` run builds and tests, and the ones left out with why."""
     if scope == "pr":
@@ -72,7 +72,7 @@ def images_for(
 
 
 def matrix(
-    manifest: Manifest, job: Job, scope: Scope, required_by: Manifest | None = None
+    manifest: PinManifest, job: Job, scope: Scope, required_by: PinManifest | None = None
 ) -> Matrix:
     images, left = images_for(manifest, scope, required_by)
     entries: list[dict[str, object]] = []
@@ -88,7 +88,7 @@ def matrix(
     return Matrix(entries=tuple(entries), left_out=tuple(left))
 
 
-def _trusted_gpu_labels(name: str, asked: tuple[str, ...], trusted: Manifest) -> tuple[str, ...]:
+def _trusted_gpu_labels(name: str, asked: tuple[str, ...], trusted: PinManifest) -> tuple[str, ...]:
     """The GPU runner labels of variant ``name`` as the default branch's manifest gives them:
     the validated commit's manifest is the PR's, and the runner its image runs on is not the
     PR's to choose. A variant the default branch lacks may ask only for a label set one of the

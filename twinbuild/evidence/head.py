@@ -20,7 +20,7 @@ from twinbuild.evidence.command_options import InputsOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.evidence.statement import COMMIT_RE, Validated
 from twinbuild.manifest.loader import MAX_BYTES, load_bytes
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, Vendor
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, Vendor
 from twinbuild.manifest.rendered import render
 from twinbuild.util import strictjson
 from twinbuild.util.git import rev_arg, run_git
@@ -35,7 +35,7 @@ class CommitInputs:
     gate requires (``validate = "pr"``) and each variant's vendor, and the manifest digest.
 
     ``claims`` is, per image, the digest of all the manifest says about it
-    (:meth:`~twinbuild.manifest.model.Manifest.claims_digest`): what the smoke run checks,
+    (:meth:`~twinbuild.manifest.model.PinManifest.claims_digest`): what the smoke run checks,
     including what no build arg carries. The gate needs evidence when either moves.
     """
 
@@ -96,7 +96,7 @@ def commit_inputs(
     )  # fmt: skip
 
 
-def _vendors(manifest: Manifest) -> dict[str, Vendor]:
+def _vendors(manifest: PinManifest) -> dict[str, Vendor]:
     return {name: v.vendor for name, v in manifest.variants.items()}
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.messages import MAX_DEPTH, toml_error, too_deep
-from twinbuild.manifest.model import DEFAULT_PATH, SCHEMA, SOURCE_RE, Manifest, Variant
+from twinbuild.manifest.model import DEFAULT_PATH, SCHEMA, SOURCE_RE, PinManifest, Variant
 from twinbuild.manifest.read_pins import check_build_args, read_pins
 from twinbuild.manifest.read_variants import read_build_args, read_groups, read_local, read_variants
 from twinbuild.manifest.reader import Reader
@@ -33,7 +33,7 @@ class ManifestError(ConfigError):
         self.messages = messages
 
 
-def load(path: Path = DEFAULT_PATH) -> Manifest:
+def load(path: Path = DEFAULT_PATH) -> PinManifest:
     """Read and check ``path``; raise :class:`ManifestError` with every problem found."""
     data = bounded.read_bytes(
         path,
@@ -44,14 +44,14 @@ def load(path: Path = DEFAULT_PATH) -> Manifest:
     return load_bytes(data, path)
 
 
-def load_bytes(data: bytes, path: Path = DEFAULT_PATH) -> Manifest:
+def load_bytes(data: bytes, path: Path = DEFAULT_PATH) -> PinManifest:
     """The manifest in ``data`` (a file's bytes, or a blob from a commit); ``path`` names it."""
     if len(data) > MAX_BYTES:
         raise ConfigError(f"{path}: manifest is {len(data)} bytes, over the {MAX_BYTES} limit")
     return loads(bounded.decode(data, source=str(path), what="manifest"), path)
 
 
-def loads(text: str, path: Path = DEFAULT_PATH) -> Manifest:
+def loads(text: str, path: Path = DEFAULT_PATH) -> PinManifest:
     """Check the manifest ``text`` (named ``path`` in messages), e.g. one read from git.
 
     The model is immutable and a pure function of ``text`` and ``path``, so a text read again in
@@ -61,7 +61,7 @@ def loads(text: str, path: Path = DEFAULT_PATH) -> Manifest:
 
 
 @functools.lru_cache(maxsize=16)
-def _checked(text: str, path: Path) -> Manifest:
+def _checked(text: str, path: Path) -> PinManifest:
     if text.startswith("\ufeff"):
         bounded.decode(b"\xef\xbb\xbf", source=str(path), what="manifest")  # raises, naming it
     if len(text) > MAX_BYTES:
@@ -88,7 +88,7 @@ def _checked(text: str, path: Path) -> Manifest:
 TOP_KEYS = ("schema", "source", "groups", "build_args", "variants", "local", "pins")
 
 
-def _read(r: Reader, raw: dict[str, Any]) -> Manifest:
+def _read(r: Reader, raw: dict[str, Any]) -> PinManifest:
     if "platforms" in raw:
         r.error(
             ("platforms",),
@@ -111,7 +111,7 @@ def _read(r: Reader, raw: dict[str, Any]) -> Manifest:
     _recipes_gated(r, variants)
     if r.errors:
         raise ManifestError(r.errors)
-    return Manifest(
+    return PinManifest(
         path=r.path,
         text=r.text,
         variants=variants,

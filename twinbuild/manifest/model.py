@@ -4,7 +4,7 @@
 these frozen records. A *variant* is one named image (a vendor, a toolkit, a base, a recipe, one
 or more architectures); each of its architectures builds one image, an :class:`ImageKey`. A pin
 sets its :class:`Values` once for every variant, or per *selector*: a group of variants (a
-vendor or toolkit family), one variant, or one architecture. :meth:`Manifest.resolve` lays them
+vendor or toolkit family), one variant, or one architecture. :meth:`PinManifest.resolve` lays them
 over each other, in that order, into one :class:`ResolvedPin` per image.
 """
 
@@ -345,7 +345,7 @@ def arg_prefix(name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Manifest:
+class PinManifest:
     path: Path
     text: str
     variants: Mapping[str, Variant]
@@ -567,7 +567,7 @@ def norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def iter_resolved(manifest: Manifest) -> Iterator[ResolvedPin]:
+def iter_resolved(manifest: PinManifest) -> Iterator[ResolvedPin]:
     """Every (pin, image) pair, in manifest order."""
     for image in manifest.images():
         yield from manifest.resolve(image)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import Arch, ImageKey, Manifest, Profile, ResolvedPin
+from twinbuild.manifest.model import Arch, ImageKey, PinManifest, Profile, ResolvedPin
 
 GENERATED = ".twinbuild"
 #: The local profile's one recipe: a stage per recipe family (``cuda``, ``rocm``).
@@ -126,7 +126,7 @@ def requirement(pin: ResolvedPin, *, mirror: str | None = None) -> str:
     return f"{name}{pin.values.range or ''}"
 
 
-def check_mirrors(manifest: Manifest, mirrors: Mapping[str, str]) -> None:
+def check_mirrors(manifest: PinManifest, mirrors: Mapping[str, str]) -> None:
     """Every ``--mirror PIN=PATH`` names a git pin of the manifest: a misspelt name would be
     ignored, and the pin it meant silently left out of the local build."""
     git = sorted(
@@ -161,7 +161,7 @@ def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | Non
 
 
 def render(
-    manifest: Manifest,
+    manifest: PinManifest,
     image: ImageKey,
     profile: Profile,
     *,

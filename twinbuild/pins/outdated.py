@@ -25,7 +25,7 @@ from packaging.version import InvalidVersion, Version
 
 from twinbuild.errors import EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, ResolvedPin
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, ResolvedPin
 from twinbuild.manifest.rendered import render
 from twinbuild.util.exchange import Clock
 
@@ -210,7 +210,7 @@ def _with(row: Row, **changes: Any) -> Row:
 
 
 def _questions(
-    manifest: Manifest, options: OutdatedOptions, index: str
+    manifest: PinManifest, options: OutdatedOptions, index: str
 ) -> tuple[list[_Ask], list[Row]]:
     """The questions to ask, and the rows no source answers (url, apt, untracked commits)."""
     asks: list[_Ask] = []
@@ -340,7 +340,7 @@ def _git_answer(
     return answer
 
 
-def _base_questions(manifest: Manifest, options: OutdatedOptions) -> Iterable[_Ask]:
+def _base_questions(manifest: PinManifest, options: OutdatedOptions) -> Iterable[_Ask]:
     from twinbuild.engine.registry import clock as registry_clock
 
     clock = registry_clock()

@@ -42,7 +42,7 @@ from twinbuild.evidence.evidence_check import Accepted, GateRefused, Policy, che
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import NAME_RE, Arch, ImageKey, Profile
 from twinbuild.ship.merged import Checkout, check_merged, checkout_at
-from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
+from twinbuild.ship.oci import Client, ImageRef, OciManifest, check_tag
 from twinbuild.ship.oci_index import children
 from twinbuild.util import environ, strictjson, values
 from twinbuild.util.activity import Say
@@ -291,7 +291,7 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
     )  # fmt: skip
 
 
-def _move_tag(client: Client, image: ImageRef, tag: str, subject: Manifest) -> None:
+def _move_tag(client: Client, image: ImageRef, tag: str, subject: OciManifest) -> None:
     client.put_manifest(image.repository, tag, subject)
     after = client.manifest(image.repository, tag)
     if after is None or after.digest != image.digest:

@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from twinbuild.errors import FindingsError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, Manifest
+from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, PinManifest
 from twinbuild.smoke import gpu, gpu_arch, gpu_checks, gpu_probe
 from twinbuild.smoke.gpu_probe import Probe, Ran, Shell, Verdict
 from twinbuild.util.atomic import write_atomic
@@ -195,7 +195,7 @@ def run_proof(
 
 
 def _rows(
-    options: ProofOptions, manifest: Manifest, info: gpu.GpuInfo, shell: Shell,
+    options: ProofOptions, manifest: PinManifest, info: gpu.GpuInfo, shell: Shell,
     host: dict[str, Any],
 ) -> list[Row]:  # fmt: skip
     spec = manifest.variant(options.variant)

@@ -19,7 +19,7 @@ from twinbuild.engine import client
 from twinbuild.engine.api import EngineAPI, GpuAccess
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, Arch, ImageKey, Manifest, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, Arch, ImageKey, PinManifest, Profile
 from twinbuild.smoke import cases, smoke_report, targets
 from twinbuild.smoke.gpu import GpuInfo, access, detect
 from twinbuild.smoke.smoke_report import SmokeReport
@@ -57,7 +57,7 @@ def start_container(eng: EngineAPI, image_id: str, access: GpuAccess | None) -> 
 
 
 def smoke_target(
-    manifest: Manifest,
+    manifest: PinManifest,
     root: Path,
     target: Target,
     *,
@@ -162,7 +162,7 @@ def smoke_images(options: SmokeOptions) -> list[Outcome]:
 
 
 def smoke(
-    manifest: Manifest,
+    manifest: PinManifest,
     *,
     root: Path,
     variant: str | None = None,
