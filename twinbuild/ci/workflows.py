@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.lint.findings import Finding
-from twinbuild.util import bounded
+from twinbuild.util import bounded, process
 
 # Events whose payload (and, for pull_request, whose code) a fork or any GitHub user controls.
 UNTRUSTED_TRIGGERS = frozenset(
@@ -170,6 +169,10 @@ def lint(directory: Path, *, root: Path | None = None) -> LintReport:
     return LintReport(findings=tuple(findings), tools=(zizmor(directory), actionlint(directory)))
 
 
+#: How long zizmor or actionlint may take over the workflows: each needs seconds.
+TOOL_TIMEOUT_S = 300
+
+
 def zizmor(directory: Path) -> ToolResult:
     """zizmor at its default persona, offline (its online audits would call the GitHub API)."""
     exe = _find_tool("zizmor")
@@ -178,22 +181,9 @@ def zizmor(directory: Path) -> ToolResult:
             "zizmor: not found on PATH or next to this Python; install the lint dependency group "
             "(pip install zizmor)"
         )
-    proc = subprocess.run(
-        [
-            exe,
-            "--offline",
-            "--no-progress",
-            "--color",
-            "never",
-            "--format",
-            "plain",
-            str(directory),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return ToolResult(tool="zizmor", ok=proc.returncode == 0, output=proc.stdout + proc.stderr)
+    argv = [exe, "--offline", "--no-progress", "--color", "never", "--format", "plain"]
+    proc = process.run([*argv, str(directory)], timeout=TOOL_TIMEOUT_S)
+    return ToolResult(tool="zizmor", ok=proc.ok, output=proc.out + proc.err)
 
 
 def actionlint(directory: Path) -> ToolResult:
@@ -211,8 +201,8 @@ def actionlint(directory: Path) -> ToolResult:
             ),
         )
     files = [str(path) for path in _workflow_files([directory])]
-    proc = subprocess.run([exe, "-no-color", *files], capture_output=True, text=True, check=False)
-    return ToolResult(tool="actionlint", ok=proc.returncode == 0, output=proc.stdout + proc.stderr)
+    proc = process.run([exe, "-no-color", *files], timeout=TOOL_TIMEOUT_S)
+    return ToolResult(tool="actionlint", ok=proc.ok, output=proc.out + proc.err)
 
 
 def _find_tool(name: str) -> str | None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -27,6 +26,7 @@ from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, PinManifest
 from twinbuild.smoke import gpu, gpu_arch, gpu_checks, gpu_probe
 from twinbuild.smoke.gpu_probe import Probe, Ran, Shell, Verdict
+from twinbuild.util import process
 from twinbuild.util.atomic import write_atomic
 
 Status = Literal["proven", "healthy only", "skipped", "FAILED"]
@@ -127,14 +127,12 @@ def local_shell(timeout_s: int) -> Shell:
 
     def run(argv: Sequence[str]) -> Ran:
         try:
-            proc = subprocess.run(list(argv), capture_output=True, text=True, check=False,
-                                  timeout=timeout_s + 60)  # fmt: skip
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
-            return Ran(rc=124, stdout=out, stderr="killed: no answer after its timeout")
-        except OSError as exc:
-            return Ran(rc=127, stdout="", stderr=f"{argv[0]}: {exc.strerror}")
-        return Ran(rc=proc.returncode, stdout=proc.stdout, stderr=proc.stderr)
+            proc = process.run(argv, timeout=timeout_s + 60)
+        except process.CommandTimedOut as exc:
+            return Ran(rc=124, stdout=exc.out, stderr="killed: no answer after its timeout")
+        except process.CommandMissing as exc:
+            return Ran(rc=127, stdout="", stderr=str(exc))
+        return Ran(rc=proc.code, stdout=proc.out, stderr=proc.err)
 
     return run
 
