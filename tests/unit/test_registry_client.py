@@ -17,16 +17,16 @@ import pytest
 
 from tests import fake_registry as fake
 from twinbuild.engine.api import Credentials
-from twinbuild.engine.registry import (
+from twinbuild.errors import ConfigError, CredentialsMissing, EngineError
+from twinbuild.ship.oci import Client, ImageRef, OciManifest, redirect_verdict
+from twinbuild.util.exchange import (
     COMMAND_TIMEOUTS,
     TIMEOUT_ENV_VAR,
+    Clock,
     clock,
     loopback,
     request_timeout,
 )
-from twinbuild.errors import ConfigError, CredentialsMissing, EngineError
-from twinbuild.ship.oci import Client, ImageRef, OciManifest, redirect_verdict
-from twinbuild.util.exchange import Clock
 
 LOGIN = Credentials(username="ci-bot", password="s3cret")  # noqa: S106  # the fake's test login
 

@@ -135,7 +135,7 @@ def plan_inputs(
 def _cache_from(options: BuildOptions, image: ImageKey) -> tuple[str, ...]:
     if options.registry is None:
         return ()
-    from twinbuild.engine.registry import cache_ref
+    from twinbuild.engine.registry_names import cache_ref
 
     return (cache_ref(options.registry, image, options.profile),)
 
@@ -148,7 +148,7 @@ def _base_fetcher(
         return None
 
     def fetch(tag: str) -> bool:
-        from twinbuild.engine.registry import ci_ref
+        from twinbuild.engine.registry_names import ci_ref
 
         remote = ci_ref(registry, tag)
         try:

@@ -27,7 +27,7 @@ TIMEOUT_VAR = "TWINBUILD_DOWNLOAD_TIMEOUT"
 def _loopback(url: str) -> bool:
     """A literal loopback address or ``localhost``, by parsing the host (``engine.registry``):
     ``127.attacker.example`` is a name like any other."""
-    from twinbuild.engine.registry import loopback
+    from twinbuild.util.exchange import loopback
 
     return loopback(urlsplit(url).netloc)
 

@@ -341,7 +341,7 @@ def _git_answer(
 
 
 def _base_questions(manifest: PinManifest, options: OutdatedOptions) -> Iterable[_Ask]:
-    from twinbuild.engine.registry import clock as registry_clock
+    from twinbuild.util.exchange import clock as registry_clock
 
     clock = registry_clock()
     for name, spec in manifest.variants.items():

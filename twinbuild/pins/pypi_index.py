@@ -24,9 +24,8 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from twinbuild.engine.registry import loopback
 from twinbuild.errors import ConfigError, EngineError
-from twinbuild.util.exchange import Clock, Request, exchange
+from twinbuild.util.exchange import Clock, Request, exchange, loopback
 
 #: The largest project page read (torch's JSON page lists thousands of files in a few MiB).
 PAGE_MAX = 64 << 20

@@ -35,8 +35,6 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from twinbuild.engine.api import Credentials
 from twinbuild.engine.client import stored_credentials
-from twinbuild.engine.registry import clock as registry_clock
-from twinbuild.engine.registry import loopback
 from twinbuild.errors import ConfigError, EngineError
 from twinbuild.ship.auth import Auth, scope
 from twinbuild.util.exchange import (
@@ -46,9 +44,11 @@ from twinbuild.util.exchange import (
     Stream,
     exchange,
     internal_host,
+    loopback,
     size_text,
     streaming,
 )
+from twinbuild.util.exchange import clock as registry_clock
 
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from twinbuild.builder.build_record import BuildRecord, PushRecord, record_path
 from twinbuild.engine.api import EngineAPI
-from twinbuild.engine.registry import cache_ref, ci_ref, index_ref, repository
+from twinbuild.engine.registry_names import cache_ref, ci_ref, index_ref, repository
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, Arch, ImageKey, PinManifest, Profile
 from twinbuild.util.activity import Say

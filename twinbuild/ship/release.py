@@ -36,7 +36,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from twinbuild.engine.registry import CI_NAMESPACE, RELEASE_NAMESPACE
+from twinbuild.engine.registry_names import CI_NAMESPACE, RELEASE_NAMESPACE
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
 from twinbuild.evidence.evidence_check import Accepted, GateRefused, Policy, check_one
 from twinbuild.evidence.signing import Blob, Verified, verify
