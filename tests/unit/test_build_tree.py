@@ -12,12 +12,12 @@ import pytest
 from tests.helpers import image, mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
-from twinbuild.builder.input_paths import NOT_INPUTS, RULE, is_input
 from twinbuild.builder.inputs import builder_settings, image_inputs, input_files, inputs_hash
-from twinbuild.builder.tree import CommitTree, Tree, WorkTree
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import NOT_INPUTS, RULE, is_input
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.rendered import recipe_path, render
+from twinbuild.util.repo_tree import CommitTree, Tree, WorkTree
 
 pytestmark = needs_git
 

@@ -19,13 +19,13 @@ from tests.helpers import edit, image, mini_project, repo_image
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.inputs_reference import NOT_INPUTS as REFERENCE_NOT_INPUTS
 from tests.unit.inputs_reference import copied_by_regex, every_input, reference
-from twinbuild.builder.input_paths import NOT_INPUTS, is_input
 from twinbuild.builder.inputs import builder_settings, image_inputs, input_files, inputs_hash
-from twinbuild.builder.tree import CommitTree
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import NOT_INPUTS, is_input
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import PinManifest, Profile
 from twinbuild.manifest.rendered import Rendered, recipe_path, render
+from twinbuild.util.repo_tree import CommitTree
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = Path("pins/manifest.toml")

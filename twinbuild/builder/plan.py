@@ -2,7 +2,7 @@
 
 An image (a variant on one architecture) is fed by its slice of the manifest (``image_digest``,
 both profiles) and, deny by default, by every other file but docs/, tests/, tools/, evidence/,
-README.md and the other recipe families' ``images/<other>/`` (``input_paths.families_fed_by``: the
+README.md and the other recipe families' ``images/<other>/`` (``inputs_rule.families_fed_by``: the
 rule the inputs hash uses). A change to the docs or the tests builds nothing. When the change
 cannot be computed (no git, unknown or shallow base) the plan builds everything and says why: a
 missed rebuild is worse than a spare one. The workflows take their matrices from here: ``matrix``
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from twinbuild.builder.input_paths import families_fed_by
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import families_fed_by
 from twinbuild.manifest.loader import load, load_bytes
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest
 from twinbuild.pins.diff import bytes_at, compare

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from twinbuild.builder.tree import WorkTree
 from twinbuild.lint.findings import Finding
 from twinbuild.util import bounded
 from twinbuild.util.codeowners import LOCATIONS, MAX_BYTES, CodeOwners, find
+from twinbuild.util.repo_tree import WorkTree
 
 #: Paths a PR could add that would be trust roots, whether or not any exists yet.
 PROBES = (

@@ -1,10 +1,10 @@
 """What the evidence gate computes at a commit, from git objects only.
 
 The PR head is never checked out or run: its tree is listed with ``git ls-tree`` and its files are
-read with ``git cat-file --batch`` (:class:`~twinbuild.builder.tree.CommitTree`), then hashed by the
-same :func:`~twinbuild.builder.inputs.inputs_hash` that ``twinbuild build`` uses for its up-to-date
-check. ``twinbuild evidence inputs --head SHA`` prints the result, so a maintainer can see why
-evidence does or does not count.
+read with ``git cat-file --batch`` (:class:`~twinbuild.util.repo_tree.CommitTree`), then hashed by
+the same :func:`~twinbuild.builder.inputs.inputs_hash` that ``twinbuild build`` uses for its
+up-to-date check. ``twinbuild evidence inputs --head SHA`` prints the result, so a maintainer can
+see why evidence does or does not count.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from twinbuild.builder.inputs import builder_settings, inputs_hash
-from twinbuild.builder.tree import KIND_NAMES, CommitTree
 from twinbuild.errors import ConfigError
 from twinbuild.evidence.command_options import InputsOptions
 from twinbuild.evidence.signing import Blob
@@ -24,6 +23,7 @@ from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, Vendor
 from twinbuild.manifest.rendered import render
 from twinbuild.util import strictjson
 from twinbuild.util.git import rev_arg, run_git
+from twinbuild.util.repo_tree import KIND_NAMES, CommitTree
 
 #: Envelopes the gate reads from one evidence ref: one per image, with room to spare.
 MAX_EVIDENCE_FILES = 64
