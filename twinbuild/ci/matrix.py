@@ -24,6 +24,7 @@ from twinbuild.manifest.listing import VariantsOptions, variants
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest
 from twinbuild.manifest.rendered import render
+from twinbuild.util import github
 
 Job = Literal["build", "gpu"]
 Scope = Literal["pr", "nightly"]
@@ -128,8 +129,6 @@ def matrix_for(options: MatrixOptions) -> Matrix:
         load(options.required_by) if options.required_by is not None else None,
     )  # fmt: skip
     if options.github_output:
-        from twinbuild.util import github
-
         github.write_outputs(found.outputs(), who="variants")
         for line in found.left_out:
             print(github.annotation("warning", line))

@@ -41,6 +41,7 @@ from pathlib import Path
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from twinbuild.ci import ownership
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.lint.findings import Finding
 from twinbuild.util import bounded, process
@@ -163,8 +164,6 @@ def check_workflows(options: CheckOptions) -> LintReport:
 def lint(directory: Path, *, root: Path | None = None) -> LintReport:
     """The trust check, zizmor and actionlint (skipped when not installed) over ``directory``;
     with the repository ``root``, also that every trust root has a code owner (TB-W008)."""
-    from twinbuild.ci import ownership
-
     findings = [*check([directory]), *(ownership.check(root) if root is not None else [])]
     return LintReport(findings=tuple(findings), tools=(zizmor(directory), actionlint(directory)))
 

@@ -146,6 +146,7 @@ class RegistryOptions:
 def ping(address: str, timeout: float = PING_TIMEOUT_S) -> bool:
     """True when ``GET /v2/`` answers like a registry (200, or 401 asking for credentials), all
     of it within ``timeout``: a registry that stalls or drips is not running."""
+    # http.client and ssl load only when a registry is asked something
     from twinbuild.util.exchange import Clock, Request, exchange, loopback
 
     local = loopback(address)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from twinbuild.errors import ConfigError
 from twinbuild.manifest.tomlpos import KeyLines
 
 Arch = Literal["linux/amd64", "linux/arm64"]
@@ -367,7 +368,8 @@ class PinManifest:
         """The variant called ``name``; ConfigError naming the known ones otherwise."""
         found = self.variants.get(name)
         if found is None:
-            from twinbuild.errors import ConfigError
+            # difflib's close matches only when a name is unknown: the CLI's start needs the
+            # model, not the messages
             from twinbuild.manifest.messages import one_of
 
             raise ConfigError(
@@ -386,16 +388,12 @@ class PinManifest:
         found = self.variant(variant)
         if arch is None:
             if len(found.archs) > 1:
-                from twinbuild.errors import ConfigError
-
                 raise ConfigError(
                     f"{self.path}: variants.{variant}: builds {', '.join(found.archs)}; pass "
                     "--arch to say which image"
                 )
             arch = found.archs[0]
         if arch not in found.archs:
-            from twinbuild.errors import ConfigError
-
             raise ConfigError(
                 f"{self.path}: variants.{variant}.archs: {variant} does not build {arch} "
                 f"(archs = {list(found.archs)})"

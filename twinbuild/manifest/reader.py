@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from twinbuild.manifest.messages import example, type_name
+from twinbuild.manifest.messages import bad_name, example, one_of, type_name
 from twinbuild.manifest.model import NAME_RE
 from twinbuild.manifest.tomlpos import KeyLines
 
@@ -90,8 +90,6 @@ class Reader:
         self, table: Mapping[str, Any], key: Key, choices: tuple[str, ...], hint: str
     ) -> str | None:
         """A string that must be one of ``choices``; None (after one error) otherwise."""
-        from twinbuild.manifest.messages import one_of
-
         value = self.get_str(table, key)
         if value is None:
             if key[-1] not in table and hint:
@@ -105,8 +103,6 @@ class Reader:
     def name(self, key: Key, name: str, what: str) -> bool:
         """Whether ``name`` (the last part of ``key``) may name a ``what``: it becomes a file
         name, a tag or a build arg."""
-        from twinbuild.manifest.messages import bad_name
-
         if NAME_RE.fullmatch(name):
             return True
         self.error(key, bad_name(name, what))

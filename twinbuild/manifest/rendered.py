@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Arch, ImageKey, PinManifest, Profile, ResolvedPin
@@ -235,6 +236,4 @@ def render(
 
 
 def _host(url: str | None) -> str:
-    from urllib.parse import urlsplit
-
     return urlsplit(url or "").hostname or "its host"

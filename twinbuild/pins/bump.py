@@ -28,6 +28,7 @@ from twinbuild.lint.checks import ANY_HEX40, FULL_SHA, HEX_PREFIX, is_placeholde
 from twinbuild.lint.checks import SHA256 as SHA256_HEX
 from twinbuild.manifest import url_version
 from twinbuild.manifest.loader import load, loads
+from twinbuild.manifest.messages import unknown_name
 from twinbuild.manifest.model import (
     ARCH_NAMES,
     DEFAULT_PATH,
@@ -283,7 +284,7 @@ def _url_holder(pin: Pin, selectors: tuple[str, ...]) -> str | None:
 
 def _fetched(old: PinManifest, request: BumpRequest) -> dict[str, str]:
     """``--fetch``: the sha256 of every url the pin names on any of its images."""
-    from twinbuild.pins.download import sha256_of
+    from twinbuild.pins.download import sha256_of  # the HTTP client only for a url pin's hash
 
     pin = _check_request(old, request)
     urls: dict[str, str] = {}
@@ -376,7 +377,7 @@ def plan_downloads(
 
 
 def _fetch_hash(url: str, what: str) -> str:
-    from twinbuild.pins.download import sha256_of
+    from twinbuild.pins.download import sha256_of  # the HTTP client only for a url pin's hash
 
     try:
         return sha256_of(url, what=what)
@@ -414,8 +415,6 @@ def _check_request(old: PinManifest, request: BumpRequest) -> Pin:
     if request.variant is not None:
         members = old.members(request.variant)
         if not members:
-            from twinbuild.manifest.messages import unknown_name
-
             known = (*old.variants, *old.groups)
             raise ConfigError(
                 f"{where}: --variant: {unknown_name('variant or group', request.variant, known)}"

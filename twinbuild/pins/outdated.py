@@ -27,7 +27,11 @@ from twinbuild.errors import EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, ResolvedPin
 from twinbuild.manifest.rendered import render
+from twinbuild.pins.heads import head
+from twinbuild.pins.pypi_index import default_index, releases
+from twinbuild.pins.tags import list_tags, newest
 from twinbuild.util.exchange import Clock
+from twinbuild.util.exchange import clock as registry_clock
 
 Source = Literal["pypi", "git", "registry"]
 SOURCES: tuple[Source, ...] = get_args(Source)
@@ -147,8 +151,6 @@ def outdated_pins(options: OutdatedOptions) -> OutdatedReport:
     manifest = load(options.manifest)
     index = options.index_url
     if "pypi" in options.sources and index is None:
-        from twinbuild.pins.pypi_index import default_index
-
         index = default_index()
     asks, rows = _questions(manifest, options, index or "")
     answered, unreachable = _ask_all(asks, options)
@@ -298,8 +300,6 @@ def _pypi_answer(
     clock = _index_clock()
 
     def answer(current: str) -> tuple[str | None, Status, str]:
-        from twinbuild.pins.pypi_index import releases
-
         found = releases(index, dist, clock=clock)
         pre = False
         if values.version is not None:
@@ -329,8 +329,6 @@ def _git_answer(
     repo: str, ref: str, values: Any
 ) -> Callable[[str], tuple[str | None, Status, str]]:
     def answer(current: str) -> tuple[str | None, Status, str]:
-        from twinbuild.pins.heads import head
-
         latest = head(repo, ref)
         if values.commit is None:
             return latest, "floating", f"follows {ref}"
@@ -341,8 +339,6 @@ def _git_answer(
 
 
 def _base_questions(manifest: PinManifest, options: OutdatedOptions) -> Iterable[_Ask]:
-    from twinbuild.util.exchange import clock as registry_clock
-
     clock = registry_clock()
     for name, spec in manifest.variants.items():
         base = spec.base
@@ -356,8 +352,6 @@ def _base_questions(manifest: PinManifest, options: OutdatedOptions) -> Iterable
         def answer(
             current: str, repository: str = base.repository
         ) -> tuple[str | None, Status, str]:
-            from twinbuild.pins.tags import list_tags, newest
-
             latest = newest(current, list_tags(repository, clock=clock,
                                                registry=options.base_registry))  # fmt: skip
             if latest is None:

@@ -13,6 +13,7 @@ import html.parser
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import (
@@ -39,7 +40,8 @@ def default_index() -> str:
     if configured:
         return configured[0]
     try:
-        from pip._internal.models.index import PyPI  # pip's default, named by pip alone
+        # pip's default, named by pip alone; its internals load only when no index is named
+        from pip._internal.models.index import PyPI
     except ImportError:
         raise ConfigError(
             "pins outdated: pip is not installed here, so its index is unknown; pass "
@@ -97,8 +99,6 @@ def releases(index: str, dist: str, *, clock: Clock) -> Releases:
 
 def _from_file(index: str, project: str, folder: str) -> Releases:
     """A ``file://`` index (a local mirror): its project folder's page, or the files in it."""
-    from pathlib import Path
-
     page = Path(folder) / "index.html"
     if page.is_file():
         files = _html_files(page.read_bytes())
