@@ -45,6 +45,7 @@ from twinbuild.manifest.model import (
     Vendor,
 )
 from twinbuild.manifest.tomlpos import KeyLines
+from twinbuild.util import values
 
 Key = tuple[str, ...]
 
@@ -393,10 +394,11 @@ def _arg_value(r: Reader, at: Key, value: object) -> str | None:
     if name.endswith("_FORCE_BUILD") and text not in ("TRUE", "FALSE"):
         r.error(at, f'{text!r}: a *_FORCE_BUILD switch is "TRUE" or "FALSE"')
         return None
-    if name.endswith(("_GB_PER_JOB", "_THREADS", "_JOBS")) and not (
-        text.isdigit() and 1 <= int(text) <= 4096
+    if name.endswith(("_GB_PER_JOB", "_THREADS", "_JOBS")) and values.whole_reason(
+        text, low=1, high=4096
     ):
-        r.error(at, f"{text!r}: a count (GB per job, threads, jobs) is a whole number 1-4096")
+        r.error(at, f"{text!r}: a count (GB per job, threads, jobs) is a whole number 1-4096 in "
+                "ASCII digits")  # fmt: skip
         return None
     return text
 
