@@ -57,7 +57,7 @@ def run_twinbuild(
 
 def unscrubbed(argv: Sequence[str]) -> tuple[dict[str, str] | None, list[str]]:
     """The environment and the command of ``env -i NAME=VALUE... COMMAND...`` (what
-    ``twinbuild.engine.host.scrubbed`` makes); (None, argv) for any other command."""
+    ``twinbuild.util.process.scrubbed`` makes); (None, argv) for any other command."""
     argv = list(argv)
     if argv[:2] != ["env", "-i"]:
         return None, argv

@@ -79,7 +79,7 @@ TARGETS = (
     ),
     Target(
         name="evidence gate",
-        source="twinbuild/evidence/gate.py",
+        source="twinbuild/evidence/evidence_check.py",
         tests=(
             "tests/unit/test_evidence_gate.py",
             "tests/unit/test_evidence_gate_gpu.py",

@@ -16,8 +16,8 @@ import pytest
 
 from tests.helpers import MINI_VARIANTS, edit, image, mini_project
 from tests.unit.gitrepos import git, init, isolate_git
+from twinbuild.builder.build_options import BuildOptions
 from twinbuild.builder.image import BuildResult, build_image, image_tag
-from twinbuild.builder.options import BuildOptions
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import BuildFailed, EngineError

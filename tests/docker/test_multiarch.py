@@ -27,8 +27,8 @@ from tests.session_registry import SessionRegistry
 from twinbuild.engine import registry
 from twinbuild.engine.client import Engine, connect
 from twinbuild.errors import EngineError
-from twinbuild.ship.index import children
 from twinbuild.ship.oci import OCI_INDEX, Client, ImageRef
+from twinbuild.ship.oci_index import children
 
 pytestmark = pytest.mark.docker
 

@@ -22,7 +22,7 @@ from twinbuild.engine import client
 from twinbuild.engine.base import ensure_base
 from twinbuild.errors import FindingsError
 from twinbuild.manifest.loader import load, loads
-from twinbuild.manifest.model import Manifest
+from twinbuild.manifest.model import PinManifest
 from twinbuild.smoke import runner
 
 # The session engine's tests run on one xdist worker, one after another (tests/xdist_docker.py):
@@ -146,7 +146,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def manifest(project: Path) -> Manifest:
+def manifest(project: Path) -> PinManifest:
     return loads((project / "pins/manifest.toml").read_text(), Path("pins/manifest.toml"))
 
 
@@ -203,7 +203,7 @@ def images(eng: client.Engine, project: Path, base_id: str) -> Iterator[dict[str
             eng.api.remove_image(image_id, force=True, noprune=True)
 
 
-def _smoke(manifest: Manifest, project: Path, tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
+def _smoke(manifest: PinManifest, project: Path, tmp_path: Path, **kwargs: Any) -> dict[str, Any]:
     runner.smoke(manifest, root=project, variant="cuda", report_dir=tmp_path, echo=False, **kwargs)
     return _summary(tmp_path, kwargs.get("profile") or "local")
 
@@ -223,7 +223,7 @@ def _by_id(summary: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def _smoke_fails(
-    manifest: Manifest, project: Path, tmp_path: Path, image: str
+    manifest: PinManifest, project: Path, tmp_path: Path, image: str
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """Smoke ``image`` with the local profile, which must fail: its tests by id, and the failed."""
     with pytest.raises(FindingsError):
@@ -238,7 +238,7 @@ def _containers(eng: client.Engine) -> list[Any]:
 
 def test_smoke_local_build_record_passes(
     eng: client.Engine,
-    manifest: Manifest,
+    manifest: PinManifest,
     project: Path,
     images: dict[str, str],
     tmp_path: Path,
@@ -271,7 +271,7 @@ def test_smoke_local_build_record_passes(
 
 
 def test_smoke_production_by_image_id_passes(
-    manifest: Manifest, project: Path, images: dict[str, str], tmp_path: Path
+    manifest: PinManifest, project: Path, images: dict[str, str], tmp_path: Path
 ) -> None:
     summary = _smoke(manifest, project, tmp_path, image=images["good"], profile="production")
     tests = _by_id(summary)
@@ -295,7 +295,7 @@ def test_smoke_production_by_image_id_passes(
 
 
 def test_smoke_changed_version_fails_naming_pin(
-    manifest: Manifest, project: Path, images: dict[str, str], tmp_path: Path
+    manifest: PinManifest, project: Path, images: dict[str, str], tmp_path: Path
 ) -> None:
     with pytest.raises(FindingsError) as err:
         runner.smoke(
@@ -312,7 +312,7 @@ def test_smoke_changed_version_fails_naming_pin(
 
 
 def test_smoke_changed_env_fails_naming_the_variable_and_the_recipe_line(
-    manifest: Manifest, project: Path, images: dict[str, str], tmp_path: Path
+    manifest: PinManifest, project: Path, images: dict[str, str], tmp_path: Path
 ) -> None:
     """One environment read serves every ENV check, and a value the recipe did not set fails
     its own check alone (the others pass from the same read)."""
@@ -327,7 +327,7 @@ def test_smoke_changed_env_fails_naming_the_variable_and_the_recipe_line(
 
 
 def test_smoke_changed_commit_fails_naming_pin(
-    manifest: Manifest, project: Path, images: dict[str, str], tmp_path: Path
+    manifest: PinManifest, project: Path, images: dict[str, str], tmp_path: Path
 ) -> None:
     _, failed = _smoke_fails(manifest, project, tmp_path, images["commit"])
     assert [t["id"] for t in failed] == ["test_conformance.py::test_pin[gitdist]"]

@@ -16,7 +16,7 @@ from tests import fake_registry as fake
 from tests.fuzz.conftest import outcome
 from tests.fuzz.strategies import as_bytes, fragment, json_edit, mutated
 from twinbuild.ship.auth import Challenge
-from twinbuild.ship.oci import Client, ImageRef, Manifest
+from twinbuild.ship.oci import Client, ImageRef, OciManifest
 from twinbuild.util.exchange import Clock
 
 ENVELOPE = b'{"payloadType": "x", "payload": "", "signatures": []}'
@@ -73,7 +73,7 @@ def test_any_image_manifest_to_copy(
 
     @given(data=_documents(SUBJECT))
     def run(data: bytes) -> None:
-        manifest = Manifest(media_type=fake.MANIFEST_TYPE, data=data)
+        manifest = OciManifest(media_type=fake.MANIFEST_TYPE, data=data)
         outcome(lambda: _client(registry).copy(image, "twinbuild/cuda", manifest), folder=folder)
 
     run()

@@ -15,7 +15,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from twinbuild.manifest.render import Rendered
+from twinbuild.manifest.rendered import Rendered
 
 #: What is not an input, as the format describes it: folders end in "/".
 NOT_INPUTS = (

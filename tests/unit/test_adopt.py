@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.importer import draft, report, run
+from twinbuild.importer import draft, drift_report, run
 
 RECIPES = Path(__file__).parent.parent / "fixtures" / "recipes"
 EXPECTED = RECIPES / "expected"
@@ -32,8 +32,8 @@ def test_draft_is_exact() -> None:
 
 @pytest.mark.usefixtures("in_recipes")
 @pytest.mark.parametrize(("fmt", "ext"), [("text", "txt"), ("markdown", "md"), ("json", "json")])
-def test_drift_report_is_exact(fmt: report.Format, ext: str) -> None:
-    assert report.report(both(), fmt) == (EXPECTED / f"drift.{ext}").read_text()
+def test_drift_report_is_exact(fmt: drift_report.Format, ext: str) -> None:
+    assert drift_report.report(both(), fmt) == (EXPECTED / f"drift.{ext}").read_text()
 
 
 @pytest.mark.usefixtures("in_recipes")

@@ -18,13 +18,13 @@ import pytest
 from tests.helpers import image as image_key
 from tests.helpers import mini_project
 from twinbuild.builder.bake import BakeOptions, bake, check_repository, definition, plan_images
+from twinbuild.builder.build_options import BuildOptions
+from twinbuild.builder.build_record import BaseRef
 from twinbuild.builder.image import _labels
 from twinbuild.builder.inputs import builder_settings, inputs_hash
-from twinbuild.builder.options import BuildOptions
-from twinbuild.builder.record import BaseRef
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.render import render
+from twinbuild.manifest.rendered import render
 
 ROOT = Path(__file__).resolve().parents[2]
 # The attributes the Bake file reference documents.

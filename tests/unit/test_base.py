@@ -15,9 +15,10 @@ from tests.fake_engine import FakeEngine
 from tests.helpers import unscrubbed
 from twinbuild.engine import base, binfmt
 from twinbuild.engine.base import BaseInputs
-from twinbuild.engine.host import ROOT_ENVIRONMENT, run_command
+from twinbuild.engine.host import run_command
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 from twinbuild.manifest.model import Arch
+from twinbuild.util.process import ROOT_ENVIRONMENT
 
 SUITE = "bookworm"
 MIRROR = "http://debian-mirror.invalid/debian"

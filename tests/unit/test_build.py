@@ -17,13 +17,13 @@ import requests
 from tests.fake_engine import FakeEngine
 from tests.helpers import edit, image, mini_project
 from tests.unit.inputs_reference import reference
+from twinbuild.builder.build_options import BuilderChoice, BuildOptions
+from twinbuild.builder.build_record import record_path
 from twinbuild.builder.image import BuildResult, build_image
-from twinbuild.builder.options import BuilderChoice, BuildOptions
-from twinbuild.builder.record import record_path
 from twinbuild.engine.api import BuilderUnavailable
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.render import recipe_path, render
+from twinbuild.manifest.rendered import recipe_path, render
 
 BUILT = "sha256:" + "b" * 64
 GOOD: list[dict[str, Any]] = [
@@ -271,8 +271,8 @@ def test_build_in_github_actions_adopts_nothing_and_reads_no_registry_cache(
 ) -> None:
     import contextlib
 
+    from twinbuild.builder.build_options import BuildRequest
     from twinbuild.builder.image import build_images
-    from twinbuild.builder.options import BuildRequest
     from twinbuild.engine import client
 
     digest = _build(mini_project(tmp_path / "a"), FakeEngine(build_chunks=GOOD))

@@ -10,7 +10,7 @@ import pytest
 from tests.fake_engine import FakeEngine
 from tests.helpers import edit, image, mini_project
 from tests.unit.test_build import GOOD, _build, holding
-from twinbuild.builder.record import BaseRef, BuildRecord, PushRecord, SkippedPin, record_path
+from twinbuild.builder.build_record import BaseRef, BuildRecord, PushRecord, SkippedPin, record_path
 from twinbuild.errors import ConfigError
 
 IMAGE = "sha256:" + "1" * 64

@@ -12,12 +12,12 @@ import pytest
 from tests.helpers import image, mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
-from twinbuild.builder.input_paths import NOT_INPUTS, RULE, is_input
 from twinbuild.builder.inputs import builder_settings, image_inputs, input_files, inputs_hash
-from twinbuild.builder.tree import CommitTree, Tree, WorkTree
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import NOT_INPUTS, RULE, is_input
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.render import recipe_path, render
+from twinbuild.manifest.rendered import recipe_path, render
+from twinbuild.util.repo_tree import CommitTree, Tree, WorkTree
 
 pytestmark = needs_git
 
@@ -60,7 +60,9 @@ def test_the_working_tree_and_its_commit_hash_alike(root: Path) -> None:
     rendered = render(load(root / "pins/manifest.toml"), image("cuda"), "production")
     hashed = [e.path for e in image_inputs(root, rendered)]
     assert hashed == [e.path for e in image_inputs(CommitTree(root, "HEAD"), rendered)]
-    assert {"pyproject.toml", "twinbuild/manifest/render.py", "images/common/b.txt"} <= set(hashed)
+    assert {"pyproject.toml", "twinbuild/manifest/rendered.py", "images/common/b.txt"} <= set(
+        hashed
+    )
     assert not any("__pycache__" in p or p.startswith("images/rocm/") for p in hashed)
 
 

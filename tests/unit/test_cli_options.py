@@ -30,7 +30,7 @@ OUTPUT_DESTS = frozenset({"quiet", "verbose", "format"})
 # command words -> "module:function" the handler passes its options object to (first argument)
 LIBRARY: dict[tuple[str, ...], str] = {
     ("lint",): "twinbuild.lint.checks:lint_project",
-    ("render",): "twinbuild.builder.render:render_manifest",
+    ("render",): "twinbuild.builder.render_command:render_manifest",
     ("engine",): "twinbuild.engine.daemon:control",
     ("base",): "twinbuild.engine.base:base_for",
     ("build",): "twinbuild.builder.image:build_images",

@@ -220,7 +220,7 @@ def test_both_missing_platforms_are_reported(signer: Signer) -> None:
 
 def test_check_one_accepts_or_refuses_one_envelope(tmp_path: Path, signer: Signer) -> None:
     """The release's check: one platform's evidence, the same rules, no both-platforms rule."""
-    from twinbuild.evidence.gate import check_one
+    from twinbuild.evidence.evidence_check import check_one
     from twinbuild.evidence.signing import verify
 
     good = verify(evidence(tmp_path, signer, "rocm"), trusted=signer.trusted)

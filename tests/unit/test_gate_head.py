@@ -152,7 +152,7 @@ def test_a_gitlink_among_the_inputs_is_refused(
 def test_a_change_to_the_code_that_renders_the_build_is_refused(
     gate_repo: GateRepo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    render = gate_repo.root / "twinbuild/manifest/render.py"
+    render = gate_repo.root / "twinbuild/manifest/rendered.py"
     text = render.read_text()
     # What a reviewer tried: put an extra package index at the top of every pip layer.
     marker = '"".join(f"{line}\\n" for line in lines)'

@@ -11,9 +11,9 @@ import pytest
 
 from tests.unit.gate_repos import GateRepo, run_gate
 from tests.unit.gitrepos import commit_all, needs_git
-from twinbuild.builder.input_paths import is_input
 from twinbuild.cli.main import message_lines
 from twinbuild.evidence.trust_roots import is_trust_root
+from twinbuild.inputs_rule import is_input
 
 pytestmark = needs_git
 HOOK = "import os; os.system('id')\n"

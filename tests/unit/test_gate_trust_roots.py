@@ -81,7 +81,7 @@ def test_deleting_the_codeowners_is_refused(
 @pytest.mark.parametrize(
     ("path", "old", "new"),
     [
-        ("twinbuild/evidence/gate.py", "    elif c.failed:\n", "    elif False:\n"),
+        ("twinbuild/evidence/evidence_check.py", "    elif c.failed:\n", "    elif False:\n"),
         (".github/workflows/gate.yml", None, "name: gate\non: pull_request_target\n"),
     ],
 )

@@ -40,7 +40,9 @@ def test_a_git_that_never_answers_is_stopped(
     for binary in (True, False):
         with pytest.raises(ConfigError) as info:
             run_git(tmp_path, "archive", "HEAD", binary=binary)
-        assert str(info.value) == f"git -C {tmp_path} archive HEAD: no answer in 0.5s"
+        assert (
+            str(info.value) == f"git -C {tmp_path} archive HEAD: still running after 0.5s; stopped"
+        )
 
 
 def test_no_git_on_path_says_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

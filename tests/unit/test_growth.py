@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tools.bench.generate import variants_manifest
-from twinbuild.manifest import read_variants
+from twinbuild.manifest import reader
 from twinbuild.manifest.loader import loads
-from twinbuild.manifest.model import Group, Manifest
+from twinbuild.manifest.model import Group, PinManifest
 
 VISITS = [0]
 
@@ -45,7 +45,7 @@ def _counted_groups(monkeypatch: pytest.MonkeyPatch) -> None:
     def group(*, name: str, members: tuple[str, ...], line: int = 0) -> Group:
         return Group(name=name, members=Counted(members), line=line)
 
-    monkeypatch.setattr(read_variants, "Group", group)
+    monkeypatch.setattr(reader, "Group", group)
 
 
 def _visits(n: int, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -75,7 +75,7 @@ def test_the_manifest_still_resolves_each_images_groups(monkeypatch: pytest.Monk
     first = manifest.images()[0]
     assert manifest.selectors(first) == ("nvidia", first.variant, "amd64")
     assert manifest.selectors(manifest.images()[1])[0] == "amd"
-    assert isinstance(manifest, Manifest)
+    assert isinstance(manifest, PinManifest)
 
 
 # --- stages -----------------------------------------------------------------------------------

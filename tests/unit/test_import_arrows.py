@@ -1,5 +1,6 @@
 """Every arrow between twinbuild's subpackages points down: no two subpackages import each other,
-however far round, counting the imports made inside functions (the lazy ones too).
+however far round, counting the imports made inside functions (the lazy ones too); and the
+package's top-level modules (``errors.py``, ``inputs_rule.py``) are the bottom floor.
 
 A cycle is found by the imports the code really writes, read with ``ast``; the message names the
 files and lines that close it, so the fix (a helper moved down into ``util/``, say) is plain.
@@ -150,6 +151,47 @@ def test_a_three_way_loop_is_one_group(tmp_path: Path) -> None:
         },
     )
     assert cycles(arrows(root)) == [["a", "b", "c"]]
+
+
+#: The package's own top-level modules: the bottom floor, beside ``util/``. Each may import only
+#: those named here (the rule of what counts as an image input needs nothing but the errors).
+FLOOR = {"errors": set(), "inputs_rule": {"errors"}}
+
+
+def floor_imports(root: Path, package: str = PACKAGE) -> dict[str, set[str]]:
+    """What each top-level module of ``package`` (not ``__init__``, ``__main__``) imports of it,
+    functions included: ``{"inputs_rule": {"errors"}}``."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((root / package).glob("*.py")):
+        if path.stem in ("__init__", "__main__"):
+            continue
+        reached: set[str] = set()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            for name in _imported(node, (package, path.stem)):
+                words = name.split(".")
+                if len(words) >= 2 and words[0] == package:
+                    reached.add(words[1])
+        found[path.stem] = reached
+    return found
+
+
+def test_the_top_level_modules_are_the_bottom_floor() -> None:
+    """The builder, the plan and the gate all take the image-inputs rule from below them."""
+    assert floor_imports(ROOT) == FLOOR
+
+
+def test_the_floor_check_sees_an_import_up(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "__main__.py": "from twinbuild.cli import main\n",
+            "errors.py": "",
+            "inputs_rule.py": "from twinbuild.errors import E\n\ndef f():\n    from twinbuild.builder import x\n",
+        },
+    )
+    assert floor_imports(root) == {"errors": set(), "inputs_rule": {"errors", "builder"}}
 
 
 def private_uses(folder: Path, package: str = PACKAGE) -> list[str]:

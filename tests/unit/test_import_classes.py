@@ -12,9 +12,9 @@ from packaging.requirements import Requirement
 
 from tests.helpers import image
 from twinbuild.errors import ConfigError
-from twinbuild.importer import draft, report, run
+from twinbuild.importer import draft, drift_report, run
 from twinbuild.manifest import loader
-from twinbuild.manifest.render import render
+from twinbuild.manifest.rendered import render
 from twinbuild.recipe import scan
 
 ROCM = "FROM rocm/dev-ubuntu-22.04:6.3.1-complete\nRUN pip install numba==0.65.1\n"
@@ -180,7 +180,7 @@ def test_unquoted_env_with_semicolon_is_one_value(tmp_path: Path) -> None:
      ("HEAD", "default branch")],
 )  # fmt: skip
 def test_tags_and_branches_are_told_apart(ref: str, kind: str) -> None:
-    assert report.ref_kind(ref) == kind
+    assert drift_report.ref_kind(ref) == kind
 
 
 def test_url_pins_never_float(tmp_path: Path) -> None:

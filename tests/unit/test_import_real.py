@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from twinbuild.importer import draft, report
+from twinbuild.importer import draft, drift_report
 from twinbuild.lint import checks
 from twinbuild.manifest import loader
 
@@ -30,8 +30,8 @@ def in_real(monkeypatch: pytest.MonkeyPatch) -> None:
 def _table(adoption: draft.Adoption) -> Table:
     return {
         d.name: (
-            report.value(d.cuda) if d.cuda else None,
-            report.value(d.rocm) if d.rocm else None,
+            drift_report.value(d.cuda) if d.cuda else None,
+            drift_report.value(d.rocm) if d.rocm else None,
         )
         for d in adoption.deps
     }

@@ -19,13 +19,13 @@ from tests.helpers import edit, image, mini_project, repo_image
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from tests.unit.inputs_reference import NOT_INPUTS as REFERENCE_NOT_INPUTS
 from tests.unit.inputs_reference import copied_by_regex, every_input, reference
-from twinbuild.builder.input_paths import NOT_INPUTS, is_input
 from twinbuild.builder.inputs import builder_settings, image_inputs, input_files, inputs_hash
-from twinbuild.builder.tree import CommitTree
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import NOT_INPUTS, is_input
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import Manifest, Profile
-from twinbuild.manifest.render import Rendered, recipe_path, render
+from twinbuild.manifest.model import PinManifest, Profile
+from twinbuild.manifest.rendered import Rendered, recipe_path, render
+from twinbuild.util.repo_tree import CommitTree
 
 REPO = Path(__file__).resolve().parents[2]
 MANIFEST = Path("pins/manifest.toml")
@@ -136,7 +136,7 @@ def test_a_file_no_recipe_copies_is_still_an_input(repo: Path) -> None:
     assert all(_hash(repo, p) != before[p] for p in ("cuda", "rocm"))
 
 
-def _pin_for(manifest: Manifest, *, platforms: tuple[str, ...], install: str) -> str:
+def _pin_for(manifest: PinManifest, *, platforms: tuple[str, ...], install: str) -> str:
     """The first pin on exactly the variants of these groups (or variants), installed this way,
     with a version."""
     variants = tuple(v for g in platforms for v in manifest.members(g))
@@ -357,8 +357,8 @@ def test_every_file_of_the_package_is_an_input_of_both_images(repo: Path) -> Non
     assert tuple(NOT_INPUTS) == REFERENCE_NOT_INPUTS
     before = {p: _hash(repo, p) for p in ("cuda", "rocm")}
     for rel in ("twinbuild/smoke/runner.py", "twinbuild/lint/checks.py", "twinbuild/cli/main.py",
-                "twinbuild/evidence/gate.py", "twinbuild/__init__.py", "twinbuild/util/bounded.py",
-                "twinbuild/manifest/render.py", "twinbuild/builder/image.py", "pyproject.toml"):  # fmt: skip
+                "twinbuild/evidence/evidence_check.py", "twinbuild/__init__.py", "twinbuild/util/bounded.py",
+                "twinbuild/manifest/rendered.py", "twinbuild/builder/image.py", "pyproject.toml"):  # fmt: skip
         path = repo / rel
         original = path.read_bytes()
         path.write_bytes(original + b"\n# changed\n")

@@ -2,8 +2,8 @@
 
 The package table must name every module of ``twinbuild/`` and ``tools/`` (a row per package, its
 modules in backticks) and nothing that is not there; the top-level table every entry git tracks at
-the root; the tests table every helper module of ``tests/``. Only ``twinbuild/engine/`` may import
-``docker``.
+the root; the tests table every helper module of ``tests/``. No two modules of the package share a
+file name. Only ``twinbuild/engine/`` may import ``docker``.
 """
 
 from __future__ import annotations
@@ -102,6 +102,29 @@ def test_every_package_has_a_row() -> None:
         if p.parent not in (PACKAGE, TOOLS)
     }
     assert sorted(packages - named) == []
+
+
+def shared_names(package: Path) -> dict[str, list[str]]:
+    """Module file names that more than one module of ``package`` bears (``__init__.py`` aside),
+    with the modules: ``{"index.py": ["pins/index.py", "ship/index.py"]}``."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        if path.name != "__init__.py" and "__pycache__" not in path.parts:
+            found.setdefault(path.name, []).append(path.relative_to(package).as_posix())
+    return {name: paths for name, paths in found.items() if len(paths) > 1}
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """`git ls-files | grep /index.py` finds the one module meant: a name says which concern it is
+    (``pypi_index.py``, ``oci_index.py``), not only which folder it sits in."""
+    assert shared_names(PACKAGE) == {}, "rename one of each so its name says what it is"
+
+
+def test_the_shared_name_check_sees_a_pair_in_two_folders(tmp_path: Path) -> None:
+    for path in ("a/__init__.py", "a/index.py", "b/__init__.py", "b/index.py", "b/c/report.py"):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text("")
+    assert shared_names(tmp_path) == {"index.py": ["a/index.py", "b/index.py"]}
 
 
 @needs_git

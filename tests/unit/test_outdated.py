@@ -14,8 +14,8 @@ import pytest
 from tests.helpers import mini_project, serving
 from tests.unit.gitrepos import git, init, isolate_git, needs_git
 from twinbuild.cli.main import main
-from twinbuild.pins.index import default_index
 from twinbuild.pins.outdated import OutdatedOptions, outdated_pins
+from twinbuild.pins.pypi_index import default_index
 from twinbuild.pins.tags import newest
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -128,7 +128,7 @@ def test_shared_inputs_plan_both(mini_repo: Path) -> None:
     (mini_repo / "images" / "common").mkdir()
     (mini_repo / "images" / "common" / "smoke.py").write_text("")
     (mini_repo / "twinbuild" / "manifest").mkdir(parents=True)
-    (mini_repo / "twinbuild" / "manifest" / "render.py").write_text("")
+    (mini_repo / "twinbuild" / "manifest" / "rendered.py").write_text("")
     (mini_repo / "twinbuild" / "lint").mkdir()
     (mini_repo / "twinbuild" / "lint" / "checks.py").write_text("")  # installed: deny by default
     (mini_repo / "docs").mkdir()
@@ -137,7 +137,7 @@ def test_shared_inputs_plan_both(mini_repo: Path) -> None:
     both = [
         "images/common/smoke.py changed",
         "twinbuild/lint/checks.py changed",
-        "twinbuild/manifest/render.py changed",
+        "twinbuild/manifest/rendered.py changed",
     ]
     assert result.reasons == {image("cuda"): both, image("rocm"): both}
 

@@ -14,7 +14,7 @@ from dockerfile_parse import DockerfileParser
 
 from tests.helpers import repo_image
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.render import render
+from twinbuild.manifest.rendered import render
 
 ROOT = Path(__file__).resolve().parents[2]
 MANIFEST = load(ROOT / "pins/manifest.toml")

@@ -17,16 +17,16 @@ import pytest
 
 from tests import fake_registry as fake
 from twinbuild.engine.api import Credentials
-from twinbuild.engine.registry import (
+from twinbuild.errors import ConfigError, CredentialsMissing, EngineError
+from twinbuild.ship.oci import Client, ImageRef, OciManifest, redirect_verdict
+from twinbuild.util.exchange import (
     COMMAND_TIMEOUTS,
     TIMEOUT_ENV_VAR,
+    Clock,
     clock,
     loopback,
     request_timeout,
 )
-from twinbuild.errors import ConfigError, CredentialsMissing, EngineError
-from twinbuild.ship.oci import Client, ImageRef, Manifest, redirect_verdict
-from twinbuild.util.exchange import Clock
 
 LOGIN = Credentials(username="ci-bot", password="s3cret")  # noqa: S106  # the fake's test login
 
@@ -259,7 +259,9 @@ def test_a_redirect_of_a_write_is_refused(registry: fake.FakeRegistry) -> None:
         f"http://{registry.address}/v2/twinbuild/cuda/manifests/v2"
     )
     with pytest.raises(EngineError, match="redirected PUT /v2/twinbuild/cuda/manifests/v1 to"):
-        client(registry).put_manifest("twinbuild/cuda", "v1", Manifest(media_type="x", data=b"{}"))
+        client(registry).put_manifest(
+            "twinbuild/cuda", "v1", OciManifest(media_type="x", data=b"{}")
+        )
     assert registry.manifest_at("twinbuild/cuda", "v2") is None
 
 
@@ -341,5 +343,5 @@ def test_an_image_with_more_layers_than_docker_allows_is_not_copied(
     digest = registry.put_manifest("twinbuild-ci/cuda", fake.digest_of(data), data)
     image = ImageRef.parse(f"{registry.address}/twinbuild-ci/cuda@{digest}")
     with pytest.raises(EngineError, match="lists 200 layers, more than the 128"):
-        client(registry).copy(image, "twinbuild/cuda", Manifest(media_type="x", data=data))
+        client(registry).copy(image, "twinbuild/cuda", OciManifest(media_type="x", data=data))
     assert registry.writes() == []

@@ -22,7 +22,7 @@ import pytest
 from packaging.utils import canonicalize_name
 
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import Manifest
+from twinbuild.manifest.model import PinManifest
 
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "39.264.1"
@@ -77,7 +77,7 @@ def _extracted(tmp_path: Path) -> list[dict[str, Any]]:
     return [{**dep, "file": f["packageFile"]} for f in files for dep in f["deps"]]
 
 
-def _pypi_expected(manifest: Manifest) -> set[tuple[str, str | None, str, str]]:
+def _pypi_expected(manifest: PinManifest) -> set[tuple[str, str | None, str, str]]:
     """(pin, override table or None, dist, version or range or 'unpinned') per PyPI pin."""
     out: set[tuple[str, str | None, str, str]] = set()
     for name, pin in manifest.pins.items():

@@ -35,7 +35,7 @@ from twinbuild.evidence.keys import keyid
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import ImageKey
 from twinbuild.ship.merged import Checkout
-from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
+from twinbuild.ship.oci import Client, ImageRef, OciManifest, check_tag
 from twinbuild.ship.push import PushOptions, push
 from twinbuild.ship.release import ReleaseOptions, Trust, release, verify_attached
 
@@ -45,26 +45,26 @@ REF = "127.0.0.1:5000/twinbuild-ci/cuda@sha256:" + "3" * 64
 class FakeClient:
     """A registry holding manifests by (repository, reference); records every write in order."""
 
-    def __init__(self, manifests: dict[tuple[str, str], Manifest]) -> None:
+    def __init__(self, manifests: dict[tuple[str, str], OciManifest]) -> None:
         self.manifests = manifests
         self.writes: list[str] = []
         self.fail_attach = False
 
-    def manifest(self, repository: str, reference: str) -> Manifest | None:
+    def manifest(self, repository: str, reference: str) -> OciManifest | None:
         return self.manifests.get((repository, reference))
 
-    def put_manifest(self, repository: str, tag: str, manifest: Manifest) -> None:
+    def put_manifest(self, repository: str, tag: str, manifest: OciManifest) -> None:
         self.writes.append(f"tag {tag}")
         self.manifests[(repository, tag)] = manifest
         self.manifests[(repository, manifest.digest)] = manifest
 
-    def copy(self, image: ImageRef, repository: str, manifest: Manifest) -> int:
+    def copy(self, image: ImageRef, repository: str, manifest: OciManifest) -> int:
         self.writes.append(f"copy {image.repository} -> {repository}")
         self.manifests[(repository, manifest.digest)] = manifest
         return 2
 
     def attach(
-        self, image: ImageRef, subject: Manifest, envelope: bytes, annotations: Mapping[str, str]
+        self, image: ImageRef, subject: OciManifest, envelope: bytes, annotations: Mapping[str, str]
     ) -> str:
         if self.fail_attach:
             raise EngineError("store evidence: the registry does not answer; nothing was tagged")
@@ -81,19 +81,19 @@ CONFIG = json.dumps({"os": "linux", "architecture": "amd64"}).encode()
 CONFIG_DIGEST = "sha256:" + hashlib.sha256(CONFIG).hexdigest()
 
 
-def _image_manifest(seed: str) -> Manifest:
+def _image_manifest(seed: str) -> OciManifest:
     config = {
         "mediaType": "application/vnd.docker.container.image.v1+json",
         "digest": CONFIG_DIGEST,
         "size": len(CONFIG),
     }
-    return Manifest(
+    return OciManifest(
         media_type="application/vnd.docker.distribution.manifest.v2+json",
         data=json.dumps({"schemaVersion": 2, "config": config, "seed": seed}).encode(),
     )
 
 
-Signed = tuple[Path, Trust, ImageRef, Manifest, Checkout]
+Signed = tuple[Path, Trust, ImageRef, OciManifest, Checkout]
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def _options(signed: Signed, image: ImageRef | None = None, **kw: Any) -> Releas
     )  # fmt: skip
 
 
-def _client(*manifests: tuple[str, str, Manifest]) -> FakeClient:
+def _client(*manifests: tuple[str, str, OciManifest]) -> FakeClient:
     return FakeClient({(repo, ref): m for repo, ref, m in manifests})
 
 
@@ -255,7 +255,7 @@ def test_push_without_a_build_record_says_build_first(tmp_path: Path) -> None:
 class AttachedClient(FakeClient):
     """A registry holding one image and whatever envelopes are stored next to it."""
 
-    def __init__(self, image: ImageRef, manifest: Manifest, envelopes: list[bytes]) -> None:
+    def __init__(self, image: ImageRef, manifest: OciManifest, envelopes: list[bytes]) -> None:
         super().__init__({(image.repository, image.digest): manifest})
         self.envelopes = envelopes
 

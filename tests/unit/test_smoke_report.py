@@ -11,8 +11,8 @@ import pytest
 
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import ImageKey
-from twinbuild.smoke import report
-from twinbuild.smoke.report import SmokeReport
+from twinbuild.smoke import smoke_report
+from twinbuild.smoke.smoke_report import SmokeReport
 from twinbuild.util.strictjson import Fields
 
 TESTS: list[dict[str, Any]] = [
@@ -29,13 +29,13 @@ TESTS: list[dict[str, Any]] = [
 
 
 def _summary() -> dict[str, Any]:
-    return report.summary(
+    return smoke_report.summary(
         image_key=ImageKey(variant="cuda", arch="linux/amd64"),
         profile="local",
-        image=report.ImageRef(id="sha256:abc", inputs_hash="sha256:in"),
+        image=smoke_report.ImageRef(id="sha256:abc", inputs_hash="sha256:in"),
         manifest_digest="sha256:m",
         gpu=None,
-        tests=[report.SmokeTest.from_json(Fields(t, "test", "TESTS")) for t in TESTS],
+        tests=[smoke_report.SmokeTest.from_json(Fields(t, "test", "TESTS")) for t in TESTS],
         holds={"tms": "f" * 40, "fla": "0.4.3"},
     ).to_json()
 
@@ -83,7 +83,7 @@ def test_write_json_and_junit(tmp_path: Path) -> None:
 
 
 def test_markdown_lists_failures_and_flaky() -> None:
-    assert report.markdown([_report(_summary())]) == (
+    assert smoke_report.markdown([_report(_summary())]) == (
         "## twinbuild smoke\n\n"
         "| variant | arch | profile | image | passed | failed | skipped | flaky | GPU |\n"
         "|---|---|---|---|---|---|---|---|---|\n"
@@ -103,7 +103,7 @@ def test_another_image_gets_its_own_report_and_smoke_md_keeps_both(tmp_path: Pat
     assert second["json"].name == "smoke-cuda-amd64-local-999999999999.json"
     assert json.loads(first["json"].read_text())["image"]["id"] == "sha256:abc"  # not overwritten
     (tmp_path / "smoke-rocm-amd64-local.json").write_text("{")  # a run that died mid-write
-    rows = [line for line in report.markdown(report.collected(tmp_path)).splitlines()
+    rows = [line for line in smoke_report.markdown(smoke_report.collected(tmp_path)).splitlines()
             if line.startswith("| cuda ")]  # fmt: skip
     assert sorted(row.split(" | ")[3] for row in rows) == ["`sha256:999999999999`", "`sha256:abc`"]
 
@@ -112,7 +112,7 @@ def test_a_report_saves_and_loads_back_as_the_same_record(tmp_path: Path) -> Non
     made = _report(_summary())
     paths = made.save(tmp_path)
     assert SmokeReport.load(paths["json"]) == made
-    assert made.counts == report.Counts(passed=2, failed=1, skipped=1, flaky=1)
+    assert made.counts == smoke_report.Counts(passed=2, failed=1, skipped=1, flaky=1)
     assert [t.id for t in made.failures] == ["test_conformance.py::test_pin[fla]"]
 
 

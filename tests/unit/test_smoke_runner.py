@@ -10,7 +10,7 @@ import pytest
 
 from tests.fake_engine import FakeEngine
 from tests.helpers import image, mini_project, with_arm64
-from twinbuild.builder.record import BuildRecord, SkippedPin, record_path
+from twinbuild.builder.build_record import BuildRecord, SkippedPin, record_path
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.manifest.loader import load
 from twinbuild.smoke import cases, runner, targets

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,7 +13,8 @@ from tests.helpers import image, mini_project
 from twinbuild.builder import wheelhouse
 from twinbuild.errors import BuildFailed
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.render import render, requirement
+from twinbuild.manifest.rendered import render, requirement
+from twinbuild.util import process
 
 
 class FakePip:
@@ -27,16 +27,16 @@ class FakePip:
 
     def __call__(
         self, dest: Path, reqs: Sequence[str], index: str | None, arch: str = "linux/amd64"
-    ) -> subprocess.CompletedProcess[str]:
+    ) -> process.Finished[str]:
         with self.lock:
             self.calls.append(list(reqs))
         if self.refuse is not None and any(r.startswith(self.refuse) for r in reqs):
-            return subprocess.CompletedProcess([], 1, "", "ERROR: No matching distribution")
+            return process.Finished(argv=(), code=1, out="", err="ERROR: No matching distribution")
         for req in reqs:
             name = re.split(r"[<>=!~ ]", req, maxsplit=1)[0]
             version = req.partition("==")[2] or "1.0"
             (dest / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"w")
-        return subprocess.CompletedProcess([], 0, "", "")
+        return process.Finished(argv=(), code=0, out="", err="")
 
 
 def test_one_call_per_group_and_each_wheel_in_its_layer(
@@ -127,7 +127,7 @@ def test_two_builds_at_once_fetch_each_wheel_once(
 
     def slow_pip(
         dest: Path, reqs: Sequence[str], index: str | None, arch: str = "linux/amd64"
-    ) -> subprocess.CompletedProcess[str]:
+    ) -> process.Finished[str]:
         threading.Event().wait(0.05)  # long enough for the other thread to look at the cache
         return pip(dest, reqs, index)
 

@@ -51,9 +51,9 @@ def bench_cold(s: Session) -> None:
 
 def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
     """The assembled context of each platform and the docker CLI args that build it."""
+    from twinbuild.builder.build_options import BuildOptions
     from twinbuild.builder.context import assemble
     from twinbuild.builder.image import plan_inputs
-    from twinbuild.builder.options import BuildOptions
     from twinbuild.engine.client import connect
     from twinbuild.manifest.loader import load
 
@@ -189,7 +189,7 @@ def _prefetch(s: Session, versions: Sequence[str]) -> None:
     """Download the bump's wheels before timing, so PyPI's latency is not in the figures."""
     from twinbuild.builder.wheelhouse import download_wheels
     from twinbuild.manifest.loader import load
-    from twinbuild.manifest.render import render
+    from twinbuild.manifest.rendered import render
 
     cache = cache_root()
     for v in versions:

@@ -97,8 +97,8 @@ def child_main(arg: str) -> None:
 
 
 def _job_build(job: dict[str, Any]) -> dict[str, Any]:
+    from twinbuild.builder.build_options import BuildOptions
     from twinbuild.builder.image import build_image
-    from twinbuild.builder.options import BuildOptions
     from twinbuild.engine.base import ensure_base
     from twinbuild.engine.client import connect
     from twinbuild.manifest.loader import load

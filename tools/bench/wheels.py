@@ -42,7 +42,7 @@ def bench_wheels(s: Session) -> None:
         return
     from twinbuild.builder.wheelhouse import prefetch_wheels
     from twinbuild.manifest.loader import load
-    from twinbuild.manifest.render import render
+    from twinbuild.manifest.rendered import render
 
     root = Path(s.extra["repo_root"])
     manifest = load(root / "pins/manifest.toml")

@@ -32,14 +32,14 @@ from pathlib import Path
 from typing import Any
 
 from twinbuild.builder import context
+from twinbuild.builder.build_options import BuildOptions
+from twinbuild.builder.build_record import BaseRef
 from twinbuild.builder.image import _labels, image_tag, plan_inputs, wanted_images
-from twinbuild.builder.options import BuildOptions
-from twinbuild.builder.record import BaseRef
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, DiskFull, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, SOURCE_RE, ImageKey, Manifest, Profile
-from twinbuild.manifest.render import GENERATED, Rendered, recipe_path
+from twinbuild.manifest.model import DEFAULT_PATH, SOURCE_RE, ImageKey, PinManifest, Profile
+from twinbuild.manifest.rendered import GENERATED, Rendered, recipe_path
 from twinbuild.util import bounded
 from twinbuild.util.activity import Say, to_stderr
 from twinbuild.util.atomic import need_folder, resolve_target, write_atomic
@@ -171,7 +171,7 @@ def definition(
 
 
 def plan_images(
-    manifest: Manifest,
+    manifest: PinManifest,
     root: Path,
     profile: Profile,
     *,
@@ -196,7 +196,7 @@ def plan_images(
     return found
 
 
-def stage(manifest: Manifest, root: Path, image: ImageKey) -> Path:
+def stage(manifest: PinManifest, root: Path, image: ImageKey) -> Path:
     """Make ``.twinbuild/bake/<image>/`` for the production profile (no engine needed)."""
     images = [i for i in plan_images(manifest, root, "production") if i.key == image]
     return _stage_all(root, images, say=to_stderr)[image.name]
@@ -302,7 +302,7 @@ def _replaceable(target: Path, out: Path) -> None:
 
 
 def bake(
-    manifest: Manifest,
+    manifest: PinManifest,
     options: BakeOptions,
     *,
     engine: EngineAPI | None = None,

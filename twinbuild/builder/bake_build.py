@@ -25,13 +25,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from twinbuild.builder import guard, record
+from twinbuild.builder import build_record, guard
 from twinbuild.builder.bake import BakeResult, Image
+from twinbuild.builder.build_record import SkippedPin
 from twinbuild.builder.image import BuildResult, _save_record, image_tag
-from twinbuild.builder.record import SkippedPin
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
-from twinbuild.manifest.model import Manifest
+from twinbuild.manifest.model import PinManifest
 from twinbuild.util.activity import Say, step
 from twinbuild.util.paths import cache_root
 
@@ -104,7 +104,7 @@ def build_argv(docker: str, target: Mapping[str, Any], *, network: str, iidfile:
 
 def build_baked(
     result: BakeResult,
-    manifest: Manifest,
+    manifest: PinManifest,
     root: Path,
     *,
     engine: EngineAPI,
@@ -136,7 +136,7 @@ def _build_target(
     name: str,
     target: Mapping[str, Any],
     image: Image,
-    manifest: Manifest,
+    manifest: PinManifest,
     root: Path,
     docker: str,
     *,
@@ -145,7 +145,7 @@ def _build_target(
     say: Say,
 ) -> BuildResult:
     start = time.monotonic()
-    folder = record.folder(root, image.profile, image.key)
+    folder = build_record.folder(root, image.profile, image.key)
     folder.mkdir(parents=True, exist_ok=True)
     tag = image_tag(image.key, image.profile)
     if target.get("cache-to"):
@@ -175,7 +175,7 @@ def _build_target(
         seconds=time.monotonic() - start, base=image.base, skipped=skipped,
         python="/opt/venv/bin/python" if image.profile == "local" else "python3", log=str(log),
     )  # fmt: skip
-    _save_record(folder / record.NAME, made.record())
+    _save_record(folder / build_record.NAME, made.record())
     return made
 
 

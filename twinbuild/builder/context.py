@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from twinbuild.builder.build_options import BuildOptions
 from twinbuild.builder.inputs import input_files
-from twinbuild.builder.options import BuildOptions
 from twinbuild.builder.wheelhouse import copy_mirrors, download_wheels
-from twinbuild.manifest.render import GENERATED, Rendered
+from twinbuild.manifest.rendered import GENERATED, Rendered
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
 

@@ -23,17 +23,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from twinbuild import __version__
-from twinbuild.builder import context, guard, record
+from twinbuild.builder import build_record, context, guard
+from twinbuild.builder.build_options import BuildOptions, BuildRequest
+from twinbuild.builder.build_record import BaseRef, BuildRecord, SkippedPin
 from twinbuild.builder.inputs import builder_settings, inputs_hash
-from twinbuild.builder.options import BuildOptions, BuildRequest
-from twinbuild.builder.record import BaseRef, BuildRecord, SkippedPin
 from twinbuild.builder.submit import run_build
 from twinbuild.builder.wheelhouse import prefetch_wheels
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError, EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import Arch, ImageKey, Manifest, Profile
-from twinbuild.manifest.render import Rendered, check_mirrors, render
+from twinbuild.manifest.model import Arch, ImageKey, PinManifest, Profile
+from twinbuild.manifest.rendered import Rendered, check_mirrors, render
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
 
@@ -87,7 +87,7 @@ def image_tag(image: ImageKey, profile: Profile) -> str:
     return f"{REPOSITORY.format(variant=image.variant)}:{profile}-{image.short}"
 
 
-def buildable(manifest: Manifest, image: ImageKey, profile: Profile) -> None:
+def buildable(manifest: PinManifest, image: ImageKey, profile: Profile) -> None:
     """Refuse (exit 2) what cannot build here, before anything is built or tagged: an
     architecture whose QEMU interpreter is missing, a production image not pinned yet."""
     from twinbuild.engine import binfmt
@@ -100,7 +100,7 @@ def buildable(manifest: Manifest, image: ImageKey, profile: Profile) -> None:
 
 
 def plan_inputs(
-    manifest: Manifest,
+    manifest: PinManifest,
     engine: EngineAPI | None,
     image: ImageKey,
     options: BuildOptions,
@@ -135,7 +135,7 @@ def plan_inputs(
 def _cache_from(options: BuildOptions, image: ImageKey) -> tuple[str, ...]:
     if options.registry is None:
         return ()
-    from twinbuild.engine.registry import cache_ref
+    from twinbuild.engine.registry_names import cache_ref
 
     return (cache_ref(options.registry, image, options.profile),)
 
@@ -148,7 +148,7 @@ def _base_fetcher(
         return None
 
     def fetch(tag: str) -> bool:
-        from twinbuild.engine.registry import ci_ref
+        from twinbuild.engine.registry_names import ci_ref
 
         remote = ci_ref(registry, tag)
         try:
@@ -194,7 +194,7 @@ def _up_to_date(
     found = find_up_to_date(engine, image, options.profile, digest)
     if found is None or options.adopt:
         return found
-    recorded = BuildRecord.load(record.record_path(options.root, options.profile, image))
+    recorded = BuildRecord.load(build_record.record_path(options.root, options.profile, image))
     if recorded is not None and recorded.image_id == found[0] and recorded.inputs_hash == digest:
         return found
     return None
@@ -208,7 +208,7 @@ def _reuse(engine: EngineAPI, found: tuple[str, bool], tag: str) -> str:
 
 
 def build_image(
-    manifest: Manifest,
+    manifest: PinManifest,
     engine: EngineAPI,
     image: ImageKey,
     options: BuildOptions,
@@ -224,7 +224,7 @@ def build_image(
     tag = image_tag(image, options.profile)
     skipped = tuple(SkippedPin(pin=p.name, reason=r) for p, r in rendered.skipped)
     python = "/opt/venv/bin/python" if options.profile == "local" else "python3"
-    folder = record.folder(options.root, options.profile, image)
+    folder = build_record.folder(options.root, options.profile, image)
 
     def result(image_id: str, *, fresh: bool, log: Path | None) -> BuildResult:
         built = BuildResult(
@@ -233,7 +233,7 @@ def build_image(
             seconds=time.monotonic() - start, base=base_info, skipped=skipped, python=python,
             log=str(log) if log else None,
         )  # fmt: skip
-        _save_record(folder / record.NAME, built.record())
+        _save_record(folder / build_record.NAME, built.record())
         return built
 
     if not options.force and (found := _up_to_date(engine, image, options, digest)):
@@ -279,7 +279,7 @@ def _save_record(path: Path, made: BuildRecord) -> None:
 
 
 def wanted_images(
-    manifest: Manifest,
+    manifest: PinManifest,
     variant: str | None,
     arch: Arch | None,
     profile: Profile,
@@ -305,7 +305,7 @@ def wanted_images(
     return found
 
 
-def no_images(manifest: Manifest, variant: str | None, arch: Arch | None) -> ConfigError:
+def no_images(manifest: PinManifest, variant: str | None, arch: Arch | None) -> ConfigError:
     """What a build, smoke or push asked for nothing says (one line, exit 2)."""
     if arch is not None:
         return ConfigError(f"{manifest.path}: no variant builds {arch}; pass another --arch")
@@ -354,7 +354,7 @@ def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
 
 
 def _labels(
-    manifest: Manifest,
+    manifest: PinManifest,
     image: ImageKey,
     options: BuildOptions,
     digest: str,

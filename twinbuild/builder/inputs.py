@@ -3,7 +3,7 @@
 Deny by default: it covers, for one image (a variant on one architecture) and profile,
 
 - every file of the tree (what a commit holds) but the few that no build installs or runs
-  (:mod:`twinbuild.builder.input_paths`: docs/, tests/, evidence/, README.md, another recipe
+  (:mod:`twinbuild.inputs_rule`: docs/, tests/, evidence/, README.md, another recipe
   family's ``images/<other>/``), each with the one mode bit git keeps (executable): the recipes,
   the scripts
   they copy, the build tool's whole package, ``pyproject.toml``, any ``setup.py`` or ``.pth``
@@ -31,13 +31,13 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from twinbuild.builder.input_paths import RULE, check_name, is_input
-from twinbuild.builder.options import BuilderChoice
-from twinbuild.builder.tree import KIND_NAMES, Entry, Tree, WorkTree
+from twinbuild.builder.build_options import BuilderChoice
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import RULE, check_name, is_input
 from twinbuild.manifest.model import DEFAULT_PATH, Profile
-from twinbuild.manifest.render import GENERATED, Rendered
+from twinbuild.manifest.rendered import GENERATED, Rendered
 from twinbuild.util import bounded
+from twinbuild.util.repo_tree import KIND_NAMES, Entry, Tree, WorkTree
 
 #: Bump when the meaning of the hash changes, so that old images and old evidence stop matching
 #: (4: an image is a variant on one architecture).
@@ -160,7 +160,7 @@ def inputs_hash(
 ) -> str:
     """``sha256:<hex>`` over everything that decides the image's bytes (see the module doc).
 
-    ``root`` is the working tree (a folder) or a :class:`~twinbuild.builder.tree.CommitTree`;
+    ``root`` is the working tree (a folder) or a :class:`~twinbuild.util.repo_tree.CommitTree`;
     ``manifest`` the manifest's path in it (None: outside it).
     """
     tree = WorkTree(root) if isinstance(root, Path) else root

@@ -2,7 +2,7 @@
 
 An image (a variant on one architecture) is fed by its slice of the manifest (``image_digest``,
 both profiles) and, deny by default, by every other file but docs/, tests/, tools/, evidence/,
-README.md and the other recipe families' ``images/<other>/`` (``input_paths.families_fed_by``: the
+README.md and the other recipe families' ``images/<other>/`` (``inputs_rule.families_fed_by``: the
 rule the inputs hash uses). A change to the docs or the tests builds nothing. When the change
 cannot be computed (no git, unknown or shallow base) the plan builds everything and says why: a
 missed rebuild is worse than a spare one. The workflows take their matrices from here: ``matrix``
@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from twinbuild.builder.input_paths import families_fed_by
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import families_fed_by
 from twinbuild.manifest.loader import load, load_bytes
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest
 from twinbuild.pins.diff import bytes_at, compare
 from twinbuild.util import github
 from twinbuild.util.git import rev_arg, run_git
@@ -202,7 +202,7 @@ def _in_repository(root: Path, manifest: Path) -> Path:
 
 
 def _manifest_reasons(
-    root: Path, base: str, manifest: Path, new: Manifest
+    root: Path, base: str, manifest: Path, new: PinManifest
 ) -> list[tuple[ImageKey, str]]:
     """Which images' slices of the manifest moved, naming the pins and settings that did."""
     where = f"{manifest}"

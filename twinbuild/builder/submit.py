@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from twinbuild.builder.build_options import BuilderChoice
 from twinbuild.builder.context import tar_context
-from twinbuild.builder.options import BuilderChoice
 from twinbuild.builder.progress import BuildStream
 from twinbuild.engine.api import Builder, BuilderUnavailable, EngineAPI
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted
-from twinbuild.manifest.render import Rendered
+from twinbuild.manifest.rendered import Rendered
 from twinbuild.util.activity import Say
 
 LOG_TAIL = 20

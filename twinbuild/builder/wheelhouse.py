@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import threading
 from collections.abc import Mapping, Sequence
@@ -23,7 +22,8 @@ from typing import TypeVar
 
 from twinbuild.errors import BuildFailed, ConfigError, DiskFull
 from twinbuild.manifest.model import ARCH_NAMES, MACHINES, Arch, ResolvedPin
-from twinbuild.manifest.render import GENERATED, Rendered, requirement
+from twinbuild.manifest.rendered import GENERATED, Rendered, requirement
+from twinbuild.util import process
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.git import run_git
 
@@ -165,7 +165,7 @@ def _download_group(group: Sequence[tuple[ResolvedPin, str]], cache: Path) -> No
     batch.mkdir(parents=True)
     try:
         proc = _pip(batch, [req for _, req in group], index, arch)
-        files = list(batch.iterdir()) if proc.returncode == 0 else []
+        files = list(batch.iterdir()) if proc.ok else []
         alone: list[tuple[ResolvedPin, str]] = []
         for pin, req in group:
             mine = [f for f in files if _names_dist(f.name, pin.values.dist or pin.name)]
@@ -230,14 +230,14 @@ def platform_args(arch: Arch, machine: str | None = None) -> list[str]:
             "--abi=abi3", "--abi=none"]  # fmt: skip
 
 
-def _pip(
-    dest: Path, reqs: Sequence[str], index: str | None, arch: Arch
-) -> subprocess.CompletedProcess[str]:
+def _pip(dest: Path, reqs: Sequence[str], index: str | None, arch: Arch) -> process.Finished[str]:
     argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
             "--quiet", *platform_args(arch), "-d", str(dest), *reqs]  # fmt: skip
     if index:
         argv[4:4] = ["--extra-index-url", index]
-    return subprocess.run(argv, capture_output=True, text=True, check=False)
+    # No deadline of ours: pip's own (--timeout, 15 s a read) ends a stalled index, and a large
+    # wheel on a slow line may take as long as it takes.
+    return process.run(argv, timeout=None)
 
 
 def _pip_download(req: str, folder: Path, name: str, index: str | None, arch: Arch) -> None:
@@ -245,10 +245,10 @@ def _pip_download(req: str, folder: Path, name: str, index: str | None, arch: Ar
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     proc = _pip(partial, [req], index, arch)
-    if proc.returncode != 0:
+    if not proc.ok:
         shutil.rmtree(partial, ignore_errors=True)
-        tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        if "No space left" in proc.stderr:
+        tail = (proc.err.strip().splitlines() or ["(no output)"])[-1]
+        if "No space left" in proc.err:
             raise DiskFull(f"pip download {req}: no space left on device under {folder.parent}")
         raise BuildFailed(
             f"pins.{name}: pip could not download '{req}' for the local profile ({arch}): "

@@ -8,7 +8,7 @@ entry is one image (a variant on one architecture) with ``runner``: the variant'
 for that job, and the architecture's own (``x64``, ``arm64``: the labels GitHub gives a
 self-hosted runner). ``--for pr`` is what the gate requires: the variants the manifest gates,
 and, with ``--required-by`` the default branch's manifest, those that one gates too (the gate
-asks for both, ``evidence.pr_gate``). ``--for nightly`` is every variant whose production build
+asks for both, ``evidence.merge_gate``). ``--for nightly`` is every variant whose production build
 can run; the others are left out with a warning saying what to pin.
 """
 
@@ -22,8 +22,9 @@ from typing import Literal
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.listing import VariantsOptions, variants
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest
-from twinbuild.manifest.render import render
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest
+from twinbuild.manifest.rendered import render
+from twinbuild.util import github
 
 Job = Literal["build", "gpu"]
 Scope = Literal["pr", "nightly"]
@@ -55,7 +56,7 @@ class Matrix:
 
 
 def images_for(
-    manifest: Manifest, scope: Scope, required_by: Manifest | None = None
+    manifest: PinManifest, scope: Scope, required_by: PinManifest | None = None
 ) -> tuple[list[ImageKey], list[str]]:
     """The images a ``scope`` run builds and tests, and the ones left out with why."""
     if scope == "pr":
@@ -72,7 +73,7 @@ def images_for(
 
 
 def matrix(
-    manifest: Manifest, job: Job, scope: Scope, required_by: Manifest | None = None
+    manifest: PinManifest, job: Job, scope: Scope, required_by: PinManifest | None = None
 ) -> Matrix:
     images, left = images_for(manifest, scope, required_by)
     entries: list[dict[str, object]] = []
@@ -88,7 +89,7 @@ def matrix(
     return Matrix(entries=tuple(entries), left_out=tuple(left))
 
 
-def _trusted_gpu_labels(name: str, asked: tuple[str, ...], trusted: Manifest) -> tuple[str, ...]:
+def _trusted_gpu_labels(name: str, asked: tuple[str, ...], trusted: PinManifest) -> tuple[str, ...]:
     """The GPU runner labels of variant ``name`` as the default branch's manifest gives them:
     the validated commit's manifest is the PR's, and the runner its image runs on is not the
     PR's to choose. A variant the default branch lacks may ask only for a label set one of the
@@ -128,8 +129,6 @@ def matrix_for(options: MatrixOptions) -> Matrix:
         load(options.required_by) if options.required_by is not None else None,
     )  # fmt: skip
     if options.github_output:
-        from twinbuild.util import github
-
         github.write_outputs(found.outputs(), who="variants")
         for line in found.left_out:
             print(github.annotation("warning", line))

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from twinbuild.builder.tree import WorkTree
 from twinbuild.lint.findings import Finding
 from twinbuild.util import bounded
 from twinbuild.util.codeowners import LOCATIONS, MAX_BYTES, CodeOwners, find, placeholder_lines
+from twinbuild.util.repo_tree import WorkTree
 
 #: Paths a PR could add that would be trust roots, whether or not any exists yet.
 PROBES = (
@@ -55,7 +55,8 @@ def placeholder(root: Path, *, in_ci: bool) -> tuple[list[Finding], list[str]]:
 
 def check(root: Path) -> list[Finding]:
     """The TB-W008 findings for the repository at ``root``."""
-    from twinbuild.evidence.trust_roots import is_trust_root  # the gate's own rule
+    # the gate's own rule; its package (keys, signing: cryptography) loads only when this runs
+    from twinbuild.evidence.trust_roots import is_trust_root
 
     owners = _codeowners(root)
     if owners is None:

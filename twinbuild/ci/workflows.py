@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -44,9 +43,11 @@ from pathlib import Path
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from twinbuild.ci import ownership
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.lint.findings import Finding
-from twinbuild.util import bounded
+from twinbuild.util import bounded, process
+from twinbuild.util.github import in_actions
 
 # Events whose payload (and, for pull_request, whose code) a fork or any GitHub user controls.
 UNTRUSTED_TRIGGERS = frozenset(
@@ -168,9 +169,6 @@ def check_workflows(options: CheckOptions) -> LintReport:
 def lint(directory: Path, *, root: Path | None = None) -> LintReport:
     """The trust check, zizmor and actionlint (skipped when not installed) over ``directory``;
     with the repository ``root``, also that every trust root has a code owner (TB-W008)."""
-    from twinbuild.ci import ownership
-    from twinbuild.util.github import in_actions
-
     findings = [*check([directory]), *(ownership.check(root) if root is not None else [])]
     notes: list[str] = []
     if root is not None:
@@ -182,6 +180,10 @@ def lint(directory: Path, *, root: Path | None = None) -> LintReport:
     )  # fmt: skip
 
 
+#: How long zizmor or actionlint may take over the workflows: each needs seconds.
+TOOL_TIMEOUT_S = 300
+
+
 def zizmor(directory: Path) -> ToolResult:
     """zizmor at its default persona, offline (its online audits would call the GitHub API)."""
     exe = _find_tool("zizmor")
@@ -190,22 +192,9 @@ def zizmor(directory: Path) -> ToolResult:
             "zizmor: not found on PATH or next to this Python; install the lint dependency group "
             "(pip install zizmor)"
         )
-    proc = subprocess.run(
-        [
-            exe,
-            "--offline",
-            "--no-progress",
-            "--color",
-            "never",
-            "--format",
-            "plain",
-            str(directory),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return ToolResult(tool="zizmor", ok=proc.returncode == 0, output=proc.stdout + proc.stderr)
+    argv = [exe, "--offline", "--no-progress", "--color", "never", "--format", "plain"]
+    proc = process.run([*argv, str(directory)], timeout=TOOL_TIMEOUT_S)
+    return ToolResult(tool="zizmor", ok=proc.ok, output=proc.out + proc.err)
 
 
 def actionlint(directory: Path) -> ToolResult:
@@ -223,8 +212,8 @@ def actionlint(directory: Path) -> ToolResult:
             ),
         )
     files = [str(path) for path in _workflow_files([directory])]
-    proc = subprocess.run([exe, "-no-color", *files], capture_output=True, text=True, check=False)
-    return ToolResult(tool="actionlint", ok=proc.returncode == 0, output=proc.stdout + proc.stderr)
+    proc = process.run([exe, "-no-color", *files], timeout=TOOL_TIMEOUT_S)
+    return ToolResult(tool="actionlint", ok=proc.ok, output=proc.out + proc.err)
 
 
 def _find_tool(name: str) -> str | None:

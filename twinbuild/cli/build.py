@@ -21,8 +21,8 @@ from twinbuild.util import output
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from twinbuild.builder.build_options import BuildOptions, BuildRequest
     from twinbuild.builder.image import build_images
-    from twinbuild.builder.options import BuildOptions, BuildRequest
 
     request = BuildRequest(
         manifest=manifest_path(args),

@@ -140,8 +140,8 @@ def days(text: str) -> float:
 
 def registry_host(text: str) -> str:
     """An argparse ``type``: a registry's ``HOST[:PORT]`` (no scheme, path, space, user), by the
-    rule ``--registry`` follows (``engine.registry.address_reason``)."""
-    from twinbuild.engine.registry import address_reason
+    rule ``--registry`` follows (``engine.registry_names.address_reason``)."""
+    from twinbuild.engine.registry_names import address_reason
 
     reason = address_reason(text, namespace=False)
     if reason is not None:

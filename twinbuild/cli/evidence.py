@@ -17,7 +17,7 @@ PR_NUMBER = whole_number(1, 2**31 - 1)
 
 def cmd_record(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import record
-    from twinbuild.evidence.options import RecordOptions
+    from twinbuild.evidence.command_options import RecordOptions
 
     return record(
         RecordOptions(
@@ -32,7 +32,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def cmd_sign(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import sign
-    from twinbuild.evidence.options import SignOptions
+    from twinbuild.evidence.command_options import SignOptions
 
     key = Path(args.key) if args.key else None
     return sign(
@@ -46,7 +46,7 @@ def cmd_sign(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import verify
-    from twinbuild.evidence.options import VerifyOptions
+    from twinbuild.evidence.command_options import VerifyOptions
 
     return verify(
         VerifyOptions(
@@ -58,7 +58,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def cmd_gate(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import gate
-    from twinbuild.evidence.options import GateOptions
+    from twinbuild.evidence.command_options import GateOptions
 
     options = GateOptions(
         head=args.head, base=args.base, repo=Path(args.repo), evidence_ref=args.evidence_ref,
@@ -75,7 +75,7 @@ def cmd_gate(args: argparse.Namespace) -> int:
 
 def cmd_inputs(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import inputs
-    from twinbuild.evidence.options import InputsOptions
+    from twinbuild.evidence.command_options import InputsOptions
 
     return inputs(
         InputsOptions(
@@ -85,7 +85,7 @@ def cmd_inputs(args: argparse.Namespace) -> int:
 
 
 def cmd_check_push(args: argparse.Namespace) -> int:
-    from twinbuild.evidence.options import CheckPushOptions
+    from twinbuild.evidence.command_options import CheckPushOptions
     from twinbuild.evidence.push_check import check_push
     from twinbuild.util import output
 
@@ -101,7 +101,7 @@ def cmd_check_push(args: argparse.Namespace) -> int:
 
 def cmd_trigger(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import trigger
-    from twinbuild.evidence.options import TriggerOptions
+    from twinbuild.evidence.command_options import TriggerOptions
 
     return trigger(
         TriggerOptions(
@@ -114,7 +114,7 @@ def cmd_trigger(args: argparse.Namespace) -> int:
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     from twinbuild.cli.evidence_handlers import keygen
-    from twinbuild.evidence.options import KeygenOptions
+    from twinbuild.evidence.command_options import KeygenOptions
 
     return keygen(KeygenOptions(private=Path(args.private), public=Path(args.public)), args.format)
 

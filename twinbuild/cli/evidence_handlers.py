@@ -15,8 +15,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild import evidence
 from twinbuild.errors import ConfigError, EvidenceRefused, TrustRootRefused
-from twinbuild.evidence.head import inputs_report, validated
-from twinbuild.evidence.options import (
+from twinbuild.evidence.command_options import (
     GateOptions,
     InputsOptions,
     KeygenOptions,
@@ -25,6 +24,7 @@ from twinbuild.evidence.options import (
     TriggerOptions,
     VerifyOptions,
 )
+from twinbuild.evidence.head import inputs_report, validated
 from twinbuild.evidence.run_env import run_env
 from twinbuild.manifest.model import ImageKey
 from twinbuild.util import environ, github, output
@@ -140,7 +140,7 @@ def inputs(options: InputsOptions) -> int:
 
 
 def gate(options: GateOptions, fmt: Format = "text") -> int:
-    from twinbuild.evidence.pr_gate import judge, refusals_of
+    from twinbuild.evidence.merge_gate import judge, refusals_of
 
     env = run_env(environ.checked(), env_file=options.env_file, repository_id=options.repository_id)
     try:

@@ -12,7 +12,7 @@ from twinbuild.util import output
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    from twinbuild.builder.render import RenderOptions, render_manifest
+    from twinbuild.builder.render_command import RenderOptions, render_manifest
 
     options = RenderOptions(
         manifest=manifest_path(args), variant=args.variant, arch=args.arch,

@@ -27,11 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twinbuild.engine import binfmt
-from twinbuild.engine.host import APT_INSTALL, run_command, scrubbed, which
+from twinbuild.engine.host import APT_INSTALL, run_command, which
 from twinbuild.errors import BuildFailed, ConfigError, EngineError
 from twinbuild.manifest.model import ARCH_NAMES, Arch
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.paths import cache_root
+from twinbuild.util.process import scrubbed
 
 if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK costs it 0.15 s
     from twinbuild.engine.api import EngineAPI

@@ -93,7 +93,7 @@ def _stream(docker_host: str, call: transfer.Call) -> Iterator[dict[str, Any]]:
     go without moving (``engine.transfer``; tests without the docker marker block it, like
     ``_request``)."""
     from twinbuild.engine import transfer
-    from twinbuild.engine.registry import TIMEOUT_ENV_VAR, request_timeout
+    from twinbuild.util.exchange import TIMEOUT_ENV_VAR, request_timeout
 
     seconds = request_timeout()
     limit = transfer.Limit(seconds=seconds, hint=f"{TIMEOUT_ENV_VAR}={seconds} sets it")

@@ -1,5 +1,6 @@
-"""The machine the engine and the registry run on: the one way engine/ runs a host command, finds
-a program, reads a pidfile, stops a process it started and installs a Debian package.
+"""The machine the engine and the registry run on: how engine/ runs a host command (through
+:mod:`twinbuild.util.process`, like every command), finds a program, reads a pidfile, stops a
+process it started and installs a Debian package.
 
 Everything here goes through :class:`Host`, so the engine logic runs against the fake in
 tests/unit/fake_host.py; :class:`SystemHost` is the real machine.
@@ -11,7 +12,6 @@ import contextlib
 import os
 import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,12 +19,8 @@ from typing import Protocol
 
 from twinbuild.engine import wire
 from twinbuild.errors import EngineError
-from twinbuild.util import bounded
-
-#: What every host command gets on top of its environment: apt and dpkg answer without prompts,
-#: and every program in the C locale.
-NONINTERACTIVE = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
-
+from twinbuild.util import bounded, process
+from twinbuild.util.process import NONINTERACTIVE
 
 #: Programs never cut off half-way: killed mid-install, dpkg leaves the machine's package
 #: database "interrupted", and every later apt-get refuses to run until ``dpkg --configure -a``.
@@ -36,46 +32,11 @@ def run_command(argv: Sequence[str]) -> tuple[int, str]:
     answer without prompts and in the C locale. Ctrl-C (or SIGTERM, taken as one) stops any
     command at once, but an install (:data:`TO_THE_END`): that runs to its end, then the stop
     goes on."""
-    env = {**os.environ, **NONINTERACTIVE}
-    if Path(argv[0]).name not in TO_THE_END:
-        proc = subprocess.run(
-            list(argv), capture_output=True, text=True, env=env, check=False,
-            stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-        return proc.returncode, proc.stdout + proc.stderr
-    stopped: BaseException | None = None
-    with subprocess.Popen(
-        list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        stdin=subprocess.DEVNULL,
-    ) as child:  # fmt: skip
-        while True:
-            try:
-                out, _ = child.communicate()
-                break
-            except KeyboardInterrupt as exc:
-                stopped = stopped or exc
-    if stopped is not None:
-        raise stopped
-    return child.returncode, out
-
-
-#: All a command that fills a root filesystem (mmdebstrap) takes from this environment: the
-#: programs' PATH, a temporary folder, the proxies that reach a mirror, a reproducible build's
-#: clock. It hands its environment to every maintainer script in that root, so anything more
-#: (a caller's PYTHONPYCACHEPREFIX, PYTHONPATH, VIRTUAL_ENV, a token) would end up in, or steer,
-#: what the image holds.
-ROOT_ENVIRONMENT = (
-    "PATH", "TMPDIR", "SOURCE_DATE_EPOCH",
-    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
-)  # fmt: skip
-
-
-def scrubbed(argv: Sequence[str]) -> list[str]:
-    """``argv`` run by env(1) in an emptied environment: ROOT_ENVIRONMENT's variables that are
-    set here, the C locale and no prompts."""
-    kept = {name: os.environ[name] for name in ROOT_ENVIRONMENT if name in os.environ}
-    pairs = [f"{name}={value}" for name, value in {**kept, **NONINTERACTIVE}.items()]
-    return ["env", "-i", *pairs, *argv]
+    done = process.run(
+        argv, timeout=None, env=NONINTERACTIVE, merged=True,
+        to_the_end=Path(argv[0]).name in TO_THE_END,
+    )  # fmt: skip
+    return done.code, done.out
 
 
 def which(name: str) -> str | None:
@@ -118,22 +79,7 @@ class SystemHost:
         return run_command(argv)
 
     def spawn(self, argv: Sequence[str], log: Path) -> int:
-        # posix_spawn in a new session: the daemon outlives us and owns no Popen object to warn on.
-        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            return os.posix_spawn(
-                argv[0],
-                list(argv),
-                dict(os.environ),
-                file_actions=[
-                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                    (os.POSIX_SPAWN_DUP2, fd, 1),
-                    (os.POSIX_SPAWN_DUP2, fd, 2),
-                ],
-                setsid=True,
-            )
-        finally:
-            os.close(fd)
+        return process.spawn_detached(argv, log)
 
     def alive(self, pid: int) -> bool:
         # Reap it if it is our own child (the same process ran `up` and `down`), else a zombie

@@ -56,7 +56,7 @@ class PruneOptions:
 
 def prune_images(options: PruneOptions) -> PruneResult:
     """``twinbuild prune``: prune the engine ``connect()`` finds."""
-    from twinbuild.engine.client import connect
+    from twinbuild.engine.client import connect  # the Docker SDK only once it prunes
 
     with connect() as engine:
         return prune(engine, keep=options.keep)

@@ -9,23 +9,19 @@ an insecure registry by default, so the engine pushes to it and pulls by digest 
 started and the engine's own credentials are used. This module talks HTTP to ``/v2/`` only to ask
 whether a registry answers; the registry protocol itself lives in ``twinbuild.ship.oci``.
 
-It also says what every registry client of twinbuild shares: the request deadline
-(``TWINBUILD_REGISTRY_TIMEOUT``), which registries are loopback (plain HTTP, like Docker), and
-the two namespaces: ``twinbuild-ci/`` for what CI and `twinbuild push` write, ``twinbuild/`` for
-release tags, which only `twinbuild release` writes.
+Where images live in a registry is ``engine/registry_names.py``'s; what every registry client
+shares (the request deadline, loopback) ``util/exchange.py``'s.
 """
 
 from __future__ import annotations
 
 import errno
-import ipaddress
 import os
-import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 from twinbuild.engine.host import (
     Host,
@@ -35,25 +31,14 @@ from twinbuild.engine.host import (
     read_port,
     stop_pid,
 )
+from twinbuild.engine.registry_names import check_address
 from twinbuild.errors import ConfigError, EngineError
-from twinbuild.manifest.model import ImageKey, Profile
-from twinbuild.util import environ, values
+from twinbuild.util import environ
 from twinbuild.util.paths import cache_root
-
-if TYPE_CHECKING:
-    from twinbuild.util.exchange import Clock
 
 ENV_VAR = "TWINBUILD_REGISTRY"
 PORT_ENV_VAR = "TWINBUILD_REGISTRY_PORT"
-TIMEOUT_ENV_VAR = "TWINBUILD_REGISTRY_TIMEOUT"
-DEFAULT_TIMEOUT_S = 60
-MAX_TIMEOUT_S = 3600
-COMMAND_TIMEOUTS = 10  # all of one command's registry requests together: ten request timeouts
 PING_TIMEOUT_S = 2.0
-# What `twinbuild push` (and so every CI build job) writes: images by digest, the local base.
-CI_NAMESPACE = "twinbuild-ci"
-# Where release tags live; only `twinbuild release` writes here, after checking the evidence.
-RELEASE_NAMESPACE = "twinbuild"
 DEFAULT_PORT = 5000
 LISTEN = "127.0.0.1"
 START_TIMEOUT_S = 30.0
@@ -158,60 +143,11 @@ class RegistryOptions:
     port: int | None = None
 
 
-def request_timeout(env: Mapping[str, str] | None = None) -> int:
-    """Seconds one registry request may take, connect to last byte (``TWINBUILD_REGISTRY_TIMEOUT``,
-    whole seconds in ASCII digits, 1 to 3600; default 60)."""
-    seconds = environ.whole(
-        TIMEOUT_ENV_VAR, low=1, high=MAX_TIMEOUT_S, env=env,
-        hint=f"set whole seconds, e.g. {DEFAULT_TIMEOUT_S}, or unset it for the default",
-    )  # fmt: skip
-    return DEFAULT_TIMEOUT_S if seconds is None else seconds
-
-
-def clock(env: Mapping[str, str] | None = None) -> Clock:
-    """The deadlines of one command's registry requests: each within the request timeout, all of
-    them within ``COMMAND_TIMEOUTS`` of it."""
-    from twinbuild.util.exchange import Clock
-
-    timeout = request_timeout(env)
-    return Clock(
-        timeout=timeout,
-        budget=timeout * COMMAND_TIMEOUTS,
-        hint=f"{TIMEOUT_ENV_VAR}={timeout} sets it; a command gets {COMMAND_TIMEOUTS} times that",
-    )
-
-
-def loopback(registry: str) -> bool:
-    """Whether ``host[:port]`` is a literal loopback address or ``localhost``: decided by parsing
-    the host, so ``127.attacker.example`` is a name like any other (TLS, verified)."""
-    host = registry.split("/", 1)[0]
-    if host.startswith("["):
-        host = host[1:].split("]", 1)[0]
-    elif host.count(":") == 1:
-        host = host.split(":", 1)[0]
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def ci_repository(registry: str, name: str) -> str:
-    """``<registry>/twinbuild-ci/<name>``: where `push` puts ``name`` (a variant, ``base``)."""
-    return f"{registry}/{CI_NAMESPACE}/{name}"
-
-
-def ci_ref(registry: str, local: str) -> str:
-    """The registry name of a local ``twinbuild/<name>:<tag>`` (the local base): in the CI
-    namespace, like everything `push` writes."""
-    return ci_repository(registry, local.removeprefix(f"{RELEASE_NAMESPACE}/"))
-
-
 def ping(address: str, timeout: float = PING_TIMEOUT_S) -> bool:
     """True when ``GET /v2/`` answers like a registry (200, or 401 asking for credentials), all
     of it within ``timeout``: a registry that stalls or drips is not running."""
-    from twinbuild.util.exchange import Clock, Request, exchange
+    # http.client and ssl load only when a registry is asked something
+    from twinbuild.util.exchange import Clock, Request, exchange, loopback
 
     local = loopback(address)
     host = address.split("/", 1)[0]
@@ -276,7 +212,7 @@ def resolve(flag: str | None = None, paths: RegistryPaths | None = None) -> str:
     """
     chosen = flag or environ.text(ENV_VAR) or ""
     if chosen:
-        return _check_address(chosen, "--registry" if flag else ENV_VAR)
+        return check_address(chosen, "--registry" if flag else ENV_VAR)
     paths = paths or RegistryPaths.under()
     state = status(paths)
     if not state.running:
@@ -306,58 +242,13 @@ def cache_registry(
     return state.address if state.running else None
 
 
-def repository(registry: str, variant: str) -> str:
-    """Where `push` puts a variant's images: ``<registry>/twinbuild-ci/<variant>``."""
-    return ci_repository(registry, variant)
-
-
-def cache_ref(registry: str, image: ImageKey, profile: Profile) -> str:
-    """The tag the last push of ``image`` moved (``<profile>-<arch>``): the registry build cache
-    of the next build of it. The variant's tag ``<profile>`` names its image index."""
-    return f"{repository(registry, image.variant)}:{profile}-{image.short}"
-
-
-def index_ref(registry: str, variant: str, profile: Profile) -> str:
-    """The tag of a variant's image index: every architecture's image under one name."""
-    return f"{repository(registry, variant)}:{profile}"
-
-
-#: A registry's host and port: no leading or trailing dot or hyphen, a host name's 253 characters.
-_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(?::[0-9]+)?"
-_ADDRESS_RE = re.compile(_HOST + r"(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*")
-_HOST_RE = re.compile(_HOST)
-
-
-def address_reason(value: str, *, namespace: bool = True) -> str | None:
-    """Why ``value`` is not a registry ``HOST[:PORT]`` (with ``namespace``, optionally
-    ``/NAMESPACE``), or None when it is one."""
-    pattern = _ADDRESS_RE if namespace else _HOST_RE
-    port = value.partition("/")[0].partition(":")[2]
-    if pattern.fullmatch(value) and not (port and values.whole_reason(port, low=1, high=65535)):
-        return None
-    shape = "HOST[:PORT][/NAMESPACE]" if namespace else "HOST[:PORT]"
-    return (
-        f"expected a registry {shape} such as 127.0.0.1:5000 or registry.example"
-        f"{'/acme' if namespace else ':5000'} (no scheme, no tag, a port from 1 to 65535)"
-    )
-
-
-def _check_address(value: str, where: str) -> str:
-    """``host[:port]`` or ``host[:port]/namespace`` (images go to ``<it>/twinbuild/<variant>``)."""
-    value = value.strip().rstrip("/")
-    reason = address_reason(value)
-    if reason is not None:
-        raise ConfigError(f"{where}={value!r}: {reason}")
-    return value
-
-
 def status(paths: RegistryPaths | None = None, host: RegistryHost | None = None) -> RegistryState:
     """Which registry `resolve()` picks without a flag, and whether it answers."""
     paths = paths or RegistryPaths.under()
     host = host or SystemRegistryHost()
     env = environ.text(ENV_VAR) or ""
     address = private_address(paths)
-    if env and _check_address(env, ENV_VAR) != address:
+    if env and check_address(env, ENV_VAR) != address:
         return RegistryState(address=env, private=False, running=host.ping_registry(env))
     pid = _private_pid(paths, host)
     running = pid is not None and host.ping_registry(address)

@@ -17,9 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import urlencode, urlsplit
 
-from twinbuild.engine.registry import loopback
 from twinbuild.errors import EngineError
-from twinbuild.util.exchange import Clock, Request, exchange
+from twinbuild.util.exchange import Clock, Request, exchange, loopback
 
 TOKEN_MAX = 64 << 10  # a token answer is a few KiB
 _PARAM = re.compile(r'([A-Za-z_]+)\s*=\s*(?:"([^"]*)"|([^\s,]+))')

@@ -7,9 +7,9 @@ wraps it in a DSSE envelope signed with ed25519, ``verify`` checks signature and
 
 from __future__ import annotations
 
-from twinbuild.evidence.gate import Accepted, GateRefused, GateResult, Policy, gate
+from twinbuild.evidence.evidence_check import Accepted, GateRefused, GateResult, Policy, gate
 from twinbuild.evidence.keys import keygen, load_private, load_trusted
-from twinbuild.evidence.record import record, save
+from twinbuild.evidence.record_statement import record, save
 from twinbuild.evidence.signing import Blob, Signed, Verified, sign, sign_all, verify
 
 __all__ = [

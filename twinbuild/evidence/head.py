@@ -1,10 +1,10 @@
 """What the evidence gate computes at a commit, from git objects only.
 
 The PR head is never checked out or run: its tree is listed with ``git ls-tree`` and its files are
-read with ``git cat-file --batch`` (:class:`~twinbuild.builder.tree.CommitTree`), then hashed by the
-same :func:`~twinbuild.builder.inputs.inputs_hash` that ``twinbuild build`` uses for its up-to-date
-check. ``twinbuild evidence inputs --head SHA`` prints the result, so a maintainer can see why
-evidence does or does not count.
+read with ``git cat-file --batch`` (:class:`~twinbuild.util.repo_tree.CommitTree`), then hashed by
+the same :func:`~twinbuild.builder.inputs.inputs_hash` that ``twinbuild build`` uses for its
+up-to-date check. ``twinbuild evidence inputs --head SHA`` prints the result, so a maintainer can
+see why evidence does or does not count.
 """
 
 from __future__ import annotations
@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from twinbuild.builder.inputs import builder_settings, inputs_hash
-from twinbuild.builder.tree import KIND_NAMES, CommitTree
 from twinbuild.errors import ConfigError
-from twinbuild.evidence.options import InputsOptions
+from twinbuild.evidence.command_options import InputsOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.evidence.statement import COMMIT_RE, Validated
 from twinbuild.manifest.loader import MAX_BYTES, load_bytes
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, Vendor
-from twinbuild.manifest.render import render
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, Vendor
+from twinbuild.manifest.rendered import render
 from twinbuild.util import strictjson
 from twinbuild.util.git import rev_arg, run_git
+from twinbuild.util.repo_tree import KIND_NAMES, CommitTree
 
 #: Envelopes the gate reads from one evidence ref: one per image, with room to spare.
 MAX_EVIDENCE_FILES = 64
@@ -35,7 +35,7 @@ class CommitInputs:
     gate requires (``validate = "pr"``) and each variant's vendor, and the manifest digest.
 
     ``claims`` is, per image, the digest of all the manifest says about it
-    (:meth:`~twinbuild.manifest.model.Manifest.claims_digest`): what the smoke run checks,
+    (:meth:`~twinbuild.manifest.model.PinManifest.claims_digest`): what the smoke run checks,
     including what no build arg carries. The gate needs evidence when either moves.
     """
 
@@ -96,7 +96,7 @@ def commit_inputs(
     )  # fmt: skip
 
 
-def _vendors(manifest: Manifest) -> dict[str, Vendor]:
+def _vendors(manifest: PinManifest) -> dict[str, Vendor]:
     return {name: v.vendor for name, v in manifest.variants.items()}
 
 

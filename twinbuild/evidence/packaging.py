@@ -1,6 +1,6 @@
 """What ``pyproject.toml`` makes pip run or install, judged against the paths nothing runs.
 
-The not-inputs (:data:`twinbuild.builder.input_paths.NOT_INPUTS`: docs/, tests/, tools/,
+The not-inputs (:data:`twinbuild.inputs_rule.NOT_INPUTS`: docs/, tests/, tools/,
 evidence/) pass the gate with no evidence and no approval because no build installs or runs them.
 ``pyproject.toml`` (an input and a trust root) can change that, and every ``pip install`` of the
 default branch (gate.yml before the gate, validate-gpu.yml before record and sign) would then run
@@ -21,10 +21,10 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from twinbuild.builder.input_paths import NOT_INPUTS, under
-from twinbuild.builder.tree import CommitTree
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import NOT_INPUTS, under
 from twinbuild.util import bounded
+from twinbuild.util.repo_tree import CommitTree
 
 PYPROJECT = "pyproject.toml"
 MAX_BYTES = 1024 * 1024

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Literal
 
 from twinbuild.errors import ConfigError, TrustRootRefused
-from twinbuild.evidence.options import CheckPushOptions
+from twinbuild.evidence.command_options import CheckPushOptions
 from twinbuild.util.activity import Say
 from twinbuild.util.git import rev_arg, run_git, tree_entries
 

@@ -5,7 +5,7 @@ the default branch by the privileged workflows; the workflows, the trusted keys 
 who runs what and whose signature counts. Once merged, a change to any of them judges every later
 PR. So, deny by default like the image inputs, every path is a trust root except the image
 definitions the evidence is about (``images/``, ``pins/``) and the paths nothing runs
-(:data:`twinbuild.builder.input_paths.NOT_INPUTS`); ``evidence/keys/`` and every CODEOWNERS file are
+(:data:`twinbuild.inputs_rule.NOT_INPUTS`); ``evidence/keys/`` and every CODEOWNERS file are
 trust roots again. A PR that changes one (added, deleted, edited, mode changed) passes only with
 an approval of its exact head commit by a code owner of that path, as the base's CODEOWNERS says:
 the head's own CODEOWNERS is one of the changes, never the judge.
@@ -30,12 +30,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from twinbuild.builder.input_paths import NOT_INPUTS, check_name, under
-from twinbuild.builder.tree import KIND_NAMES, CommitTree
 from twinbuild.errors import ConfigError, TrustRootRefused
 from twinbuild.evidence.path_folding import collisions, fold
 from twinbuild.evidence.permissions import OUTSIDERS, Answers
 from twinbuild.evidence.reviews import Review, standing
+from twinbuild.inputs_rule import NOT_INPUTS, check_name, under
 from twinbuild.util import bounded
 from twinbuild.util.codeowners import (
     LOCATIONS,
@@ -45,6 +44,7 @@ from twinbuild.util.codeowners import (
     placeholder_lines,
 )
 from twinbuild.util.git import tree_entries
+from twinbuild.util.repo_tree import KIND_NAMES, CommitTree
 
 #: Paths that are not trust roots, and why nothing privileged runs them.
 NOT_TRUST_ROOTS: Mapping[str, str] = {

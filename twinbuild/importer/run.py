@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal, TextIO
 
 from twinbuild.errors import ConfigError, FindingsError
-from twinbuild.importer import report
+from twinbuild.importer import drift_report
 from twinbuild.importer.draft import adopt, draft, write_draft
 
 DEFAULT_OUT = Path("pins/manifest.toml")
@@ -73,7 +73,7 @@ def run(
             message = json.dumps({"adopted": True, "message": message}, indent=2)
         stream.write(message + "\n")
         return 0
-    stream.write(report.report(adoption, fmt))
+    stream.write(drift_report.report(adoption, fmt))
     if out.exists() and not force:
         raise ConfigError(f"{out}: already exists, so the draft was not written; pass --force "
                           "to overwrite it, or --out another path")  # fmt: skip

@@ -25,11 +25,11 @@ from twinbuild.manifest.model import (
     PROFILES,
     SYMMETRIC_KEYS,
     ImageKey,
-    Manifest,
     Pin,
+    PinManifest,
     ResolvedPin,
 )
-from twinbuild.manifest.render import GENERATED, Rendered, pin_args, render
+from twinbuild.manifest.rendered import GENERATED, Rendered, pin_args, render
 from twinbuild.recipe import scan
 from twinbuild.util import bounded
 
@@ -101,7 +101,7 @@ def _norm(name: str) -> str:
 
 
 class _Collector:
-    def __init__(self, manifest: Manifest) -> None:
+    def __init__(self, manifest: PinManifest) -> None:
         self.manifest = manifest
         self.findings: list[Finding] = []
         self.floating: list[Finding] = []
@@ -118,7 +118,7 @@ class _Collector:
             self.findings.append(finding)
 
 
-def lint_manifest(manifest: Manifest, *, strict: bool = False) -> LintReport:
+def lint_manifest(manifest: PinManifest, *, strict: bool = False) -> LintReport:
     """Policy checks on the manifest alone."""
     out = _Collector(manifest)
     for name, variant in manifest.variants.items():
@@ -142,7 +142,7 @@ def lint_manifest(manifest: Manifest, *, strict: bool = False) -> LintReport:
 
 
 def _floating(
-    out: _Collector, manifest: Manifest, message: str, key: tuple[str, ...], *, strict: bool
+    out: _Collector, manifest: PinManifest, message: str, key: tuple[str, ...], *, strict: bool
 ) -> None:
     finding = Finding(
         path=str(manifest.path), line=manifest.line_of(*key), code="TB010", message=message
@@ -153,7 +153,7 @@ def _floating(
 
 
 def _symmetry(
-    out: _Collector, manifest: Manifest, pin: Pin, resolved: dict[ImageKey, ResolvedPin]
+    out: _Collector, manifest: PinManifest, pin: Pin, resolved: dict[ImageKey, ResolvedPin]
 ) -> None:
     """A pin is the same on every variant but those its divergence names (TB001); each variant
     it names differs from the rest (TB002). Compared architecture by architecture: an arm64
@@ -209,7 +209,7 @@ def _symmetry(
 
 def _lint_pin(
     out: _Collector,
-    manifest: Manifest,
+    manifest: PinManifest,
     pin: Pin,
     resolved: dict[ImageKey, ResolvedPin],
     *,
@@ -259,7 +259,7 @@ def _lint_pin(
 
 
 def _url_versions(
-    out: _Collector, manifest: Manifest, pin: Pin, resolved: dict[ImageKey, ResolvedPin]
+    out: _Collector, manifest: PinManifest, pin: Pin, resolved: dict[ImageKey, ResolvedPin]
 ) -> None:
     """A url pin's version is the one its url carries, so a version bump that forgets the url (and
     its sha256) fails here; a pin whose version is what the download installs says ``installs``.
@@ -326,7 +326,7 @@ def _file_names(name: str, version: str, url: str, path: str | None) -> list[tup
     return found
 
 
-def _joined(manifest: Manifest, floats: list[tuple[str, ImageKey]]) -> str:
+def _joined(manifest: PinManifest, floats: list[tuple[str, ImageKey]]) -> str:
     """``git ref 'main' on every variant``: one description, the images it floats on."""
     order: dict[str, list[ImageKey]] = {}
     for what, image in floats:
@@ -339,7 +339,7 @@ def _joined(manifest: Manifest, floats: list[tuple[str, ImageKey]]) -> str:
 
 
 def _differences(
-    manifest: Manifest,
+    manifest: PinManifest,
     pin: Pin,
     images: dict[str, ResolvedPin],
     rest: dict[str, tuple[str | None, ...]],
@@ -410,7 +410,7 @@ def _lint_values(out: _Collector, r: ResolvedPin, key: tuple[str, ...]) -> list[
 # -- recipes -------------------------------------------------------------------------------------
 
 
-def lint_recipes(manifest: Manifest, root: Path) -> list[Finding]:
+def lint_recipes(manifest: PinManifest, root: Path) -> list[Finding]:
     """Every recipe takes its pins from the manifest, needs nothing else, and installs every pin
     its profile installs on each image built from it."""
     out = _Collector(manifest)
@@ -429,7 +429,7 @@ def lint_recipes(manifest: Manifest, root: Path) -> list[Finding]:
 
 
 def _settings_used(
-    out: _Collector, manifest: Manifest, parsed: dict[Path, scan.Recipe], root: Path
+    out: _Collector, manifest: PinManifest, parsed: dict[Path, scan.Recipe], root: Path
 ) -> None:
     """Each recipe setting reaches a recipe: a shared one some variant's, a variant's own its."""
     declared = {
@@ -548,7 +548,7 @@ def _inputs(
             )  # fmt: skip
 
 
-def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:
+def lint(manifest: PinManifest, root: Path, *, strict: bool = False) -> LintReport:
     """The whole lint: manifest policy plus recipe drift."""
     report = lint_manifest(manifest, strict=strict)
     findings = [*report.findings, *lint_recipes(manifest, root)]
@@ -572,7 +572,7 @@ class LintOptions:
     format: Literal["text", "json"] = "text"
 
 
-def lint_project(options: LintOptions) -> tuple[Manifest, LintReport]:
+def lint_project(options: LintOptions) -> tuple[PinManifest, LintReport]:
     """Load the manifest ``options`` names and lint it against the recipes under its root."""
     manifest = load(options.manifest)
     return manifest, lint(manifest, options.root, strict=options.strict)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable
 from dataclasses import fields
 
-from twinbuild.manifest.model import Manifest, Pin, Values
+from twinbuild.manifest.model import Pin, PinManifest, Values
 
 CODE = "TB013"
 CONFIG = ".github/renovate.json"
@@ -33,7 +33,7 @@ _BASE = re.compile(
 Add = Callable[[int, str], None]
 
 
-def check(manifest: Manifest, add: Add) -> None:
+def check(manifest: PinManifest, add: Add) -> None:
     """Report each table that Renovate's managers would not read (``add(line, message)``)."""
     lines = manifest.text.splitlines()
     for variant in manifest.variants:
@@ -48,7 +48,7 @@ def check(manifest: Manifest, add: Add) -> None:
             _table(manifest, pin, key, values, add)
 
 
-def _opens_with_kind(manifest: Manifest, pin: Pin) -> bool:
+def _opens_with_kind(manifest: PinManifest, pin: Pin) -> bool:
     """Whether ``[pins.NAME]`` opens with its ``kind`` (and dist): its override tables then need
     only their version."""
     header = manifest.line_of("pins", pin.name)
@@ -60,7 +60,7 @@ def _set(values: Values) -> set[str]:
     return {f.name for f in fields(values) if getattr(values, f.name) is not None}
 
 
-def _table(manifest: Manifest, pin: Pin, key: tuple[str, ...], values: Values, add: Add) -> None:
+def _table(manifest: PinManifest, pin: Pin, key: tuple[str, ...], values: Values, add: Add) -> None:
     keys = _set(values)
     kinds = {
         r.kind

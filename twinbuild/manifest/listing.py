@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, Manifest, Variant
+from twinbuild.manifest.model import DEFAULT_PATH, PinManifest, Variant
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,7 +47,7 @@ def variant_json(variant: Variant) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def listing(manifest: Manifest, fmt: Literal["text", "json"] = "text") -> str:
+def listing(manifest: PinManifest, fmt: Literal["text", "json"] = "text") -> str:
     """The variants of ``manifest`` in ``fmt``."""
     if fmt == "json":
         doc = {

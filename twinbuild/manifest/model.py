@@ -4,7 +4,7 @@
 these frozen records. A *variant* is one named image (a vendor, a toolkit, a base, a recipe, one
 or more architectures); each of its architectures builds one image, an :class:`ImageKey`. A pin
 sets its :class:`Values` once for every variant, or per *selector*: a group of variants (a
-vendor or toolkit family), one variant, or one architecture. :meth:`Manifest.resolve` lays them
+vendor or toolkit family), one variant, or one architecture. :meth:`PinManifest.resolve` lays them
 over each other, in that order, into one :class:`ResolvedPin` per image.
 """
 
@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from twinbuild.errors import ConfigError
 from twinbuild.manifest.tomlpos import KeyLines
 
 Arch = Literal["linux/amd64", "linux/arm64"]
@@ -345,7 +346,7 @@ def arg_prefix(name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Manifest:
+class PinManifest:
     path: Path
     text: str
     variants: Mapping[str, Variant]
@@ -371,7 +372,8 @@ class Manifest:
         """The variant called ``name``; ConfigError naming the known ones otherwise."""
         found = self.variants.get(name)
         if found is None:
-            from twinbuild.errors import ConfigError
+            # difflib's close matches only when a name is unknown: the CLI's start needs the
+            # model, not the messages
             from twinbuild.manifest.messages import one_of
 
             raise ConfigError(
@@ -390,16 +392,12 @@ class Manifest:
         found = self.variant(variant)
         if arch is None:
             if len(found.archs) > 1:
-                from twinbuild.errors import ConfigError
-
                 raise ConfigError(
                     f"{self.path}: variants.{variant}: builds {', '.join(found.archs)}; pass "
                     "--arch to say which image"
                 )
             arch = found.archs[0]
         if arch not in found.archs:
-            from twinbuild.errors import ConfigError
-
             raise ConfigError(
                 f"{self.path}: variants.{variant}.archs: {variant} does not build {arch} "
                 f"(archs = {list(found.archs)})"
@@ -585,7 +583,7 @@ def norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def iter_resolved(manifest: Manifest) -> Iterator[ResolvedPin]:
+def iter_resolved(manifest: PinManifest) -> Iterator[ResolvedPin]:
     """Every (pin, image) pair, in manifest order."""
     for image in manifest.images():
         yield from manifest.resolve(image)

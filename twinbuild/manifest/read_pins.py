@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from twinbuild.manifest.messages import type_name, unknown_name
+from twinbuild.manifest.messages import one_of, type_name, unknown_name
 from twinbuild.manifest.model import (
     ARCH_NAMES,
     BRANCH_RE,
@@ -58,7 +58,7 @@ def read_pins(
     return pins
 
 
-#: The fields a pin hands a recipe as ``<PIN>_<FIELD>`` build args (``manifest.render``).
+#: The fields a pin hands a recipe as ``<PIN>_<FIELD>`` build args (``manifest.rendered``).
 PIN_ARG_FIELDS = ("REPO", "COMMIT", "REF", "URL", "SHA256", "VERSION", "PACKAGE")
 
 
@@ -202,10 +202,10 @@ class _PinReader:
         kind = strings.pop("kind")
         install = strings.pop("install")
         if kind is not None and kind not in KINDS:
-            r.error((*key, "kind"), f"unknown kind '{kind}'{_one_of(kind, KINDS)}")
+            r.error((*key, "kind"), f"unknown kind '{kind}'{one_of(kind, KINDS)}")
             kind = None
         if install is not None and install not in INSTALLS:
-            r.error((*key, "install"), f"unknown install '{install}'{_one_of(install, INSTALLS)}")
+            r.error((*key, "install"), f"unknown install '{install}'{one_of(install, INSTALLS)}")
             install = None
         layer = strings["layer"]
         if layer is not None and not NAME_RE.fullmatch(layer):
@@ -278,12 +278,6 @@ class _PinReader:
 
 def _keys(keys: set[str]) -> str:
     return ", ".join(f"'{k}'" for k in sorted(keys))
-
-
-def _one_of(value: str, choices: tuple[str, ...]) -> str:
-    from twinbuild.manifest.messages import one_of
-
-    return one_of(value, choices)
 
 
 def _check_track(r: Reader, v: Values, key: Key) -> None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, ResolvedPin
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, ResolvedPin
 from twinbuild.util import shown
 
 
@@ -73,7 +73,7 @@ def _cell(pin: ResolvedPin | None) -> str:
 
 
 def _variant_cell(
-    manifest: Manifest, variant: str, per: dict[ImageKey, dict[str, ResolvedPin]], name: str
+    manifest: PinManifest, variant: str, per: dict[ImageKey, dict[str, ResolvedPin]], name: str
 ) -> str:
     """The pin on ``variant``: its first architecture's value, the others' where they differ."""
     images = manifest.variant(variant).images()
@@ -86,12 +86,12 @@ def _variant_cell(
     return first + (f" ({'; '.join(rest)})" if rest else "")
 
 
-def markdown(manifest: Manifest) -> str:
+def markdown(manifest: PinManifest) -> str:
     """The markdown table (what CI puts in the step summary)."""
     return pin_table(manifest).markdown()
 
 
-def pin_table(manifest: Manifest) -> PinTable:
+def pin_table(manifest: PinManifest) -> PinTable:
     """One row per pin, a column per variant; divergences and floating refs marked."""
     per = {i: {r.name: r for r in manifest.resolve(i)} for i in manifest.images()}
     names = list(manifest.variants)

@@ -28,13 +28,14 @@ from twinbuild.lint.checks import ANY_HEX40, FULL_SHA, HEX_PREFIX, is_placeholde
 from twinbuild.lint.checks import SHA256 as SHA256_HEX
 from twinbuild.manifest import url_version
 from twinbuild.manifest.loader import load, loads
+from twinbuild.manifest.messages import unknown_name
 from twinbuild.manifest.model import (
     ARCH_NAMES,
     DEFAULT_PATH,
     ImageKey,
     Kind,
-    Manifest,
     Pin,
+    PinManifest,
     Profile,
     ResolvedPin,
     Values,
@@ -84,7 +85,7 @@ class BumpResult:
     upstream: UpstreamCheck | None
     text: str
     written: bool
-    manifest: Manifest  # the manifest after the bump: names the images by variant
+    manifest: PinManifest  # the manifest after the bump: names the images by variant
 
     def to_dict(self) -> dict[str, object]:
         """``pins bump --format json``: what moved, what rebuilds (not the manifest's text)."""
@@ -189,7 +190,7 @@ def bump(
 
 
 def edit(
-    old: Manifest,
+    old: PinManifest,
     request: BumpRequest,
     *,
     hashes: dict[str, str] | None = None,
@@ -261,7 +262,7 @@ def _inline(values: dict[str, str]) -> InlineTable:
     return inline
 
 
-def _holders(old: Manifest, pin: Pin, field: Field, targets: list[ImageKey]) -> list[str | None]:
+def _holders(old: PinManifest, pin: Pin, field: Field, targets: list[ImageKey]) -> list[str | None]:
     """The tables to set ``field`` in so every target image takes the new value: the topmost
     table that sets it (or its floating counterpart) for each image; the pin's own table (None)
     where no override does."""
@@ -302,9 +303,9 @@ def _move_installs(pin: Pin, table: Table, request: BumpRequest) -> None:
         table["installs"] = text
 
 
-def _fetched(old: Manifest, request: BumpRequest) -> dict[str, str]:
+def _fetched(old: PinManifest, request: BumpRequest) -> dict[str, str]:
     """``--fetch``: the sha256 of every url the pin names on any of its images."""
-    from twinbuild.pins.download import sha256_of
+    from twinbuild.pins.download import sha256_of  # the HTTP client only for a url pin's hash
 
     pin = _check_request(old, request)
     urls: dict[str, str] = {}
@@ -315,7 +316,7 @@ def _fetched(old: Manifest, request: BumpRequest) -> dict[str, str]:
     return urls
 
 
-def _set_hashes(old: Manifest, pin: Pin, table: Table, hashes: dict[str, str]) -> None:
+def _set_hashes(old: PinManifest, pin: Pin, table: Table, hashes: dict[str, str]) -> None:
     """Write each url's sha256 into the table that names that url."""
     for selector in (None, *pin.overrides):
         values = pin.common if selector is None else pin.overrides[selector]
@@ -345,7 +346,7 @@ def _moved_path(values: Values, new: str) -> str | None:
 
 
 def plan_downloads(
-    old: Manifest, request: BumpRequest, *, fetch: Callable[[str, str], str] | None = None
+    old: PinManifest, request: BumpRequest, *, fetch: Callable[[str, str], str] | None = None
 ) -> dict[ImageKey, Download]:
     """Where a url pin's ``--version`` bump downloads from, and that file's sha256.
 
@@ -421,7 +422,7 @@ def plan_downloads(
 
 
 def _fetch_hash(url: str, what: str) -> str:
-    from twinbuild.pins.download import sha256_of
+    from twinbuild.pins.download import sha256_of  # the HTTP client only for a url pin's hash
 
     try:
         return sha256_of(url, what=what)
@@ -432,7 +433,7 @@ def _fetch_hash(url: str, what: str) -> str:
         ) from None
 
 
-def _check_request(old: Manifest, request: BumpRequest) -> Pin:
+def _check_request(old: PinManifest, request: BumpRequest) -> Pin:
     name = request.name
     given = sum(x for x in (request.commit is not None, request.version is not None, request.fetch))
     if given != 1:
@@ -459,8 +460,6 @@ def _check_request(old: Manifest, request: BumpRequest) -> Pin:
     if request.variant is not None:
         members = old.members(request.variant)
         if not members:
-            from twinbuild.manifest.messages import unknown_name
-
             known = (*old.variants, *old.groups)
             raise ConfigError(
                 f"{where}: --variant: {unknown_name('variant or group', request.variant, known)}"
@@ -473,7 +472,7 @@ def _check_request(old: Manifest, request: BumpRequest) -> Pin:
     return pin
 
 
-def _targets(old: Manifest, pin: Pin, request: BumpRequest) -> list[ImageKey]:
+def _targets(old: PinManifest, pin: Pin, request: BumpRequest) -> list[ImageKey]:
     """The images the bump moves; checks the value against each one's kind."""
     where = f"{old.where('pins', pin.name)}: pins.{pin.name}"
     images = list(old.images(pin.variants))
@@ -536,7 +535,7 @@ def _check_version(where: str, version: str, kinds: set[Kind]) -> None:
             ) from None
 
 
-def _tidy(moved: Manifest, text: str, name: str) -> str:
+def _tidy(moved: PinManifest, text: str, name: str) -> str:
     """Fold a pin symmetric again into one table; drop a 'floating' that no longer floats."""
     pin = moved.pins[name]
     images = moved.images(pin.variants)
@@ -649,11 +648,11 @@ def _set(table: Table | InlineTable, field: Field, value: str) -> None:
         del table[replaced]
 
 
-def _resolved(manifest: Manifest, name: str, image: ImageKey) -> ResolvedPin:
+def _resolved(manifest: PinManifest, name: str, image: ImageKey) -> ResolvedPin:
     return next(r for r in manifest.resolve(image) if r.name == name)
 
 
-def _reload(old: Manifest, text: str) -> Manifest:
+def _reload(old: PinManifest, text: str) -> PinManifest:
     try:
         return loads(text, old.path)
     except ConfigError as exc:
@@ -664,7 +663,7 @@ def _reload(old: Manifest, text: str) -> Manifest:
         ) from None
 
 
-def _moved(old: Manifest, new: Manifest, name: str) -> dict[ImageKey, tuple[str, str]]:
+def _moved(old: PinManifest, new: PinManifest, name: str) -> dict[ImageKey, tuple[str, str]]:
     out: dict[ImageKey, tuple[str, str]] = {}
     for image in new.images(new.pins[name].variants):
         out[image] = (

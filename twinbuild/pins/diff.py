@@ -19,7 +19,7 @@ from twinbuild.manifest.model import (
     NOTE_VALUES,
     PROFILES,
     ImageKey,
-    Manifest,
+    PinManifest,
     Profile,
     ResolvedPin,
     Variant,
@@ -67,7 +67,7 @@ class ManifestDiff:
     pins: list[PinChange]
     settings: list[SettingChange]
     rebuild: dict[ImageKey, tuple[Profile, ...]]
-    new: Manifest | None = None  # names the images (by variant) in what is printed
+    new: PinManifest | None = None  # names the images (by variant) in what is printed
 
     def label(self, images: list[ImageKey]) -> str:
         if self.new is None:
@@ -124,7 +124,7 @@ def _cell(value: str | None) -> str:
 # -- comparing two manifests ---------------------------------------------------------------------
 
 
-def rebuild_needed(old: Manifest, new: Manifest) -> dict[ImageKey, tuple[Profile, ...]]:
+def rebuild_needed(old: PinManifest, new: PinManifest) -> dict[ImageKey, tuple[Profile, ...]]:
     """Images of ``new`` (and profiles, production first) whose slice of the manifest differs
     from ``old``'s, or that ``old`` has not."""
     before = set(old.images())
@@ -142,8 +142,8 @@ def rebuild_needed(old: Manifest, new: Manifest) -> dict[ImageKey, tuple[Profile
 
 
 def compare(
-    old: Manifest,
-    new: Manifest,
+    old: PinManifest,
+    new: PinManifest,
     *,
     rev_a: str = "old",
     rev_b: str = "new",
@@ -225,7 +225,7 @@ def _args(args: Mapping[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(args.items()))
 
 
-def _settings(old: Manifest, new: Manifest) -> list[SettingChange]:
+def _settings(old: PinManifest, new: PinManifest) -> list[SettingChange]:
     out: list[SettingChange] = []
     for name in dict.fromkeys([*new.variants, *old.variants]):
         a, b = _variant_settings(old.variants.get(name)), _variant_settings(new.variants.get(name))
@@ -269,7 +269,7 @@ def bytes_at(rev: str, manifest: Path, *, repo: Path) -> bytes | None:
     return shown.stdout if shown.returncode == 0 else None
 
 
-def manifest_at(rev: str, manifest: Path, *, repo: Path) -> Manifest:
+def manifest_at(rev: str, manifest: Path, *, repo: Path) -> PinManifest:
     data = bytes_at(rev, manifest, repo=repo)
     if data is None:
         raise ConfigError(f"{rev}:{manifest}: no manifest at that revision; pick a later one")

@@ -15,7 +15,7 @@ from urllib.parse import urljoin, urlsplit
 
 from twinbuild.errors import ConfigError, EngineError
 from twinbuild.util import environ
-from twinbuild.util.exchange import Clock, Request, internal_host, streaming
+from twinbuild.util.exchange import Clock, Request, internal_host, loopback, streaming
 
 #: The largest download hashed (a CUDA toolkit runfile is ~4 GiB).
 MAX_DOWNLOAD = 8 << 30
@@ -25,10 +25,8 @@ TIMEOUT_VAR = "TWINBUILD_DOWNLOAD_TIMEOUT"
 
 
 def _loopback(url: str) -> bool:
-    """A literal loopback address or ``localhost``, by parsing the host (``engine.registry``):
+    """A literal loopback address or ``localhost``, by parsing the host (``util.exchange``):
     ``127.attacker.example`` is a name like any other."""
-    from twinbuild.engine.registry import loopback
-
     return loopback(urlsplit(url).netloc)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from twinbuild.errors import ConfigError
 from twinbuild.lint.checks import lint_manifest
 from twinbuild.manifest.loader import load, loads
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, Profile
 from twinbuild.pins.bump import BumpRequest, edit
 from twinbuild.pins.diff import rebuild_needed
 from twinbuild.util import strictjson
@@ -52,7 +52,7 @@ class LockResult:
     path: Path
     moved: dict[str, str]  # pin -> commit
     rebuild: dict[ImageKey, tuple[Profile, ...]]
-    manifest: Manifest
+    manifest: PinManifest
     written: bool
 
     def to_dict(self) -> dict[str, object]:
@@ -118,7 +118,12 @@ def lock_pins(options: LockOptions) -> LockResult:
 
 
 def _same_source(
-    old: Manifest, pin: str, fields: strictjson.Fields, repo_key: str, branch_key: str, lock: Path
+    old: PinManifest,
+    pin: str,
+    fields: strictjson.Fields,
+    repo_key: str,
+    branch_key: str,
+    lock: Path,
 ) -> None:
     """The lock's ``owner/name`` and branch must be the pin's repository and ref, if it says."""
     repo, branch = fields.data.get(repo_key), fields.data.get(branch_key)

@@ -2,8 +2,8 @@
 
 One row per pin (per distinct value, where the variants differ) and per base: its current value,
 the latest its source knows, and which images it moves (image and profile). The sources are
-the package index (PyPI pins, :mod:`twinbuild.pins.index`), ``git ls-remote`` of the branch a git
-pin ``track``s or the ref it floats on (:mod:`twinbuild.pins.heads`) and the bases' registries
+the package index (PyPI pins, :mod:`twinbuild.pins.pypi_index`), ``git ls-remote`` of the branch
+a git pin ``track``s or the ref it floats on (:mod:`twinbuild.pins.heads`) and the bases' registries
 (:mod:`twinbuild.pins.tags`); they are asked at once, a few requests in flight.
 
 A source that cannot be asked is one line each (``unreachable``), its rows marked ``unknown``
@@ -24,10 +24,14 @@ from packaging.version import InvalidVersion, Version
 
 from twinbuild.errors import EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, Manifest, ResolvedPin
-from twinbuild.manifest.render import render
+from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, ResolvedPin
+from twinbuild.manifest.rendered import render
+from twinbuild.pins.heads import head
+from twinbuild.pins.pypi_index import default_index, releases
+from twinbuild.pins.tags import list_tags, newest
 from twinbuild.util import environ, shown
 from twinbuild.util.exchange import Clock
+from twinbuild.util.exchange import clock as registry_clock
 
 Source = Literal["pypi", "git", "registry"]
 SOURCES: tuple[Source, ...] = get_args(Source)
@@ -150,8 +154,6 @@ def outdated_pins(options: OutdatedOptions) -> OutdatedReport:
     manifest = load(options.manifest)
     index = options.index_url
     if "pypi" in options.sources and index is None:
-        from twinbuild.pins.index import default_index
-
         index = default_index()
     clock = index_clock() if "pypi" in options.sources else None
     asks, rows = _questions(manifest, options, index or "", clock)
@@ -214,7 +216,7 @@ def _with(row: Row, **changes: Any) -> Row:
 
 
 def _questions(
-    manifest: Manifest, options: OutdatedOptions, index: str, clock: Clock | None
+    manifest: PinManifest, options: OutdatedOptions, index: str, clock: Clock | None
 ) -> tuple[list[_Ask], list[Row]]:
     """The questions to ask, and the rows no source answers (url, apt, untracked commits)."""
     asks: list[_Ask] = []
@@ -312,8 +314,6 @@ def _pypi_answer(
     index: str, dist: str, values: Any, clock: Clock
 ) -> Callable[[str], tuple[str | None, Status, str]]:
     def answer(current: str) -> tuple[str | None, Status, str]:
-        from twinbuild.pins.index import releases
-
         found = releases(index, dist, clock=clock)
         pre = False
         if values.version is not None:
@@ -343,8 +343,6 @@ def _git_answer(
     repo: str, ref: str, values: Any
 ) -> Callable[[str], tuple[str | None, Status, str]]:
     def answer(current: str) -> tuple[str | None, Status, str]:
-        from twinbuild.pins.heads import head
-
         latest = head(repo, ref)
         if values.commit is None:
             return latest, "floating", f"follows {ref}"
@@ -354,9 +352,7 @@ def _git_answer(
     return answer
 
 
-def _base_questions(manifest: Manifest, options: OutdatedOptions) -> Iterable[_Ask]:
-    from twinbuild.engine.registry import clock as registry_clock
-
+def _base_questions(manifest: PinManifest, options: OutdatedOptions) -> Iterable[_Ask]:
     clock = registry_clock()
     for name, spec in manifest.variants.items():
         base = spec.base
@@ -370,8 +366,6 @@ def _base_questions(manifest: Manifest, options: OutdatedOptions) -> Iterable[_A
         def answer(
             current: str, repository: str = base.repository
         ) -> tuple[str | None, Status, str]:
-            from twinbuild.pins.tags import list_tags, newest
-
             latest = newest(current, list_tags(repository, clock=clock,
                                                registry=options.base_registry))  # fmt: skip
             if latest is None:

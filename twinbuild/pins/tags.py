@@ -19,10 +19,9 @@ from urllib.parse import urljoin
 from packaging.version import InvalidVersion, Version
 
 from twinbuild.engine.api import registry_of
-from twinbuild.engine.registry import loopback
 from twinbuild.engine.registry_token import Challenge, bearer_token
 from twinbuild.errors import EngineError
-from twinbuild.util.exchange import Clock, Request, exchange
+from twinbuild.util.exchange import Clock, Request, exchange, loopback
 
 #: The largest tags page read, and how many pages are followed.
 PAGE_MAX = 8 << 20

@@ -35,8 +35,6 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from twinbuild.engine.api import Credentials
 from twinbuild.engine.client import stored_credentials
-from twinbuild.engine.registry import clock as registry_clock
-from twinbuild.engine.registry import loopback
 from twinbuild.errors import ConfigError, EngineError
 from twinbuild.ship.auth import Auth, scope
 from twinbuild.util.exchange import (
@@ -46,9 +44,11 @@ from twinbuild.util.exchange import (
     Stream,
     exchange,
     internal_host,
+    loopback,
     size_text,
     streaming,
 )
+from twinbuild.util.exchange import clock as registry_clock
 
 DSSE_MEDIA_TYPE = "application/vnd.dsse.envelope.v1+json"
 OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
@@ -114,7 +114,7 @@ class ImageRef:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Manifest:
+class OciManifest:
     """A manifest exactly as the registry holds it."""
 
     media_type: str
@@ -279,7 +279,7 @@ class Client:
 
     # --- manifests ----------------------------------------------------------------------------
 
-    def manifest(self, repository: str, reference: str) -> Manifest | None:
+    def manifest(self, repository: str, reference: str) -> OciManifest | None:
         """The manifest of ``reference`` (a tag or a digest), or None when there is none."""
         sep = "@" if reference.startswith("sha256:") else ":"
         what = f"read {self.registry}/{repository}{sep}{reference}"
@@ -291,7 +291,7 @@ class Client:
         if answer.status == 404:
             return None
         self._check(answer, what)
-        found = Manifest(
+        found = OciManifest(
             media_type=answer.header("Content-Type").split(";")[0].strip() or OCI_MANIFEST,
             data=answer.body,
         )
@@ -301,7 +301,7 @@ class Client:
             )
         return found
 
-    def put_manifest(self, repository: str, reference: str, manifest: Manifest) -> None:
+    def put_manifest(self, repository: str, reference: str, manifest: OciManifest) -> None:
         """Store ``manifest``'s exact bytes under ``reference`` (a tag, or its own digest)."""
         sep = "@" if reference.startswith("sha256:") else ":"
         what = f"tag {self.registry}/{repository}{sep}{reference}"
@@ -430,14 +430,16 @@ class Client:
 
     # --- what release and verify do -----------------------------------------------------------
 
-    def copy(self, image: ImageRef, repository: str, manifest: Manifest) -> int:
+    def copy(self, image: ImageRef, repository: str, manifest: OciManifest) -> int:
         """Put ``image`` (whose manifest is ``manifest``) into ``repository`` under its digest:
         every blob mounted (or streamed), then the exact manifest bytes; how many blobs moved."""
         moved = self._copy(image, repository, manifest, nested=False)
         self.put_manifest(repository, manifest.digest, manifest)
         return moved
 
-    def _copy(self, image: ImageRef, repository: str, manifest: Manifest, *, nested: bool) -> int:
+    def _copy(
+        self, image: ImageRef, repository: str, manifest: OciManifest, *, nested: bool
+    ) -> int:
         what = f"copy {image.name}@{manifest.digest}"
         doc = json_object(manifest.data, what)
         media = doc.get("mediaType") or manifest.media_type
@@ -467,7 +469,7 @@ class Client:
         return moved
 
     def attach(
-        self, image: ImageRef, subject: Manifest, envelope: bytes, annotations: Mapping[str, str]
+        self, image: ImageRef, subject: OciManifest, envelope: bytes, annotations: Mapping[str, str]
     ) -> str:
         """Store ``envelope`` next to ``image`` (tag ``sha256-<hex>.att``); its digest."""
         config = self.upload(image.repository, b"{}")
@@ -492,7 +494,7 @@ class Client:
             },
             "annotations": dict(annotations),
         }
-        artifact = Manifest(
+        artifact = OciManifest(
             media_type=OCI_MANIFEST, data=json.dumps(doc, sort_keys=True, indent=1).encode()
         )
         self.put_manifest(image.repository, image.attachment_tag, artifact)

@@ -3,9 +3,9 @@
 The build record (``build/<profile>/<variant>/<arch>/image.json``) says which image the build
 made; it is tagged ``REGISTRY/twinbuild-ci/<variant>:<profile>-<arch>`` and pushed through the
 engine. A variant of several architectures, each pushed, then gets its image index
-(``ship.index``), tagged ``REGISTRY/twinbuild-ci/<variant>:<profile>``. That is the CI namespace:
-release tags live in ``REGISTRY/twinbuild/<variant>``, which only `twinbuild release` writes.
-The tags are only handles (and the build cache of the next build outside CI, see
+(``ship.oci_index``), tagged ``REGISTRY/twinbuild-ci/<variant>:<profile>``. That is the CI
+namespace: release tags live in ``REGISTRY/twinbuild/<variant>``, which only `twinbuild release`
+writes. The tags are only handles (and the build cache of the next build outside CI, see
 ``twinbuild.builder.image``): what is printed, recorded and handed to the GPU job is
 ``REPOSITORY@sha256:DIGEST``, which cannot move: each architecture's own digest, and the
 index's. A digest the registry already holds is pushed again at the cost of one manifest: the
@@ -20,11 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from twinbuild.builder.record import BuildRecord, PushRecord, record_path
+from twinbuild.builder.build_record import BuildRecord, PushRecord, record_path
 from twinbuild.engine.api import EngineAPI
-from twinbuild.engine.registry import cache_ref, ci_ref, index_ref, repository
+from twinbuild.engine.registry_names import cache_ref, ci_ref, index_ref, repository
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import DEFAULT_PATH, Arch, ImageKey, Manifest, Profile
+from twinbuild.manifest.model import DEFAULT_PATH, Arch, ImageKey, PinManifest, Profile
 from twinbuild.util.activity import Say
 
 if TYPE_CHECKING:  # a push without --index speaks to the engine alone
@@ -145,7 +145,7 @@ def push_images(options: PushOptions, say: Say = print) -> Pushes:
 
 
 def push(
-    engine: EngineAPI, manifest: Manifest, options: PushOptions, registry: str, say: Say = print
+    engine: EngineAPI, manifest: PinManifest, options: PushOptions, registry: str, say: Say = print
 ) -> Pushes:
     """Push each built image; record and print ``REPOSITORY@sha256:DIGEST``; then the index of
     each variant whose every architecture was pushed here."""
@@ -184,10 +184,10 @@ def push(
     return Pushes(images=results, indexes=indexes)
 
 
-def push_index(manifest: Manifest, options: PushOptions, registry: str) -> IndexResult:
+def push_index(manifest: PinManifest, options: PushOptions, registry: str) -> IndexResult:
     """``push --variant V --index REF...``: the index of images other machines pushed."""
-    from twinbuild.ship.index import image_arch
     from twinbuild.ship.oci import Client, ImageRef
+    from twinbuild.ship.oci_index import image_arch
 
     if options.variant is None:
         raise ConfigError("--index needs --variant NAME: the variant whose images it names")
@@ -221,8 +221,8 @@ def _index(
     *,
     client: Client | None = None,
 ) -> IndexResult:
-    from twinbuild.ship.index import put_index
     from twinbuild.ship.oci import Client, ImageRef
+    from twinbuild.ship.oci_index import put_index
 
     chosen = client or Client(registry)
     repo = repository(registry, variant).removeprefix(f"{registry}/")

@@ -36,14 +36,16 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from twinbuild.engine.registry import CI_NAMESPACE, RELEASE_NAMESPACE
+from twinbuild.engine.registry_names import CI_NAMESPACE, RELEASE_NAMESPACE
 from twinbuild.errors import ConfigError, EngineError, EvidenceRefused
-from twinbuild.evidence.gate import Accepted, GateRefused, Policy, check_one
+from twinbuild.evidence.evidence_check import Accepted, GateRefused, Policy, check_one
+from twinbuild.evidence.head import evidence_blobs
+from twinbuild.evidence.keys import keys_folder, load_trusted
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.manifest.model import NAME_RE, Arch, ImageKey, Profile
-from twinbuild.ship.index import children
 from twinbuild.ship.merged import Checkout, check_merged, checkout_at
-from twinbuild.ship.oci import Client, ImageRef, Manifest, check_tag
+from twinbuild.ship.oci import Client, ImageRef, OciManifest, check_tag
+from twinbuild.ship.oci_index import children, image_arch
 from twinbuild.util import environ, strictjson, values
 from twinbuild.util.activity import Say
 
@@ -181,8 +183,6 @@ def load_evidence(
     if not isinstance(source, Blob):
         source = Blob(name=str(source), data=strictjson.read_bytes(source))
     if not trust.keys:
-        from twinbuild.evidence.keys import keys_folder
-
         raise EvidenceRefused(
             f"no trusted evidence key in {keys_folder(trust.keys)}: commit the public key to "
             "evidence/keys/ on the default branch (`twinbuild evidence keygen`) and pass that "
@@ -226,8 +226,6 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
             f"--image {image}: the registry {image.registry} has no such digest in "
             f"{image.repository}; release a digest that `twinbuild push` printed"
         )
-    from twinbuild.ship.index import image_arch
-
     entries = children(client, image, subject)
     if entries:
         parts = [(e.arch, e.image) for e in entries]
@@ -291,7 +289,7 @@ def release(options: ReleaseOptions, client: Client | None = None, say: Say = pr
     )  # fmt: skip
 
 
-def _move_tag(client: Client, image: ImageRef, tag: str, subject: Manifest) -> None:
+def _move_tag(client: Client, image: ImageRef, tag: str, subject: OciManifest) -> None:
     client.put_manifest(image.repository, tag, subject)
     after = client.manifest(image.repository, tag)
     if after is None or after.digest != image.digest:
@@ -330,8 +328,6 @@ def verify_attached(
     """
     if not keys:
         raise EvidenceRefused("no trusted evidence key; pass the folder of *.pub keys with --keys")
-    from twinbuild.ship.index import image_arch
-
     variant = variant_of(image)
     client = client or Client(image.registry)
     subject = client.manifest(image.repository, image.digest)
@@ -369,8 +365,6 @@ def release_image(
     request: ReleaseRequest, env: Mapping[str, str] | None = None, say: Say = print
 ) -> Released:
     """`twinbuild release`: read the evidence and trusted keys, then `release`."""
-    from twinbuild.evidence.keys import load_trusted
-
     env = os.environ if env is None else env
     repository = request.repository or environ.text("GITHUB_REPOSITORY", env)
     if not repository:
@@ -416,8 +410,6 @@ def _evidence(request: ReleaseRequest, variant: str) -> tuple[Path | Blob, ...]:
         raise ConfigError(
             "release: pass --evidence FILE (one per architecture) or --evidence-ref REF"
         )
-    from twinbuild.evidence.head import evidence_blobs
-
     found = evidence_blobs(request.evidence_ref, repo=request.repo)
     mine = [b for b in found if b.name.rpartition("/")[2].startswith(f"{variant}-")]
     if not mine:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import Manifest
-from twinbuild.manifest.render import local_skip_reason, render
+from twinbuild.manifest.model import PinManifest
+from twinbuild.manifest.rendered import local_skip_reason, render
 from twinbuild.recipe import scan
 from twinbuild.smoke import gpu
 from twinbuild.smoke.spec import BaseCase, EnvCase, GpuCase, PinCase, SuiteSpec
@@ -19,7 +19,7 @@ NOT_PRODUCTION = "production contents: the local profile builds no {what}"
 BARE_HOST = "bare GPU host (--host --gpu): checks this machine's GPUs, not an image's {what}"
 
 
-def pin_cases(manifest: Manifest, target: Target) -> list[PinCase]:
+def pin_cases(manifest: PinManifest, target: Target) -> list[PinCase]:
     """Every pin of the image; in the local profile, those it does not install skip with why."""
     pins = manifest.resolve(target.image)
     if target.profile != "local":
@@ -71,7 +71,7 @@ def recipe_env(
 
 
 def base_case(
-    eng: EngineAPI, manifest: Manifest, target: Target
+    eng: EngineAPI, manifest: PinManifest, target: Target
 ) -> tuple[BaseCase | None, str | None]:
     labels = labels_of(target.inspect)
     layers = [str(x) for x in (target.inspect.get("RootFS") or {}).get("Layers") or []]
@@ -94,7 +94,7 @@ def base_case(
 
 
 def gpu_case(
-    manifest: Manifest, target: Target, info: gpu.GpuInfo | None, wanted: bool | None
+    manifest: PinManifest, target: Target, info: gpu.GpuInfo | None, wanted: bool | None
 ) -> GpuCase:
     spec = manifest.variant(target.image.variant)
     reason = gpu.skip_reason(spec.vendor, info, wanted=wanted)
@@ -115,7 +115,7 @@ def gpu_case(
 
 def build_spec(
     eng: EngineAPI | None,
-    manifest: Manifest,
+    manifest: PinManifest,
     root: Path,
     target: Target,
     *,

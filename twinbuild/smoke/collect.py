@@ -40,7 +40,7 @@ def parse(output: str) -> dict[str, Any]:
 
 
 def _distributions() -> list[dict[str, Any]]:
-    from importlib import metadata
+    from importlib import metadata  # (email, zipfile, csv) only when listing distributions
 
     out: list[dict[str, Any]] = []
     for dist in metadata.distributions():  # sys.path order: the first of a name is the one imported

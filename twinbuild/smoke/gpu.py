@@ -8,13 +8,13 @@ the model); a container gets those device nodes and the ``video`` group.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from twinbuild.engine.api import GpuAccess
+from twinbuild.util import process
 
 Runner = Callable[[Sequence[str]], str | None]
 
@@ -37,13 +37,10 @@ def _run(argv: Sequence[str]) -> str | None:
     if exe is None:
         return None
     try:
-        proc = subprocess.run(  # a tool's stray non-UTF-8 byte is replaced, never a crash
-            [exe, *argv[1:]], capture_output=True, text=True, errors="replace", timeout=30,
-            check=False,
-        )  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
+        proc = process.run([exe, *argv[1:]], timeout=30)
+    except process.CommandError:  # cannot run, or hung: no answer about the GPUs
         return None
-    return proc.stdout if proc.returncode == 0 else None
+    return proc.out if proc.ok else None
 
 
 def detect(vendor: str, *, run: Runner = _run, dev: Path = Path("/dev")) -> GpuInfo | None:

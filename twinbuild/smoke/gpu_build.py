@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 from twinbuild.smoke.gpu_cuda import Toolkit
 
 if TYPE_CHECKING:
-    from twinbuild.manifest.model import Manifest
+    from twinbuild.manifest.model import PinManifest
 
 #: torch_memory_saver's pre-fix parent: the first parent of the pinned merge b5588e83 (PR #95),
 #: whose free() releases a paused allocation's handle a second time.
@@ -91,7 +91,7 @@ class Refused(Exception):
     """A source that is missing or at another commit than the pinned one."""
 
 
-def pinned_commit(manifest: Manifest, variant: str, name: str) -> str:
+def pinned_commit(manifest: PinManifest, variant: str, name: str) -> str:
     """The commit ``pins/manifest.toml`` pins ``name`` at for the variant's amd64 image."""
     from twinbuild.errors import ConfigError
 

@@ -20,7 +20,7 @@ import tarfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from twinbuild.manifest.model import Manifest
+from twinbuild.manifest.model import PinManifest
 from twinbuild.smoke import gpu, gpu_cuda, gpu_fake
 from twinbuild.smoke.gpu_budget import ManualClock
 from twinbuild.smoke.gpu_build import (
@@ -180,7 +180,7 @@ def standin_sources(folder: Path, commits: dict[str, str]) -> Path:
 
 
 def machine(
-    manifest: Manifest, variant: str, sources: Path | None, work: Path, *, gpus: int = 1
+    manifest: PinManifest, variant: str, sources: Path | None, work: Path, *, gpus: int = 1
 ) -> Machine:
     """The fake GPU layer on ``gpus`` H200s (one: the first host's; eight: an HGX board's,
     where all-reduce runs); ``sources`` None: stand-in tarballs at the pinned commits."""

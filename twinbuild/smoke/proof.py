@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, Manifest
+from twinbuild.manifest.model import DEFAULT_PATH, BandwidthFloor, PinManifest
 from twinbuild.smoke import gpu, gpu_arch, gpu_checks, gpu_collective, gpu_probe
 from twinbuild.smoke.gpu_budget import DEFAULT_BUDGET_S, Budget, Limit
 from twinbuild.smoke.gpu_build import PRE_FIX_TMS, Builder, Built, default_work, pinned_commit
@@ -193,7 +193,7 @@ def _other_arch(arch: str) -> str:
 class _Run:
     """One proof: the budget spent step by step, the output folder written after each."""
 
-    def __init__(self, options: ProofOptions, manifest: Manifest, machine: Machine,
+    def __init__(self, options: ProofOptions, manifest: PinManifest, machine: Machine,
                  out: OutFolder, work: Path) -> None:  # fmt: skip
         self.options = options
         self.manifest = manifest

@@ -19,10 +19,10 @@ from twinbuild.engine import client
 from twinbuild.engine.api import EngineAPI, GpuAccess
 from twinbuild.errors import ConfigError, EngineError, FindingsError, TwinbuildError
 from twinbuild.manifest.loader import load
-from twinbuild.manifest.model import DEFAULT_PATH, Arch, ImageKey, Manifest, Profile
-from twinbuild.smoke import cases, report, targets
+from twinbuild.manifest.model import DEFAULT_PATH, Arch, ImageKey, PinManifest, Profile
+from twinbuild.smoke import cases, smoke_report, targets
 from twinbuild.smoke.gpu import GpuInfo, access, detect
-from twinbuild.smoke.report import SmokeReport
+from twinbuild.smoke.smoke_report import SmokeReport
 from twinbuild.smoke.suite_run import run_pytest
 from twinbuild.smoke.targets import LABEL, Target
 from twinbuild.util import github, output
@@ -57,7 +57,7 @@ def start_container(eng: EngineAPI, image_id: str, access: GpuAccess | None) -> 
 
 
 def smoke_target(
-    manifest: Manifest,
+    manifest: PinManifest,
     root: Path,
     target: Target,
     *,
@@ -111,13 +111,13 @@ def smoke_target(
         if not results.is_file() or code not in (0, 1):
             tail = "\n".join(said.strip().splitlines()[-15:])
             raise TwinbuildError(f"the smoke suite did not run (pytest exit {code}):\n{tail}")
-        tests, holds = report.read_results(results)
+        tests, holds = smoke_report.read_results(results)
     labels = targets.labels_of(target.inspect)
     digests = [str(d) for d in target.inspect.get("RepoDigests") or ()]
-    data = report.summary(
+    data = smoke_report.summary(
         image_key=target.image,
         profile=target.profile,
-        image=report.ImageRef(
+        image=smoke_report.ImageRef(
             id=target.image_id,
             digest=targets.repo_digest(target, digests),
             inputs_hash=labels.get(LABEL + "inputs-hash"),
@@ -164,7 +164,7 @@ def smoke_images(options: SmokeOptions) -> list[Outcome]:
 
 
 def smoke(
-    manifest: Manifest,
+    manifest: PinManifest,
     *,
     root: Path,
     variant: str | None = None,
@@ -246,10 +246,10 @@ def smoke(
                 )
         finally:
             eng.close()
-    md = report.markdown([o.summary for o in outcomes])
+    md = smoke_report.markdown([o.summary for o in outcomes])
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "smoke.md").write_text(
-        report.markdown(report.collected(report_dir)), encoding="utf-8"
+        smoke_report.markdown(smoke_report.collected(report_dir)), encoding="utf-8"
     )
     github.append_summary(github.step_summary(), md)
     failures = [

@@ -6,13 +6,12 @@ Its output comes back whole; the suite writes its records to the results file th
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import twinbuild
-from twinbuild.errors import TwinbuildError
+from twinbuild.util import process
 
 SUITE = Path(__file__).with_name("suite")
 PYTEST_TIMEOUT_S = 3600
@@ -50,17 +49,11 @@ def run_pytest(
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_parent, env.get("PYTHONPATH")]))
     if docker_host is not None:
         env["DOCKER_HOST"] = docker_host
-    try:
-        proc = subprocess.run(
-            argv, env=env, cwd=SUITE.parent, capture_output=True, text=True,
-            timeout=PYTEST_TIMEOUT_S, check=False,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired as exc:
-        raise TwinbuildError(
-            f"smoke suite still running after {PYTEST_TIMEOUT_S}s; stopped"
-        ) from exc
-    output = proc.stdout + proc.stderr
+    proc = process.run(
+        argv, env=env, cwd=SUITE.parent, timeout=PYTEST_TIMEOUT_S, what="the smoke suite"
+    )
+    output = proc.out + proc.err
     if echo:  # the suite's own report is a message for a person: stderr (data is the summary)
         sys.stderr.write(output)
         sys.stderr.flush()
-    return proc.returncode, output
+    return proc.code, output

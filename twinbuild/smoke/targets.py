@@ -11,10 +11,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from twinbuild.builder.record import BuildRecord, record_path
+from twinbuild.builder.build_record import BuildRecord, record_path
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import ARCH_NAMES, ARCHS, PROFILES, Arch, ImageKey, Manifest, Profile
+from twinbuild.manifest.model import (
+    ARCH_NAMES,
+    ARCHS,
+    PROFILES,
+    Arch,
+    ImageKey,
+    PinManifest,
+    Profile,
+)
 
 LOCAL_PYTHON = "/opt/venv/bin/python"
 PRODUCTION_PYTHON = "python3"
@@ -66,7 +74,7 @@ def image_target(
     eng: EngineAPI,
     root: Path,
     ref: str,
-    manifest: Manifest,
+    manifest: PinManifest,
     variant: str | None,
     arch: Arch | None,
     profile: Profile | None,

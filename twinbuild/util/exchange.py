@@ -17,8 +17,10 @@ images with its own client). Whatever the other end does:
 - **Plain HTTP only to loopback**: a request marked ``loopback`` connects only to loopback
   addresses, so ``localhost`` that resolves elsewhere is refused rather than spoken to in clear.
 
-Only this module and ``engine/registry.py``'s probe import it, and only when a registry is asked
-something: it brings ``http.client`` and ``ssl`` along.
+It also holds what every registry client shares: the request deadline
+(``TWINBUILD_REGISTRY_TIMEOUT``, :func:`clock`) and which registries are loopback (:func:`loopback`:
+plain HTTP, like Docker). Only the clients import it, and only when a registry is asked something:
+it brings ``http.client`` and ``ssl`` along.
 """
 
 from __future__ import annotations
@@ -40,8 +42,16 @@ from urllib.parse import SplitResult, urlsplit
 
 from twinbuild import __version__
 from twinbuild.errors import EngineError
+from twinbuild.util import environ
 
 USER_AGENT = f"twinbuild/{__version__}"
+
+
+#: The deadline of every registry request twinbuild sends, and of one command's together.
+TIMEOUT_ENV_VAR = "TWINBUILD_REGISTRY_TIMEOUT"
+DEFAULT_TIMEOUT_S = 60
+MAX_TIMEOUT_S = 3600
+COMMAND_TIMEOUTS = 10  # all of one command's registry requests together: ten request timeouts
 
 
 def size_text(n: int) -> str:
@@ -426,3 +436,40 @@ def internal_host(host: str) -> bool:
     except ValueError:
         return False
     return not ip.is_global
+
+
+def request_timeout(env: Mapping[str, str] | None = None) -> int:
+    """Seconds one registry request may take, connect to last byte (``TWINBUILD_REGISTRY_TIMEOUT``,
+    whole seconds in ASCII digits, 1 to 3600; default 60)."""
+    seconds = environ.whole(
+        TIMEOUT_ENV_VAR, low=1, high=MAX_TIMEOUT_S, env=env,
+        hint=f"set whole seconds, e.g. {DEFAULT_TIMEOUT_S}, or unset it for the default",
+    )  # fmt: skip
+    return DEFAULT_TIMEOUT_S if seconds is None else seconds
+
+
+def clock(env: Mapping[str, str] | None = None) -> Clock:
+    """The deadlines of one command's registry requests: each within the request timeout, all of
+    them within ``COMMAND_TIMEOUTS`` of it."""
+    timeout = request_timeout(env)
+    return Clock(
+        timeout=timeout,
+        budget=timeout * COMMAND_TIMEOUTS,
+        hint=f"{TIMEOUT_ENV_VAR}={timeout} sets it; a command gets {COMMAND_TIMEOUTS} times that",
+    )
+
+
+def loopback(registry: str) -> bool:
+    """Whether ``host[:port]`` is a literal loopback address or ``localhost``: decided by parsing
+    the host, so ``127.attacker.example`` is a name like any other (TLS, verified)."""
+    host = registry.split("/", 1)[0]
+    if host.startswith("["):
+        host = host[1:].split("]", 1)[0]
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Generic, Literal, TypeVar, overload
 
 from twinbuild.errors import ConfigError
+from twinbuild.util import process
 
 GIT_TIMEOUT_S = 60
 #: Most entries one ``ls-tree`` may list: far above this repository, far below a memory problem.
@@ -87,29 +88,14 @@ def run_git(
     (``cat-file --batch`` requests); without it git reads nothing, so nothing may wait for an
     answer that never comes.
     """
-    env = {**os.environ, **_ENV}
-    try:
-        proc: subprocess.CompletedProcess[bytes] = subprocess.run(
-            ["git", "-C", str(repo), *args],
-            capture_output=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
-            env=env,
-            input=b"" if stdin is None else stdin,  # git reads nothing unless asked to
-        )
-    except FileNotFoundError:
-        raise ConfigError("git: not found on PATH; install git") from None
-    except subprocess.TimeoutExpired:
-        command = " ".join(args)
-        raise ConfigError(f"git -C {repo} {command}: no answer in {GIT_TIMEOUT_S}s") from None
+    done = process.run(
+        ["git", "-C", str(repo), *args], timeout=GIT_TIMEOUT_S, binary=True, env=_ENV,
+        input=stdin, what=f"git -C {repo} {' '.join(args)}",
+    )  # fmt: skip
     if binary:
-        return proc
-    return subprocess.CompletedProcess(
-        proc.args,
-        proc.returncode,
-        proc.stdout.decode("utf-8", "replace"),
-        proc.stderr.decode("utf-8", "replace"),
-    )
+        return subprocess.CompletedProcess(done.argv, done.code, done.out, done.err)
+    out, err = (data.decode("utf-8", "replace") for data in (done.out, done.err))
+    return subprocess.CompletedProcess(done.argv, done.code, out, err)
 
 
 def rev_arg(value: str, *, option: str) -> str:

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import Arch, ImageKey, Manifest, Profile, ResolvedPin
+from twinbuild.manifest.model import Arch, ImageKey, PinManifest, Profile, ResolvedPin
 
 GENERATED = ".twinbuild"
 #: The local profile's one recipe: a stage per recipe family (``cuda``, ``rocm``).
@@ -126,7 +127,7 @@ def requirement(pin: ResolvedPin, *, mirror: str | None = None) -> str:
     return f"{name}{pin.values.range or ''}"
 
 
-def check_mirrors(manifest: Manifest, mirrors: Mapping[str, str]) -> None:
+def check_mirrors(manifest: PinManifest, mirrors: Mapping[str, str]) -> None:
     """Every ``--mirror PIN=PATH`` names a git pin of the manifest: a misspelt name would be
     ignored, and the pin it meant silently left out of the local build."""
     git = sorted(
@@ -161,7 +162,7 @@ def local_skip_reason(pin: ResolvedPin, mirrors: Mapping[str, str]) -> str | Non
 
 
 def render(
-    manifest: Manifest,
+    manifest: PinManifest,
     image: ImageKey,
     profile: Profile,
     *,
@@ -235,6 +236,4 @@ def render(
 
 
 def _host(url: str | None) -> str:
-    from urllib.parse import urlsplit
-
     return urlsplit(url or "").hostname or "its host"

@@ -21,7 +21,7 @@ from typing import Literal
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from twinbuild.errors import EvidenceRefused
-from twinbuild.evidence.record import SAFE_REF_RE
+from twinbuild.evidence.record_statement import SAFE_REF_RE
 from twinbuild.evidence.signing import Blob, Verified, verify
 from twinbuild.evidence.statement import Counts, Statement, format_time
 from twinbuild.manifest.model import ImageKey, Profile, Vendor

@@ -13,6 +13,7 @@ import html.parser
 import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 from packaging.utils import (
@@ -24,9 +25,8 @@ from packaging.utils import (
 )
 from packaging.version import InvalidVersion, Version
 
-from twinbuild.engine.registry import loopback
 from twinbuild.errors import ConfigError, EngineError
-from twinbuild.util.exchange import Clock, Request, exchange
+from twinbuild.util.exchange import Clock, Request, exchange, loopback
 
 #: The largest project page read (torch's JSON page lists thousands of files in a few MiB).
 PAGE_MAX = 64 << 20
@@ -40,7 +40,8 @@ def default_index() -> str:
     if configured:
         return configured[0]
     try:
-        from pip._internal.models.index import PyPI  # pip's default, named by pip alone
+        # pip's default, named by pip alone; its internals load only when no index is named
+        from pip._internal.models.index import PyPI
     except ImportError:
         raise ConfigError(
             "pins outdated: pip is not installed here, so its index is unknown; pass "
@@ -106,8 +107,6 @@ def releases(index: str, dist: str, *, clock: Clock) -> Releases:
 
 def _from_file(index: str, project: str, folder: str) -> Releases:
     """A ``file://`` index (a local mirror): its project folder's page, or the files in it."""
-    from pathlib import Path
-
     page = Path(folder) / "index.html"
     if page.is_file():
         files = _html_files(page.read_bytes())

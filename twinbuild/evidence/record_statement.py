@@ -37,7 +37,7 @@ from twinbuild.evidence.statement import (
     Verdict,
 )
 from twinbuild.manifest.model import Vendor
-from twinbuild.smoke.report import SmokeReport
+from twinbuild.smoke.smoke_report import SmokeReport
 from twinbuild.util import github, strictjson, values
 from twinbuild.util.atomic import write_atomic
 

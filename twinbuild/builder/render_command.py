@@ -1,5 +1,5 @@
 """``twinbuild render``: what a build of one image receives, with the base tag this host's
-build would give it (the manifest alone decides everything else: ``manifest/render.py``)."""
+build would give it (the manifest alone decides everything else: ``manifest/rendered.py``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from twinbuild.engine.base import base_tag
 from twinbuild.errors import TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, Arch, Profile
-from twinbuild.manifest.render import UNKNOWN_BASE, Rendered, check_mirrors, render
+from twinbuild.manifest.rendered import UNKNOWN_BASE, Rendered, check_mirrors, render
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

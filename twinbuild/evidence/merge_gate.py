@@ -17,7 +17,7 @@ everything is judged by this code, the base's:
    owner's approval of the head (exit 9);
 4. when the landing tree's inputs of those images equal the base's, no evidence is needed;
    otherwise each image's signed evidence must be for exactly those inputs
-   (:func:`~twinbuild.evidence.gate.gate`; refused: exit 7).
+   (:func:`~twinbuild.evidence.evidence_check.gate`; refused: exit 7).
 
 Every refusal is reported in one run: a PR that changes a key and a recipe hears about both.
 """
@@ -31,10 +31,10 @@ from pathlib import Path
 
 from twinbuild.errors import ConfigError, EvidenceRefused, TrustRootRefused
 from twinbuild.evidence import keys, packaging, permissions, reviews, trust_roots
-from twinbuild.evidence.gate import GateRefused, GateResult, Policy, gate
+from twinbuild.evidence.command_options import GateOptions
+from twinbuild.evidence.evidence_check import GateRefused, GateResult, Policy, gate
 from twinbuild.evidence.head import CommitInputs, commit_inputs, evidence_blobs
 from twinbuild.evidence.landing import landing
-from twinbuild.evidence.options import GateOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.manifest.model import ImageKey
 from twinbuild.util import environ, values

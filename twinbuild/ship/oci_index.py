@@ -24,7 +24,7 @@ from twinbuild.ship.oci import (
     OCI_MANIFEST,
     Client,
     ImageRef,
-    Manifest,
+    OciManifest,
     descriptor,
     json_object,
 )
@@ -50,7 +50,7 @@ class Index:
         return f"{self.ref} (index: {archs})"
 
 
-def image_arch(client: Client, image: ImageRef, manifest: Manifest) -> Arch:
+def image_arch(client: Client, image: ImageRef, manifest: OciManifest) -> Arch:
     """The architecture an image manifest's config names; EngineError for anything else."""
     what = f"read {image}"
     doc = json_object(manifest.data, what)
@@ -75,7 +75,7 @@ def image_arch(client: Client, image: ImageRef, manifest: Manifest) -> Arch:
     )
 
 
-def children(client: Client, image: ImageRef, manifest: Manifest) -> tuple[Entry, ...]:
+def children(client: Client, image: ImageRef, manifest: OciManifest) -> tuple[Entry, ...]:
     """The entries of the index ``manifest`` (of ``image``), each checked to be the image of
     the architecture it claims; () for a single image."""
     what = f"read {image}"
@@ -145,7 +145,9 @@ def put_index(
         "manifests": entries,
         "annotations": dict(annotations or {}),
     }
-    index = Manifest(media_type=OCI_INDEX, data=json.dumps(doc, sort_keys=True, indent=1).encode())
+    index = OciManifest(
+        media_type=OCI_INDEX, data=json.dumps(doc, sort_keys=True, indent=1).encode()
+    )
     client.put_manifest(repository, tag, index)
     stored = client.manifest(repository, tag)
     if stored is None or stored.digest != index.digest:

@@ -12,8 +12,11 @@ So every file a commit holds is an input of every image, except:
 - the pin manifest, which each image's hash covers through its own rendered slice.
 
 This list is the judging side's code: the gate runs the base's twinbuild, so a PR that edits it
-changes only what its own copy would say (and is itself an input change). ``twinbuild build``'s
-up-to-date check and the gate both reach here through :func:`twinbuild.builder.inputs.inputs_hash`.
+changes only what its own copy would say (and is itself an input change). It sits below the
+builder, the plan and the gate (it imports nothing of twinbuild but its errors): ``twinbuild
+build``'s up-to-date check and the gate both apply it through
+:func:`twinbuild.builder.inputs.inputs_hash`, the trust roots and the packaging check read
+:data:`NOT_INPUTS` from here.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ NOT_INPUTS: Mapping[str, str] = {
 }
 #: How messages name the rule.
 RULE = "every file but docs/, tests/, tools/, evidence/, README.md and CODEOWNERS"
+#: What twinbuild itself writes into a working tree (build records, wheels, smoke reports; the
+#: generated build files, the bake file): never an input of the next build, tracked or not.
+WORK_OUTPUTS = ("build/", ".twinbuild/", "docker-bake.json")
 
 
 def under(path: str, prefix: str) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import WORK_OUTPUTS
 from twinbuild.util.git import TreeEntry, read_blobs, run_git, tree_entries
 
 Kind = Literal["file", "executable", "symlink", "gitlink", "special"]
@@ -30,9 +31,6 @@ KIND_NAMES = {
 }
 #: Most bytes one hash reads from a commit: a repository's image inputs are a few MiB.
 MAX_READ_BYTES = 512 * 1024 * 1024
-#: What twinbuild itself writes into a working tree (build records, wheels, smoke reports; the
-#: generated build files, the bake file): never an input of the next build, tracked or not.
-WORK_OUTPUTS = ("build/", ".twinbuild/", "docker-bake.json")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,8 +89,8 @@ class WorkTree:
 
     def listing(self) -> list[Entry]:
         """What ``git add -A`` would commit: tracked files and untracked ones git does not ignore,
-        less what twinbuild writes (:data:`WORK_OUTPUTS`). Outside git: every file but those,
-        ``.git`` and ``__pycache__``."""
+        less what twinbuild writes (:data:`~twinbuild.inputs_rule.WORK_OUTPUTS`). Outside git: every
+        file but those, ``.git`` and ``__pycache__``."""
         names = self._git_files()
         if names is None:
             found = self._walk(self.root, skip_outputs=True)

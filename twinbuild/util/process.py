@@ -1,0 +1,203 @@
+"""Every external command twinbuild runs goes through here: what environment the program gets,
+how long it may take, and the one line said when it cannot start or does not end.
+
+A command runs without a shell, stdin closed (or fed ``input``), its output captured. Its
+environment is this process's with ``env`` on top; :func:`scrubbed` empties it instead, down to
+a named few (a root filesystem's maintainer scripts get nothing else of ours). A ``timeout``
+kills it, and whatever it started, when it passes: each command runs in a process group of its
+own, so a shell's children cannot keep its output open once it is gone. A program that cannot
+be started and a command that outlives its timeout are each one :class:`CommandError` line
+naming the command; a non-zero exit is an answer, never an error: the caller knows what it means.
+
+Ctrl-C (or SIGTERM, taken as one) stops a command at once, except one run ``to_the_end``: an
+install that dpkg would leave half-done finishes first, then the stop goes on. The terminal's
+Ctrl-C reaches this process alone (the command is in a group of its own), so this module decides.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, Literal, TypeVar, overload
+
+from twinbuild.errors import ConfigError
+
+_Out = TypeVar("_Out", str, bytes)
+
+#: What every host command gets on top of its environment: apt and dpkg answer without prompts,
+#: and every program in the C locale.
+NONINTERACTIVE = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
+
+#: All a command that fills a root filesystem (mmdebstrap) takes from this environment: the
+#: programs' PATH, a temporary folder, the proxies that reach a mirror, a reproducible build's
+#: clock. It hands its environment to every maintainer script in that root, so anything more
+#: (a caller's PYTHONPYCACHEPREFIX, PYTHONPATH, VIRTUAL_ENV, a token) would end up in, or steer,
+#: what the image holds.
+ROOT_ENVIRONMENT = (
+    "PATH", "TMPDIR", "SOURCE_DATE_EPOCH",
+    "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY",
+)  # fmt: skip
+
+
+class CommandError(ConfigError):
+    """A command that could not be started, or that outlived its timeout (and was killed)."""
+
+    def __init__(self, message: str, *, out: str = "") -> None:
+        super().__init__(message)
+        self.out = out  # what it printed before it was killed
+
+
+class CommandMissing(CommandError):
+    """The program is not there, or may not be run."""
+
+
+class CommandTimedOut(CommandError):
+    """The command was still running at its timeout, and was killed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finished(Generic[_Out]):
+    """A command that ran to its end: its exit status and what it printed."""
+
+    argv: tuple[str, ...]
+    code: int
+    out: _Out
+    err: _Out  # empty when stderr was merged into ``out``
+
+    @property
+    def ok(self) -> bool:
+        return self.code == 0
+
+
+@overload
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float | None,
+    binary: Literal[False] = False,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    input: bytes | None = None,
+    merged: bool = False,
+    to_the_end: bool = False,
+    what: str = "",
+) -> Finished[str]: ...
+@overload
+def run(
+    argv: Sequence[str],
+    *,
+    timeout: float | None,
+    binary: Literal[True],
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    input: bytes | None = None,
+    merged: bool = False,
+    to_the_end: bool = False,
+    what: str = "",
+) -> Finished[bytes]: ...
+def run(
+    argv: Sequence[str], *, timeout: float | None, binary: bool = False,
+    env: Mapping[str, str] | None = None, cwd: Path | None = None, input: bytes | None = None,
+    merged: bool = False, to_the_end: bool = False, what: str = "",
+) -> Finished[str] | Finished[bytes]:  # fmt: skip
+    """Run ``argv`` and wait for it (at most ``timeout`` seconds; None: as long as it takes).
+
+    ``env`` is set on top of this process's environment. ``binary`` keeps the output as bytes;
+    text is decoded as UTF-8, U+FFFD for what is not. ``merged`` sends stderr into ``out``, in
+    the order the program wrote. ``what`` names the command in messages (default: its argv).
+    """
+    argv = tuple(argv)
+    full_env = {**os.environ, **env} if env else None
+    try:
+        child = subprocess.Popen(
+            argv, cwd=cwd, env=full_env,
+            stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+            process_group=0,
+        )  # fmt: skip
+    except OSError as exc:
+        raise CommandMissing(_missing(argv, exc)) from None
+    with child:
+        out, err = _wait(child, argv, input, timeout, to_the_end, what)
+    if binary:
+        return Finished(argv=argv, code=child.returncode, out=out, err=err)
+    return Finished(argv=argv, code=child.returncode, out=_text(out), err=_text(err))
+
+
+def _wait(
+    child: subprocess.Popen[bytes], argv: tuple[str, ...], input: bytes | None,
+    timeout: float | None, to_the_end: bool, what: str,
+) -> tuple[bytes, bytes]:  # fmt: skip
+    stopped: BaseException | None = None
+    while True:
+        try:
+            out, err = child.communicate(input, timeout=timeout)
+            break
+        except subprocess.TimeoutExpired:
+            _kill(child)
+            out, _ = child.communicate()
+            shown = what or " ".join(argv)
+            raise CommandTimedOut(
+                f"{shown}: still running after {timeout:g}s; stopped", out=_text(out or b"")
+            ) from None
+        except KeyboardInterrupt as exc:
+            if not to_the_end:
+                _kill(child)
+                child.wait()
+                raise
+            stopped = stopped or exc  # an install: let it finish, then stop
+            input = None  # already handed over
+    if stopped is not None:
+        raise stopped
+    return out or b"", err or b""
+
+
+def _kill(child: subprocess.Popen[bytes]) -> None:
+    """Kill the command and everything it started (its process group)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+
+
+def _missing(argv: tuple[str, ...], exc: OSError) -> str:
+    name = Path(argv[0]).name
+    if isinstance(exc, FileNotFoundError):
+        return f"{name}: not found on PATH; install {name}"
+    return f"{argv[0]}: cannot be run ({exc.strerror}); check that it is a program you may run"
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", "replace")
+
+
+def scrubbed(argv: Sequence[str], keep: Sequence[str] = ROOT_ENVIRONMENT) -> list[str]:
+    """``argv`` run by env(1) in an emptied environment: ``keep``'s variables that are set here,
+    the C locale and no prompts."""
+    kept = {name: os.environ[name] for name in keep if name in os.environ}
+    pairs = [f"{name}={value}" for name, value in {**kept, **NONINTERACTIVE}.items()]
+    return ["env", "-i", *pairs, *argv]
+
+
+def spawn_detached(argv: Sequence[str], log: Path) -> int:
+    """Start ``argv`` in a session of its own, stdin closed, output appended to ``log``: a
+    daemon that outlives this process. Its pid."""
+    # posix_spawn: the daemon outlives us and owns no Popen object to warn on.
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        return os.posix_spawn(
+            argv[0],
+            list(argv),
+            dict(os.environ),
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_DUP2, fd, 1),
+                (os.POSIX_SPAWN_DUP2, fd, 2),
+            ],
+            setsid=True,
+        )
+    finally:
+        os.close(fd)
