@@ -19,7 +19,7 @@ import pytest
 
 from tests.helpers import mini_project
 from tests.unit.gitrepos import git, init, isolate_git
-from twinbuild.builder.bake_build import buildx_env
+from twinbuild.engine.buildx_build import buildx_env
 from twinbuild.cli.main import main
 from twinbuild.engine.buildx import ensure_buildx
 from twinbuild.engine.client import Engine, connect

@@ -52,7 +52,7 @@ def bench_cold(s: Session) -> None:
 def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
     """The assembled context of each platform and the docker CLI args that build it."""
     from twinbuild.builder.context import assemble
-    from twinbuild.builder.image import plan_inputs
+    from twinbuild.builder.image import plan_image
     from twinbuild.builder.options import BuildOptions
     from twinbuild.engine.client import connect
     from twinbuild.manifest.loader import load
@@ -62,9 +62,9 @@ def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
     out: dict[str, tuple[Path, list[str]]] = {}
     with connect(s.env["DOCKER_HOST"]) as engine:
         for p in ("cuda", "rocm"):
-            rendered, _, _ = plan_inputs(
+            rendered = plan_image(
                 manifest, engine, manifest.image(p, "linux/amd64"), options, lambda _: None
-            )
+            ).rendered
             ctx = Path(tempfile.mkdtemp(prefix=f"ctx-{p}-", dir=s.work))
             assemble(options, rendered, ctx, lambda _: None)
             args = [

@@ -32,7 +32,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from twinbuild.builder.input_paths import RULE, check_name, is_input
-from twinbuild.builder.options import BuilderChoice
 from twinbuild.builder.tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, Profile
@@ -233,9 +232,7 @@ def _attributes(tree: Tree, entries: Iterable[Entry]) -> list[Entry]:
     return _files(tree, found, what="attributes of the image inputs")
 
 
-def builder_settings(rendered: Rendered, choice: BuilderChoice = "auto") -> dict[str, str]:
-    """The builder part of the inputs hash; the evidence gate recomputes hashes with it too."""
-    settings = {"builder": "engine-api", "target": rendered.target or ""}
-    if choice != "auto":
-        settings["kind"] = choice
-    return settings
+def builder_settings(rendered: Rendered) -> dict[str, str]:
+    """The builder part of the inputs hash; the evidence gate recomputes hashes with it too.
+    Every image is built one way (buildx on the engine's BuildKit), so only the stage varies."""
+    return {"builder": "buildx", "target": rendered.target or ""}

@@ -36,7 +36,6 @@ def cmd_build(args: argparse.Namespace) -> int:
             profile=args.profile,
             force=args.force,
             mirrors=mirrors(args.mirrors),
-            builder=args.builder,
         ),
     )
     results = build_images(request, say=output.say)
@@ -91,10 +90,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="list each pin the profile leaves out (default: one line saying how many)",
     )  # fmt: skip
     p.add_argument("--jobs", type=whole_number(1, 64), default=1, help="images built concurrently")
-    p.add_argument(
-        "--builder", choices=("auto", "buildkit", "classic"), default="auto",
-        help="BuildKit where the engine has it, else the classic builder (default: auto)",
-    )  # fmt: skip
     p.add_argument(
         "--mirror",
         dest="mirrors",
@@ -152,8 +147,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--build", action="store_true",
-        help="then build every target with buildx on the engine (installs Debian's "
-        "docker-buildx where missing) and record them as twinbuild build does",
+        help="then build every target buildx resolves from the file, as twinbuild build does "
+        "(buildx on the engine; installs Debian's docker-buildx where missing), and record them",
     )  # fmt: skip
     add_format(p, what="the file, its targets and what was built")
     p.set_defaults(func=cmd_bake)
