@@ -1,3 +1,3 @@
-from twinbuild.cli.main import main
+from twinbuild.cli.entry import main
 
 raise SystemExit(main())

@@ -31,7 +31,7 @@ SHIM = (
     "from setuptools.build_meta import *  # noqa: F403\n"
 )
 FIND = '[tool.setuptools.packages.find]\ninclude = ["twinbuild*"]\n'
-SCRIPTS = '[project.scripts]\ntwinbuild = "twinbuild.cli.main:main"\n'
+SCRIPTS = '[project.scripts]\ntwinbuild = "twinbuild.cli.entry:main"\n'
 #: name -> (old text, new text, an extra file, the key the refusal names, the path it names)
 EDITS = {
     "an in-tree build backend in tests/": (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twinbuild.cli.common import (
     add_common,
@@ -18,8 +19,13 @@ from twinbuild.cli.common import (
 from twinbuild.manifest.model import PROFILES
 from twinbuild.util import output
 
+if TYPE_CHECKING:
+    from twinbuild.builder import noop
+    from twinbuild.builder.options import BuildRequest
+
 
 def cmd_build(args: argparse.Namespace) -> int:
+    from twinbuild.builder import noop
     from twinbuild.builder.image import build_images
     from twinbuild.builder.options import BuildOptions, BuildRequest
 
@@ -38,10 +44,30 @@ def cmd_build(args: argparse.Namespace) -> int:
             mirrors=mirrors(args.mirrors),
         ),
     )
+    pending = noop.PENDING[-1] if noop.PENDING else None
+    if pending is not None:  # typed on the command line: remember a no-op for the next run
+        _fingerprint(pending, request)
     results = build_images(request, say=output.say)
     shown = "".join(r.describe(verbose=request.verbose) + "\n" for r in results)
     output.report_all(results, args.format, text=shown)
+    if pending is not None and args.format == "text" and all(r.up_to_date for r in results):
+        from twinbuild.engine.daemon import docker_host
+
+        images = [(r.tag, r.image_id) for r in results]
+        images += [(r.base.ref, r.base.id) for r in results if r.profile == "local"]
+        pending.after(docker_host(), images, shown)
     return 0
+
+
+def _fingerprint(pending: noop.Pending, request: BuildRequest) -> None:
+    """What the no-op memo checks: every file of the checkout, the manifest, the records."""
+    from twinbuild.builder.record import NAME, OUTPUT
+    from twinbuild.builder.tree import WorkTree
+
+    root = request.options.root.resolve()
+    inside = [str(root / e.path) for e in WorkTree(root).listing()]
+    inside += [str(p) for p in sorted(root.glob(f"{OUTPUT}/*/*/*/{NAME}"))]  # the records
+    pending.before(str(root), inside, [str(request.manifest.resolve())])
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
