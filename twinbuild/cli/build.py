@@ -67,7 +67,8 @@ def _fingerprint(pending: noop.Pending, request: BuildRequest) -> None:
     root = request.options.root.resolve()
     inside = [str(root / e.path) for e in WorkTree(root).listing()]
     inside += [str(p) for p in sorted(root.glob(f"{OUTPUT}/*/*/*/{NAME}"))]  # the records
-    pending.before(str(root), inside, [str(request.manifest.resolve())])
+    ignores = [str(root / ".git/info/exclude"), str(Path.home() / ".config/git/ignore")]
+    pending.before(str(root), inside, [str(request.manifest.resolve()), *ignores])
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
