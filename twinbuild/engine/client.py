@@ -159,8 +159,9 @@ class Engine:
     """A connected engine. ``api`` is the SDK's low-level client, made on first use.
 
     Inspecting, listing and tagging images go over plain HTTP while no SDK client exists, so a
-    run that finds everything up to date never imports the SDK; building, importing and
-    containers make the client. An Engine made with a client (unit tests' fakes) uses it for all.
+    run that finds everything up to date never imports the SDK; importing, pushing, pulling and
+    containers make the client. A build is buildx's (``buildx_build``), never the SDK's. An
+    Engine made with a client (unit tests' fakes) uses it for all.
     """
 
     def __init__(self, api: docker.APIClient | None, docker_host: str) -> None:
