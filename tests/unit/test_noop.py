@@ -87,7 +87,7 @@ def _files(root: Path) -> list[str]:
 def _remember(root: Path, engine: Engine, env: dict[str, str], text: str = "up to date\n") -> None:
     pending = noop.Pending(ARGV, env, str(root))
     pending.before(str(root), _files(root), [])
-    pending.after(engine.host, [(TAG, IMAGE)], text)
+    pending.after(engine.host, [(TAG, IMAGE)], text, root=str(root), outputs=[])
     pending.save()
 
 
@@ -224,3 +224,7 @@ def test_build_offers_a_memo_only_when_every_image_was_up_to_date(
     assert again.data["stdout"] == shown + "\n"
     assert again.data["images"] == [["twinbuild/rocm:production-amd64", "sha256:" + "b" * 64]]
     assert again.data["docker_host"] == engine.host
+    # the record this run rewrote is fingerprinted as the run left it: the next run replays
+    record = root / "build/production/rocm/amd64/image.json"
+    assert again.stats is not None
+    assert again.stats[str(record)] == noop._stat(str(record))

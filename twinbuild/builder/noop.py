@@ -8,12 +8,13 @@ environment variables the decision reads. It holds what the run printed, the eng
 each image's tag (and, for the local profile, its base's) with the image id it named, and a
 fingerprint taken *before* the decision: ``lstat`` (mode, size, mtime and ctime in ns, inode) of
 every file the checkout would commit, of each folder above them (a file added or removed changes
-its folder), of the manifest, the build records, the running twinbuild's own modules and dpkg's
-status (mmdebstrap's version names the local base). The next run of the same command replays the
-output only if every one of those is unchanged and the engine still names every image by the same
-id; anything else, even an unreadable memo, and it decides as always (and leaves a new memo).
-Taken before the decision, the fingerprint errs one way only: a file changed while a run hashed
-it makes the next run decide again.
+its folder), of the manifest, the running twinbuild's own modules and dpkg's status
+(mmdebstrap's version names the local base); and of the build records as the run left them (it
+writes them). The next run of the same command replays the output only if every one of those is
+unchanged and the engine still names every image by the same id; anything else, even an
+unreadable memo, and it decides as always (and leaves a new memo). Taken before the decision, the
+fingerprint of the inputs errs one way only: a file changed while a run hashed it makes the next
+run decide again.
 
 This module is what the replay loads, so it imports only the standard library and the plain
 Engine API request (:mod:`twinbuild.engine.wire`).
@@ -128,8 +129,20 @@ class Pending:
         if self.path is not None:
             self.stats = fingerprint(root, inside, [*outside, *own_modules(), DPKG_STATUS])
 
-    def after(self, docker_host: str, images: Sequence[tuple[str, str]], stdout: str) -> None:
-        """What the run found (every image up to date) and printed."""
+    def after(
+        self,
+        docker_host: str,
+        images: Sequence[tuple[str, str]],
+        stdout: str,
+        *,
+        root: str,
+        outputs: Sequence[str],
+    ) -> None:
+        """What the run found (every image up to date) and printed; ``outputs`` are the files it
+        wrote itself (the build records), fingerprinted as it left them."""
+        if self.stats is None:
+            return
+        self.stats = {**fingerprint(root, outputs, []), **self.stats}  # the inputs: as before
         self.data = {"docker_host": docker_host, "images": [list(i) for i in images],
                      "stdout": stdout}  # fmt: skip
 

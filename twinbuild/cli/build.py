@@ -51,22 +51,24 @@ def cmd_build(args: argparse.Namespace) -> int:
     shown = "".join(r.describe(verbose=request.verbose) + "\n" for r in results)
     output.report_all(results, args.format, text=shown)
     if pending is not None and args.format == "text" and all(r.up_to_date for r in results):
+        from twinbuild.builder.record import record_path
         from twinbuild.engine.daemon import docker_host
 
         images = [(r.tag, r.image_id) for r in results]
         images += [(r.base.ref, r.base.id) for r in results if r.profile == "local"]
-        pending.after(docker_host(), images, shown)
+        top = request.options.root.resolve()
+        records = [str(record_path(top, r.profile, r.image)) for r in results]
+        pending.after(docker_host(), images, shown, root=str(top), outputs=records)
     return 0
 
 
 def _fingerprint(pending: noop.Pending, request: BuildRequest) -> None:
-    """What the no-op memo checks: every file of the checkout, the manifest, the records."""
-    from twinbuild.builder.record import NAME, OUTPUT
+    """What the no-op memo checks, taken before the decision: every file of the checkout, the
+    manifest, what tells git what to ignore."""
     from twinbuild.builder.tree import WorkTree
 
     root = request.options.root.resolve()
     inside = [str(root / e.path) for e in WorkTree(root).listing()]
-    inside += [str(p) for p in sorted(root.glob(f"{OUTPUT}/*/*/*/{NAME}"))]  # the records
     ignores = [str(root / ".git/info/exclude"), str(Path.home() / ".config/git/ignore")]
     pending.before(str(root), inside, [str(request.manifest.resolve()), *ignores])
 
