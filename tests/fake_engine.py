@@ -1,4 +1,5 @@
-"""The unit tests' one fake engine: images held in a dict, canned build streams, every call recorded.
+"""The unit tests' one fake engine: images held in a dict, canned build output (real buildx output,
+``tests/fixtures/buildx/``), every call recorded.
 
 It implements :class:`twinbuild.engine.api.EngineAPI` and mypy checks that it does (see the end
 of this file), so a method added to the Protocol must be added here too. It answers the way the
@@ -9,14 +10,14 @@ labels, a tag needs an existing image, an imported image is untagged until tagge
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from twinbuild.engine.api import (
-    Builder,
-    BuilderUnavailable,
+    BuildOutcome,
+    BuildTarget,
     EngineInfo,
     GpuAccess,
     ImageSummary,
@@ -24,10 +25,19 @@ from twinbuild.engine.api import (
     Pushed,
     RunResult,
 )
+from twinbuild.engine.buildx_build import buildkit_missing
 from twinbuild.errors import ConfigError, EngineError
 from twinbuild.manifest.model import Arch
+from twinbuild.util.activity import Say
 
 HOST = "unix:///fake.sock"
+BUILDX = Path(__file__).parent / "fixtures/buildx"
+BUILT = "sha256:" + "b" * 64
+
+
+def buildx_output(name: str) -> list[str]:
+    """The lines real buildx printed for ``tests/fixtures/buildx/<name>.rawjson``."""
+    return (BUILDX / f"{name}.rawjson").read_text(encoding="utf-8").splitlines()
 
 
 def image_doc(
@@ -42,16 +52,17 @@ class FakeEngine:
     """An engine in memory. ``images`` maps a tag or an id to its inspect document."""
 
     images: dict[str, dict[str, Any]] = field(default_factory=dict)
-    build_chunks: list[dict[str, Any]] = field(default_factory=list)  # what every build streams
-    build_then: Exception | None = None  # raised after the chunks: the engine went away
-    buildkit: bool = True  # False: a BuildKit build is refused, as by an engine without it
+    build_lines: list[str] = field(default_factory=lambda: buildx_output("good"))  # buildx says
+    build_exit: int = 0  # buildx's exit status after the lines
+    build_id: str = BUILT  # the image a build that exits 0 makes
+    buildkit: bool = True  # False: an engine without BuildKit, refused before buildx runs
     import_error: Exception | None = None
     run_result: RunResult = field(default_factory=lambda: RunResult(exit_code=0, output=""))
     exec_result: RunResult = field(default_factory=lambda: RunResult(exit_code=0, output=""))
     host: str = HOST
 
     calls: list[str] = field(default_factory=list)  # method names, in order
-    builds: list[dict[str, Any]] = field(default_factory=list)  # keyword arguments of each build
+    builds: list[BuildTarget] = field(default_factory=list)  # what each build was given
     tagged: list[tuple[str, str]] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     imported: list[tuple[bytes, dict[str, str], list[str]]] = field(default_factory=list)
@@ -79,39 +90,21 @@ class FakeEngine:
         )  # fmt: skip
 
     def build(
-        self,
-        context: IO[bytes],
-        *,
-        dockerfile: str,
-        buildargs: Mapping[str, str],
-        labels: Mapping[str, str],
-        target: str | None,
-        network: Network,
-        builder: Builder,
-        cache_from: Sequence[str] = (),
-        platform: str | None = None,
-    ) -> Iterator[dict[str, Any]]:
+        self, target: BuildTarget, *, line: Callable[[str], None], mirror: str, say: Say
+    ) -> BuildOutcome:
         self.calls.append("build")
-        self.builds.append(
-            {
-                "context": context.read(), "dockerfile": dockerfile, "buildargs": dict(buildargs),
-                "labels": dict(labels), "target": target, "network": network, "builder": builder,
-                "cache_from": list(cache_from), "platform": platform,
-            }
-        )  # fmt: skip
-        context.seek(0)
-        if builder == "buildkit" and not self.buildkit:
-            raise BuilderUnavailable(f"{self.host}: no BuildKit")
-        return self._stream(dict(labels))
-
-    def _stream(self, labels: dict[str, str]) -> Iterator[dict[str, Any]]:
-        for chunk in self.build_chunks:
-            built = (chunk.get("aux") or {}).get("ID")
-            if isinstance(built, str):  # the engine keeps what it built, labelled, untagged
-                self.images[built] = image_doc(built, labels)
-            yield chunk
-        if self.build_then is not None:
-            raise self.build_then
+        if not self.buildkit:
+            old = {"Version": "18.06.3-ce", "ApiVersion": "1.38", "Os": "linux"}
+            raise EngineError(buildkit_missing(self.host, old) or "")
+        self.builds.append(target)
+        for text in self.build_lines:
+            line(text)
+        if self.build_exit != 0:
+            return BuildOutcome(exit_code=self.build_exit, image_id=None)
+        doc = image_doc(self.build_id, target.labels)  # kept with its labels, tagged by buildx
+        for ref in (self.build_id, *target.tags):
+            self.images[ref] = doc
+        return BuildOutcome(exit_code=0, image_id=self.build_id)
 
     def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
         self.calls.append("inspect_image")

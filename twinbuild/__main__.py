@@ -15,10 +15,12 @@ from twinbuild.util import signals
 
 
 def main() -> int:
-    """Install the signal handling, then import and run the command line."""
+    """Install the signal handling, then import and run the command line (a remembered no-op
+    build is answered before the command line is imported: :mod:`twinbuild.builder.noop`)."""
     signals.install()
     try:
-        from twinbuild.cli.main import main as run
+        # A remembered no-op answers here; anything else imports the command line (cli.entry).
+        from twinbuild.cli.entry import main as run
 
         return run()
     except KeyboardInterrupt as exc:  # a signal before the command's own handling took over

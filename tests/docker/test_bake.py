@@ -5,12 +5,20 @@ Real ``docker buildx bake --print`` resolves the generated files; every target i
 built by ``docker buildx build`` from exactly that definition (``bake --build``), and the images
 carry the labels ``twinbuild build`` gives the same tree (the inputs hash among them: ``build``
 then finds them up to date), pass ``twinbuild smoke``, and ``evidence record`` takes their report.
+
+And real ``docker buildx bake`` itself builds the file ``twinbuild bake --profile local`` wrote,
+on an engine of its own that has Docker's default bridge (bake 0.13 cannot set a RUN step's
+network, and the private engine has no bridge), in a network namespace of its own: its images,
+with no build record anywhere, pass ``twinbuild smoke --image`` by their labels alone.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,11 +26,15 @@ from typing import Any
 import pytest
 
 from tests.helpers import mini_project
+from tests.session_engine import remove, scratch
 from tests.unit.gitrepos import git, init, isolate_git
-from twinbuild.builder.bake_build import buildx_env
 from twinbuild.cli.main import main
+from twinbuild.engine import daemon
 from twinbuild.engine.buildx import ensure_buildx
+from twinbuild.engine.buildx_build import buildx_env
 from twinbuild.engine.client import Engine, connect
+from twinbuild.engine.wire import ping
+from twinbuild.errors import FindingsError
 from twinbuild.manifest.loader import load
 
 pytestmark = pytest.mark.docker
@@ -153,3 +165,99 @@ def test_the_local_profile_builds_through_buildx_as_twinbuild_build_does(
         assert (
             forced[platform]["inputs_hash"] == baked_labels[platform]["org.twinbuild.inputs-hash"]
         )
+
+
+@pytest.fixture(scope="module")
+def bridged() -> Iterator[str]:
+    """An engine of its own with Docker's default bridge network, started in a network namespace
+    of its own (``unshare --net``): its bridge and its containers reach nothing outside it."""
+    dockerd, unshare = shutil.which("dockerd"), shutil.which("unshare")
+    if os.geteuid() != 0 or dockerd is None or unshare is None:
+        pytest.skip("starts a dockerd in a network namespace: needs root, dockerd and unshare")
+    folder = scratch("tb-br-")
+    paths = daemon.EnginePaths.under(folder)
+    paths.root.mkdir(parents=True)
+    paths.config.write_text("{}\n")
+    argv = [a for a in daemon.dockerd_argv(dockerd, paths) if a != "--bridge=none"]
+    with paths.log.open("w") as log:
+        proc = subprocess.Popen(
+            [unshare, "--net", "--", *argv], stdin=subprocess.DEVNULL, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not ping(paths.docker_host):
+            assert proc.poll() is None, paths.log.read_text()[-2000:]
+            assert time.monotonic() < deadline, "the bridged engine did not answer in 120 s"
+            time.sleep(0.2)
+        yield paths.docker_host
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        remove(folder)
+
+
+def _smoke_report(project: Path, reports: Path, tag: str) -> tuple[int, dict[str, Any]]:
+    code = main(
+        ["smoke", "--root", str(project), "--image", tag, "--report-dir", str(reports), "-q"]
+    )
+    [report] = reports.glob("smoke-*-local*.json")
+    summary: dict[str, Any] = json.loads(report.read_text())
+    return code, summary
+
+
+def test_an_image_real_bake_built_smokes_by_its_own_labels(
+    docker: str,
+    bridged: str,
+    project: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", bridged)
+    assert main(["bake", "--root", str(project), "--profile", "local", "-q"]) == 0
+    proc = subprocess.run(
+        [docker, "buildx", "bake", "-f", "docker-bake.json"], cwd=project,
+        env=buildx_env(bridged), capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert not (project / "build").exists()  # no build record: the image alone tells smoke
+    for variant in VARIANTS:
+        tag = f"twinbuild/{variant}:local-amd64"
+        code, summary = _smoke_report(project, tmp_path / variant, tag)
+        assert code == 0, [t["message"] for t in summary["tests"] if t["outcome"] == "failed"]
+        tests = {t["id"]: t for t in summary["tests"]}
+        assert tests["test_conformance.py::test_pin[megatron-bridge]"]["message"] == (
+            "not in local profile: megatron-bridge (no local mirror of "
+            "https://github.com/NVIDIA-NeMo/Megatron-Bridge; pass --mirror megatron-bridge=PATH "
+            "to include it)"
+        )
+        assert tests["test_conformance.py::test_pin[flash-linear-attention]"]["outcome"] == (
+            "passed"
+        )
+
+    # The same image with a label that says nothing was left out fails each pin it lacks: the
+    # label, not a guess, is what excused them.
+    proc = subprocess.run(
+        [docker, "buildx", "bake", "-f", "docker-bake.json", "--set",
+         "cuda-amd64.labels.org.twinbuild.left-out=", "cuda-amd64"], cwd=project,
+        env=buildx_env(bridged), capture_output=True, text=True, timeout=1800, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    code, summary = _smoke_report(project, tmp_path / "unlabelled", "twinbuild/cuda:local-amd64")
+    assert code == FindingsError.exit_code
+    failed = {t["id"]: t["message"] for t in summary["tests"] if t["outcome"] == "failed"}
+    assert sorted(failed) == [
+        "test_conformance.py::test_pin[megatron-bridge]",
+        "test_conformance.py::test_pin[megatron-lm]",
+        "test_conformance.py::test_pin[torch_memory_saver]",
+    ]
+    assert (
+        "found no distribution megatron-bridge installed"
+        in failed["test_conformance.py::test_pin[megatron-bridge]"]
+    )
+    capsys.readouterr()

@@ -18,10 +18,10 @@ import pytest
 from tests.helpers import image as image_key
 from tests.helpers import mini_project
 from twinbuild.builder.bake import BakeOptions, bake, check_repository, definition, plan_images
-from twinbuild.builder.build_options import BuildOptions
-from twinbuild.builder.build_record import BaseRef
-from twinbuild.builder.image import _labels
+from twinbuild.builder.bake_target import bake_entry, from_bake
 from twinbuild.builder.inputs import builder_settings, inputs_hash
+from twinbuild.builder.build_record import BaseRef
+from twinbuild.engine.buildx_build import build_argv
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.rendered import render
@@ -77,9 +77,7 @@ def test_a_target_is_what_twinbuild_build_of_it_receives_and_labels(root: Path) 
     base = BaseRef(ref=manifest.variant("rocm").base.ref, id="sha256:" + "2" * 64)
     digest = inputs_hash(root, rendered, base_id=base.id, builder=builder_settings(rendered))
     target = definition([image], repository=REPO)["target"]["rocm-amd64"]
-    expected = _labels(
-        manifest, image_key("rocm"), BuildOptions(root=root, profile="production"), digest, base
-    )
+    expected = image.planned.labels(manifest, root, source=None, revision=None)
     created = "org.opencontainers.image.created"
     assert {k: v for k, v in target["labels"].items() if k != created} == {
         k: v for k, v in expected.items() if k != created
@@ -88,7 +86,8 @@ def test_a_target_is_what_twinbuild_build_of_it_receives_and_labels(root: Path) 
     short = digest.removeprefix("sha256:")[:12]
     assert target["context"] == ".twinbuild/bake/rocm-amd64"
     assert target["dockerfile"] == "images/rocm/Dockerfile"
-    assert target["args"] == rendered.args
+    assert target["args"] == {**rendered.args, "BUILDKIT_INLINE_CACHE": "1"}
+    assert target["labels"]["org.twinbuild.left-out"] == ""
     assert target["platforms"] == ["linux/amd64"]
     assert target["tags"] == [f"{REPO}:rocm-amd64", f"{REPO}:rocm-amd64-{short}"]
     assert target["cache-from"] == [f"type=registry,ref={REPO}:buildcache-rocm-amd64"]
@@ -185,3 +184,39 @@ def test_the_manifests_source_labels_the_bake_targets(root: Path) -> None:
     manifest = load(path)
     labels = definition(plan_images(manifest, root, "production"))["target"]["cuda-amd64"]["labels"]
     assert labels["org.opencontainers.image.source"] == "https://git.example.org/team/tb"
+
+
+def test_a_bake_target_read_back_is_the_target_build_builds(root: Path, tmp_path: Path) -> None:
+    """One model feeds both: written to the file and read back (as ``bake --build`` reads what
+    buildx resolved), a target gives buildx the same arguments, but for the cache it cannot
+    export."""
+    manifest = load(root / "pins/manifest.toml")
+    for image in plan_images(manifest, root, "production"):
+        for repository in (None, REPO):
+            written = image.target(root, image.name, repository)
+            entry = bake_entry(written, f".twinbuild/bake/{image.name}")
+            back = from_bake(image.name, entry, root, image.planned.network)
+            iid = tmp_path / "iid"
+            assert build_argv("docker", back, iidfile=iid) == build_argv(
+                "docker", written, iidfile=iid
+            )
+            assert back.cache_to == ()
+            assert written.cache_to == (
+                (f"type=registry,ref={REPO}:buildcache-{image.name},mode=max",)
+                if repository
+                else ()
+            )
+
+
+def test_a_target_buildx_would_build_otherwise_is_refused(root: Path) -> None:
+    image = plan_images(load(root / "pins/manifest.toml"), root, "production")[0]
+    entry = bake_entry(image.target(root, image.name, None), "ctx")
+    with pytest.raises(ConfigError) as caught:
+        from_bake("x", {**entry, "secret": ["id=a"]}, root, "host")
+    assert str(caught.value) == "bake target 'x' has keys twinbuild does not build: secret"
+    with pytest.raises(ConfigError) as caught:
+        from_bake("x", {**entry, "platforms": ["linux/amd64", "linux/arm64"]}, root, "host")
+    assert str(caught.value) == (
+        "bake target 'x': platforms ['linux/amd64', 'linux/arm64']; each target is one of "
+        "linux/amd64, linux/arm64"
+    )

@@ -196,3 +196,21 @@ def test_only_an_unknown_benchmark_is_one_line_exit_2_before_anything_runs(
     assert err.rstrip().endswith(", emulation, growth, registry deadline")
     assert err.count("\n") == 1
     assert not (tmp_path / "out").exists()  # nothing written
+
+
+def test_a_row_that_could_not_be_measured_fails_the_bench(tmp_path: Path) -> None:
+    from tools.bench.runner import NOT_MEASURED, check_measured
+    from twinbuild.errors import FindingsError
+
+    measured = Row(benchmark="b", variant="base", seconds=(1.0,))
+    check_measured([measured], tmp_path / "bench.md")  # every row measured: nothing to say
+    lost = Row(
+        benchmark="registry build cache", variant=NOT_MEASURED, seconds=(),
+        note="FileNotFoundError: build/local/cuda/build.log",
+    )  # fmt: skip
+    with pytest.raises(FindingsError) as caught:
+        check_measured([measured, lost], tmp_path / "bench.md")
+    assert str(caught.value) == (
+        "bench: 1 not measured: registry build cache (FileNotFoundError: "
+        f"build/local/cuda/build.log); the report, with the rows that were, is {tmp_path}/bench.md"
+    )

@@ -8,38 +8,28 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 import filelock
 import pytest
-import requests
 
-from tests.fake_engine import FakeEngine
+from tests.fake_engine import BUILT, FakeEngine, buildx_output
 from tests.helpers import edit, image, mini_project
 from tests.unit.inputs_reference import reference
 from twinbuild.builder.build_options import BuilderChoice, BuildOptions
 from twinbuild.builder.build_record import record_path
 from twinbuild.builder.image import BuildResult, build_image
-from twinbuild.engine.api import BuilderUnavailable
+from twinbuild.builder.build_options import BuildOptions
+from twinbuild.builder.build_record import record_path
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.rendered import recipe_path, render
 
-BUILT = "sha256:" + "b" * 64
-GOOD: list[dict[str, Any]] = [
-    {"stream": "Step 1/2 : FROM base\n"},
-    {"stream": " ---> Using cache\n"},
-    {"stream": "Step 2/2 : RUN pip install -r /tmp/pins.txt\n"},
-    {"stream": " ---> Running in 0123456789ab\n"},
-    {"aux": {"ID": BUILT}},
-    {"stream": "Successfully built bbbbbbbbbbbb\n"},
-]
+TAG = "twinbuild/rocm:production-amd64"
+RUN_STEP = '[3/3] RUN echo "installing good" && cat /tmp/pins.txt'
 
 
-def _build(
-    root: Path, engine: FakeEngine, said: list[str] | None = None, builder: BuilderChoice = "auto"
-) -> BuildResult:
-    options = BuildOptions(root=root, profile="production", lock_timeout=0.3, builder=builder)
+def _build(root: Path, engine: FakeEngine, said: list[str] | None = None) -> BuildResult:
+    options = BuildOptions(root=root, profile="production", lock_timeout=0.3)
     manifest = load(root / "pins/manifest.toml")
     sink = said if said is not None else []
     return build_image(manifest, engine, image("rocm"), options, say=sink.append)
@@ -47,36 +37,43 @@ def _build(
 
 def test_a_complete_build_is_tagged_once_with_its_labels(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    engine = FakeEngine(build_chunks=GOOD)
+    engine = FakeEngine()
     said: list[str] = []
     result = _build(root, engine, said)
-    assert engine.tagged == [(BUILT, "twinbuild/rocm:production-amd64")]
-    call = engine.builds[0]
+    target = engine.builds[0]
+    assert target.tags == (TAG,)
+    assert engine.images[TAG]["Id"] == BUILT == result.image_id
     manifest = load(root / "pins/manifest.toml")
     expected = reference(
         root,
         render(manifest, image("rocm"), "production"),
         manifest.variants["rocm"].base.digest,
-        {"builder": "engine-api", "target": ""},
+        {"builder": "buildx", "target": ""},
     )  # computed apart from the build: a constant or partial hash fails here
-    assert call["labels"]["org.twinbuild.inputs-hash"] == expected == result.inputs_hash
-    assert call["labels"]["org.twinbuild.variant"] == "rocm"
-    assert call["labels"]["org.twinbuild.arch"] == "linux/amd64"
-    assert call["network"] == "host"
-    assert call["builder"] == "buildkit"
-    assert call["buildargs"]["BASE_IMAGE"].startswith("rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:")
-    assert said[0].startswith("[rocm-amd64/production] step 1/2: FROM base (cached, ")
-    # a step that runs says so when it starts (a cached one only when it is done)
-    assert said[1] == "[rocm-amd64/production] step 2/2: RUN pip install -r /tmp/pins.txt: started"
-    assert said[2].startswith(
-        "[rocm-amd64/production] step 2/2: RUN pip install -r /tmp/pins.txt (ran, "
-    )
+    assert target.labels["org.twinbuild.inputs-hash"] == expected == result.inputs_hash
+    assert target.labels["org.twinbuild.variant"] == "rocm"
+    assert target.labels["org.twinbuild.arch"] == "linux/amd64"
+    assert target.labels["org.twinbuild.left-out"] == ""  # production leaves nothing out
+    assert target.network == "host"
+    assert target.platform == "linux/amd64"
+    assert target.args["BUILDKIT_INLINE_CACHE"] == "1"
+    assert target.args["BASE_IMAGE"].startswith("rocm/sgl-dev:v0.5.6-rocm700-mi35x@sha256:")
+    assert target.dockerfile == "images/rocm/Dockerfile"
+    assert not target.context.exists()  # the context folder is gone once the build ends
+    # from real buildx output: a cached step says so when done, one that runs when it starts too
+    label = "[rocm-amd64/production]"
+    assert f"{label} [2/3] COPY pins.txt /tmp/pins.txt (cached, 0.0s)" in said
+    started = said.index(f"{label} {RUN_STEP}: started")
+    assert said[started + 1] == f"{label} {RUN_STEP} (ran, 0.6s)"
+    assert said[-1].startswith(f"{label} done in ")
+    log = (record_path(root, "production", image("rocm")).parent / "build.log").read_text()
+    assert f"{RUN_STEP[:40]} | installing good\n" in log  # a step's own output, decoded
     assert record_path(root, "production", image("rocm")).exists()
 
 
 def holding(result: BuildResult) -> FakeEngine:
     """An engine that holds an untagged image built from ``result``'s inputs (rocm, production)."""
-    engine = FakeEngine(build_chunks=GOOD)
+    engine = FakeEngine()
     engine.add_image(BUILT, {
         "org.twinbuild.inputs-hash": result.inputs_hash,
         "org.twinbuild.variant": "rocm",
@@ -88,7 +85,7 @@ def holding(result: BuildResult) -> FakeEngine:
 
 def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    first = _build(root, FakeEngine(build_chunks=GOOD))
+    first = _build(root, FakeEngine())
     labels = {
         "org.twinbuild.inputs-hash": first.inputs_hash,
         "org.twinbuild.variant": "rocm",
@@ -104,7 +101,7 @@ def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
     ]  # found by label, then tagged
     # The same image is stale once a rocm pin moves: it must be built, not reused.
     edit(root / "pins/manifest.toml", 'version = "0.65.1"', 'version = "0.65.2"')
-    moved = FakeEngine(build_chunks=GOOD)
+    moved = FakeEngine()
     moved.add_image(BUILT, labels)
     third = _build(root, moved)
     assert not third.up_to_date
@@ -114,53 +111,74 @@ def test_up_to_date_builds_nothing(tmp_path: Path) -> None:
 
 def test_failing_step_names_the_step_and_tags_nothing(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    chunks: list[dict[str, Any]] = [*GOOD[:4], {"stream": "ERROR: no matching distribution\n"},
-              {"error": "The command '/bin/sh -c pip install' returned a non-zero code: 1"}]  # fmt: skip
-    engine = FakeEngine(build_chunks=chunks)
+    engine = FakeEngine(build_lines=buildx_output("failed"), build_exit=1)
     with pytest.raises(BuildFailed) as info:
         _build(root, engine)
-    first_line = str(info.value).splitlines()[0]
-    assert first_line.startswith(
-        "rocm (linux/amd64): build failed at step 2/2: RUN pip install -r /tmp/pins.txt; nothing was tagged; "
-        "whole log: "
+    lines = str(info.value).splitlines()
+    assert lines[0].startswith(
+        'rocm (linux/amd64): build failed at [3/3] RUN echo "ERROR: no matching distribution '
+        'found for click==8.1.7" && exit 1; nothing was tagged; whole log: '
     )
-    assert "  | ERROR: The command '/bin/sh -c pip install' returned a non-zero code: 1" in str(
-        info.value
+    assert lines[-1] == (
+        '  | ERROR: failed to solve: executor failed running [/bin/sh -c echo "ERROR: no '
+        'matching distribution found for click==8.1.7" && exit 1]: exit code: 1'
     )
+    assert TAG not in engine.images
     assert engine.tagged == []
 
 
-def test_engine_gone_mid_build(tmp_path: Path) -> None:
+def test_buildx_that_stops_with_no_failing_step_says_so_in_one_line(tmp_path: Path) -> None:
+    # the engine went away mid-build: buildx's stream ends early, with its own last word
+    good = buildx_output("good")
+    cut = [
+        *good[: good.index("}", 100) + 1],
+        "ERROR: failed to solve: Unavailable: connection closed",
+    ]
+    engine = FakeEngine(build_lines=cut, build_exit=1)
     root = mini_project(tmp_path)
-    gone = requests.exceptions.ConnectionError("Connection aborted")
-    engine = FakeEngine(build_chunks=GOOD[:3], build_then=gone)
     with pytest.raises(EngineError) as info:
         _build(root, engine)
+    log = record_path(root, "production", image("rocm")).parent / "build.log"
     assert str(info.value) == (
-        "unix:///fake.sock: the engine went away during the build of rocm "
-        "(linux/amd64) (ConnectionError: Connection aborted); nothing was tagged"
+        "unix:///fake.sock: buildx stopped during the build of rocm (linux/amd64) with no step "
+        "failing (exit 1: ERROR: failed to solve: Unavailable: connection closed); nothing was "
+        f"tagged; whole log: {log}"
     )
-    assert engine.tagged == []
+    assert TAG not in engine.images
 
 
 def test_disk_full(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    full: list[dict[str, Any]] = [
-        *GOOD[:3],
-        {"error": "write /var/lib/docker/tmp/x: no space left on device"},
+    full = [
+        *buildx_output("failed"),
+        "ERROR: failed to solve: write /var/lib/x: no space left on device",
     ]
-    engine = FakeEngine(build_chunks=full)
+    engine = FakeEngine(build_lines=full, build_exit=1)
     with pytest.raises(DiskFull) as info:
         _build(root, engine)
     assert str(info.value).startswith("rocm (linux/amd64): disk full during the build; see ")
-    assert engine.tagged == []
+    assert TAG not in engine.images
+
+
+def test_an_engine_without_buildkit_is_told_in_one_line_and_nothing_builds(tmp_path: Path) -> None:
+    root = mini_project(tmp_path)
+    engine = FakeEngine(buildkit=False)
+    with pytest.raises(EngineError) as info:
+        _build(root, engine)
+    assert str(info.value) == (
+        "unix:///fake.sock: the engine has no BuildKit (Docker 18.06.3-ce, API 1.38, linux); "
+        "twinbuild builds with buildx, which needs a Linux engine of Docker 18.09 or newer: "
+        "`twinbuild engine up` starts Debian's docker.io"
+    )
+    assert engine.builds == []
+    assert TAG not in engine.images
 
 
 def test_a_second_build_of_the_same_image_waits_then_gives_up(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
     folder = record_path(root, "production", image("rocm")).parent
     folder.mkdir(parents=True)
-    engine = FakeEngine(build_chunks=GOOD)
+    engine = FakeEngine()
     said: list[str] = []
     with filelock.FileLock(folder / "build.lock"), pytest.raises(LockBusy) as info:
         _build(root, engine, said)
@@ -174,42 +192,6 @@ def test_a_second_build_of_the_same_image_waits_then_gives_up(tmp_path: Path) ->
     ]
     assert engine.builds == []
     assert engine.tagged == []
-
-
-def test_an_engine_without_buildkit_gets_the_classic_builder(tmp_path: Path) -> None:
-    root = mini_project(tmp_path)
-    engine = FakeEngine(build_chunks=GOOD, buildkit=False)
-    said: list[str] = []
-    _build(root, engine, said)
-    assert [c["builder"] for c in engine.builds] == ["buildkit", "classic"]
-    assert said[0] == "[rocm-amd64/production] no BuildKit in this engine: classic builder"
-    assert engine.tagged == [(BUILT, "twinbuild/rocm:production-amd64")]
-
-
-def test_builder_classic_never_asks_for_buildkit(tmp_path: Path) -> None:
-    root = mini_project(tmp_path)
-    engine = FakeEngine(build_chunks=GOOD)
-    _build(root, engine, builder="classic")
-    assert [c["builder"] for c in engine.builds] == ["classic"]
-    assert engine.tagged == [(BUILT, "twinbuild/rocm:production-amd64")]
-
-
-def test_builder_buildkit_does_not_fall_back_and_tags_nothing(tmp_path: Path) -> None:
-    root = mini_project(tmp_path)
-    engine = FakeEngine(build_chunks=GOOD, buildkit=False)
-    with pytest.raises(BuilderUnavailable, match="no BuildKit"):
-        _build(root, engine, builder="buildkit")
-    assert [c["builder"] for c in engine.builds] == ["buildkit"]
-    assert engine.tagged == []
-
-
-def test_the_builder_choice_is_part_of_the_inputs_hash(tmp_path: Path) -> None:
-    root = mini_project(tmp_path)
-    hashes = {
-        choice: _build(root, FakeEngine(build_chunks=GOOD), builder=choice).inputs_hash
-        for choice in ("auto", "buildkit", "classic")
-    }
-    assert len(set(hashes.values())) == 3
 
 
 def test_an_unchanged_recipe_is_not_parsed_again(tmp_path: Path) -> None:
@@ -249,9 +231,9 @@ def _labels_of(result: BuildResult) -> dict[str, str]:
 def test_in_ci_an_image_planted_with_the_builds_labels_is_not_its_result(tmp_path: Path) -> None:
     # Someone's earlier job on a shared engine made an image with the next build's labels and
     # even its tag; a fresh checkout in CI builds instead of taking it.
-    digest = _build(mini_project(tmp_path / "a"), FakeEngine(build_chunks=GOOD))
+    digest = _build(mini_project(tmp_path / "a"), FakeEngine())
     root = mini_project(tmp_path / "b")
-    engine = FakeEngine(build_chunks=GOOD)
+    engine = FakeEngine()
     engine.add_image(PLANTED, _labels_of(digest), "twinbuild/rocm:production-amd64")
     options = BuildOptions(root=root, profile="production", lock_timeout=0.3, adopt=False)
     manifest = load(root / "pins/manifest.toml")
@@ -259,7 +241,7 @@ def test_in_ci_an_image_planted_with_the_builds_labels_is_not_its_result(tmp_pat
     assert not built.up_to_date
     assert built.image_id == BUILT
     assert len(engine.builds) == 1
-    assert engine.tagged[-1] == (BUILT, "twinbuild/rocm:production-amd64")
+    assert engine.images["twinbuild/rocm:production-amd64"]["Id"] == BUILT
     # What this checkout built (its record names it) is up to date on the next run, in CI too.
     again = build_image(manifest, engine, image("rocm"), options, say=lambda _: None)
     assert again.up_to_date
@@ -275,9 +257,9 @@ def test_build_in_github_actions_adopts_nothing_and_reads_no_registry_cache(
     from twinbuild.builder.image import build_images
     from twinbuild.engine import client
 
-    digest = _build(mini_project(tmp_path / "a"), FakeEngine(build_chunks=GOOD))
+    digest = _build(mini_project(tmp_path / "a"), FakeEngine())
     root = mini_project(tmp_path / "b")
-    engine = FakeEngine(build_chunks=GOOD)
+    engine = FakeEngine()
     engine.add_image(PLANTED, _labels_of(digest))
     monkeypatch.setattr(client, "connect", lambda: contextlib.nullcontext(engine))
     monkeypatch.setenv("GITHUB_ACTIONS", "true")
@@ -288,15 +270,15 @@ def test_build_in_github_actions_adopts_nothing_and_reads_no_registry_cache(
     )  # fmt: skip
     [built] = build_images(request, say=lambda _: None)
     assert not built.up_to_date
-    assert engine.builds[0]["cache_from"] == []
+    assert engine.builds[0].cache_from == ()
     # Outside Actions the same request takes the registry cache and the labelled image.
     monkeypatch.delenv("GITHUB_ACTIONS")
     fresh = mini_project(tmp_path / "c")
-    engine2 = FakeEngine(build_chunks=GOOD)
+    engine2 = FakeEngine()
     monkeypatch.setattr(client, "connect", lambda: contextlib.nullcontext(engine2))
     request = BuildRequest(
         manifest=fresh / "pins/manifest.toml", variant="rocm", no_registry_cache=False,
         options=BuildOptions(root=fresh, profile="production", lock_timeout=0.3, force=True),
     )  # fmt: skip
     build_images(request, say=lambda _: None)
-    assert engine2.builds[0]["cache_from"] == ["127.0.0.1:5999/twinbuild-ci/rocm:production-amd64"]
+    assert engine2.builds[0].cache_from == ("127.0.0.1:5999/twinbuild-ci/rocm:production-amd64",)

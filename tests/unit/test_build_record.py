@@ -9,7 +9,7 @@ import pytest
 
 from tests.fake_engine import FakeEngine
 from tests.helpers import edit, image, mini_project
-from tests.unit.test_build import GOOD, _build, holding
+from tests.unit.test_build import _build, holding
 from twinbuild.builder.build_record import BaseRef, BuildRecord, PushRecord, SkippedPin, record_path
 from twinbuild.errors import ConfigError
 
@@ -61,7 +61,7 @@ def test_an_unusable_record_is_one_line(tmp_path: Path, text: str, message: str)
 
 def test_an_up_to_date_build_keeps_the_push_and_a_new_image_drops_it(tmp_path: Path) -> None:
     root = mini_project(tmp_path)
-    first = _build(root, FakeEngine(build_chunks=GOOD))
+    first = _build(root, FakeEngine())
     path = record_path(root, "production", image("rocm"))
     loaded = BuildRecord.load(path)
     assert loaded is not None
@@ -72,7 +72,7 @@ def test_an_up_to_date_build_keeps_the_push_and_a_new_image_drops_it(tmp_path: P
     assert kept.pushed == PUSHED  # the same image: where it was pushed still holds
     edit(root / "pins/manifest.toml", 'version = "0.65.1"', 'version = "0.65.2"')
     other = "sha256:" + "c" * 64
-    rebuilt = _build(root, FakeEngine(build_chunks=[*GOOD[:4], {"aux": {"ID": other}}]))
+    rebuilt = _build(root, FakeEngine(build_id=other))
     assert rebuilt.image_id == other
     fresh = BuildRecord.load(path)
     assert fresh is not None

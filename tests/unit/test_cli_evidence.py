@@ -17,8 +17,8 @@ import pytest
 from tests.helpers import MINI_VARIANTS, edit, image, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, github_env, smoke_report, write_json
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
+from twinbuild.builder.image import plan_image
 from twinbuild.builder.build_options import BuildOptions
-from twinbuild.builder.image import plan_inputs
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine
 from twinbuild.evidence.head import commit_inputs
@@ -48,7 +48,7 @@ class Chain:
         options = BuildOptions(root=self.repo, profile="production")
         no_engine = cast(Engine, None)  # the production profile hashes without an engine
         self.inputs = {
-            image(p): plan_inputs(manifest, no_engine, image(p), options, lambda _: None)[1]
+            image(p): plan_image(manifest, no_engine, image(p), options, lambda _: None).inputs_hash
             for p in MINI_VARIANTS
         }
         monkeypatch.chdir(self.repo)

@@ -16,10 +16,9 @@ from typing import Any
 
 import pytest
 
-from tests.fake_engine import FakeEngine
+from tests.fake_engine import BUILT, FakeEngine
 from tests.helpers import FIXTURES, MINI_VARIANTS, edit, image, mini_project
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
-from tests.unit.test_build import BUILT, GOOD
 from twinbuild.cli.main import build_parser, main
 from twinbuild.engine import client
 from twinbuild.errors import EngineError
@@ -200,20 +199,19 @@ def _no_engine(host: str | None = None) -> Any:
 def test_build_passes_every_option_to_the_build(
     root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    engine = _Engine(build_chunks=GOOD)
+    engine = _Engine()
     monkeypatch.setattr(client, "connect", lambda host=None: engine)
     monkeypatch.setenv("GITHUB_ACTIONS", "true")  # the revision label is GITHUB_SHA in Actions
     monkeypatch.setenv("GITHUB_SHA", "c" * 40)
     code = main(
-        ["build", "--profile", "production", "--variant", "rocm", "--builder", "classic",
-         "--force", *_common(root)]
+        ["build", "--profile", "production", "--variant", "rocm", "--force", *_common(root)]
     )  # fmt: skip
     assert code == 0
-    call = engine.builds[0]
-    assert call["builder"] == "classic"
-    assert call["labels"]["org.opencontainers.image.revision"] == "c" * 40
-    assert call["labels"]["org.twinbuild.profile"] == "production"
-    assert engine.tagged == [(BUILT, "twinbuild/rocm:production-amd64")]
+    target = engine.builds[0]
+    assert target.labels["org.opencontainers.image.revision"] == "c" * 40
+    assert target.labels["org.twinbuild.profile"] == "production"
+    assert target.tags == ("twinbuild/rocm:production-amd64",)
+    assert engine.images["twinbuild/rocm:production-amd64"]["Id"] == BUILT
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("twinbuild/rocm:production-amd64: built in ")
     assert f"({BUILT[:19]}, inputs sha256:" in last

@@ -10,8 +10,8 @@ from tests.fake_engine import FakeEngine
 from tests.helpers import MINI_VARIANTS, edit, image, mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import git, isolate_git, needs_git
+from twinbuild.builder.image import plan_image
 from twinbuild.builder.build_options import BuildOptions
-from twinbuild.builder.image import plan_inputs
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.loader import load
 
@@ -40,7 +40,9 @@ def test_head_inputs_equal_the_build_inputs(
     options = BuildOptions(root=root, profile="production")
     engine = FakeEngine()
     for platform in MINI_VARIANTS:
-        _, expected, _ = plan_inputs(manifest, engine, image(platform), options, lambda _: None)
+        expected = plan_image(
+            manifest, engine, image(platform), options, lambda _: None
+        ).inputs_hash
         assert hashes[image(platform)] == expected
     assert engine.calls == []  # the production profile hashes without asking the engine
     assert digest == manifest.digest()

@@ -1,6 +1,7 @@
 """Every arrow between twinbuild's subpackages points down: no two subpackages import each other,
-however far round, counting the imports made inside functions (the lazy ones too); and the
-package's top-level modules (``errors.py``, ``inputs_rule.py``) are the bottom floor.
+however far round, counting the imports made inside functions (the lazy ones too). Within a
+subpackage no two modules import each other either, and no module reaches into another's private
+names; and the package's top-level modules (``errors.py``, ``inputs_rule.py``) are the bottom floor.
 
 A cycle is found by the imports the code really writes, read with ``ast``; the message names the
 files and lines that close it, so the fix (a helper moved down into ``util/``, say) is plain.
@@ -39,6 +40,23 @@ def arrows(root: Path, package: str = PACKAGE) -> Arrows:
                     reached.add(words[1])
             for other in sorted(reached - {here}):
                 found[here][other].append(f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}")
+    return found
+
+
+def module_arrows(root: Path, package: str = PACKAGE) -> Arrows:
+    """Which module imports which (``twinbuild.builder.bake`` -> ``twinbuild.builder.image``),
+    with where; a package's ``__init__`` is no module here (importing a module names it too)."""
+    found: Arrows = defaultdict(lambda: defaultdict(list))
+    for path in sorted((root / package).rglob("*.py")):
+        module = path.relative_to(root).with_suffix("").parts
+        here = ".".join(module)
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for name in _imported(node, module):
+                if name != here and (root / (name.replace(".", "/") + ".py")).is_file():
+                    found[here][name].append(f"{path.relative_to(root)}:{node.lineno}")
     return found
 
 
@@ -106,6 +124,33 @@ def test_no_subpackage_imports_one_that_imports_it_back() -> None:
     assert found, "the walk found no imports between subpackages at all"
     problems = [describe(found, group) for group in cycles(found)]
     assert problems == [], "\n".join(problems)
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    found = module_arrows(ROOT)
+    assert found["twinbuild.builder.bake"], "the walk found no imports between modules"
+    problems = [describe(found, group) for group in cycles(found)]
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_module_check_sees_a_loop_closed_inside_a_function(tmp_path: Path) -> None:
+    root = _package(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "b/__init__.py": "",
+            "b/bake.py": "def f():\n    from twinbuild.b.build import g\n",
+            "b/build.py": "from twinbuild.b import bake\n",
+            "b/image.py": "from twinbuild.b import bake, build\n",
+        },
+    )
+    found = module_arrows(root)
+    assert cycles(found) == [["twinbuild.b.bake", "twinbuild.b.build"]]
+    assert found["twinbuild.b.bake"]["twinbuild.b.build"] == ["twinbuild/b/bake.py:2"]
+
+
+def test_no_module_of_twinbuild_uses_anothers_private_names() -> None:
+    assert private_uses(ROOT / PACKAGE) == []
 
 
 def _package(root: Path, files: dict[str, str]) -> Path:

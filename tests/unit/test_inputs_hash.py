@@ -59,14 +59,12 @@ def _hash(
     profile: Profile = "production",
     *,
     base_id: str = BASE_ID,
-    choice: str = "auto",
 ) -> str:
     manifest = load(root / MANIFEST)
     # the mini project names its variants after their recipes; the repository's do not
     key = image(platform) if platform in manifest.variants else repo_image(platform)
     rendered = render(manifest, key, profile)
-    builder = builder_settings(rendered, choice)  # type: ignore[arg-type]
-    return inputs_hash(root, rendered, base_id=base_id, builder=builder)
+    return inputs_hash(root, rendered, base_id=base_id, builder=builder_settings(rendered))
 
 
 @pytest.mark.parametrize(("profile", "platform"), CASES)
@@ -241,25 +239,16 @@ def test_the_base_pin_in_the_manifest_moves_the_hash(repo: Path) -> None:
     assert _hash(repo, "rocm") != before
 
 
-def test_builder_settings_move_the_hash(repo: Path) -> None:
-    auto = _hash(repo, "cuda")
-    assert _hash(repo, "cuda", choice="classic") != auto
-    assert _hash(repo, "cuda", choice="buildkit") != auto
-    assert _hash(repo, "cuda", choice="classic") != _hash(repo, "cuda", choice="buildkit")
+def test_builder_settings_move_the_hash() -> None:
     _, rendered = _rendered()
     assert _direct(rendered, builder={"builder": "other", "target": ""}) != _direct(rendered)
 
 
 def test_builder_settings_are_written_out() -> None:
     _, production = _rendered()
-    assert builder_settings(production) == {"builder": "engine-api", "target": ""}
-    assert builder_settings(production, "classic") == {
-        "builder": "engine-api",
-        "target": "",
-        "kind": "classic",
-    }
+    assert builder_settings(production) == {"builder": "buildx", "target": ""}
     _, local = _rendered("local")
-    assert builder_settings(local) == {"builder": "engine-api", "target": "cuda"}
+    assert builder_settings(local) == {"builder": "buildx", "target": "cuda"}
 
 
 def test_profile_and_target_move_the_hash() -> None:
@@ -338,13 +327,12 @@ def test_an_absolute_copy_source_is_the_repository_path(tmp_path: Path) -> None:
     }
 
 
-@pytest.mark.parametrize("choice", ["classic", "buildkit"])
-def test_builder_settings_hash_in_key_order(repo: Path, choice: str) -> None:
-    """{"builder", "target", "kind"} is hashed as sorted JSON: the order a dict was built in
-    must not move the hash (the gate rebuilds the dict to compare)."""
-    rendered = render(load(repo / MANIFEST), repo_image("cuda"), "production")
-    builder = builder_settings(rendered, choice)  # type: ignore[arg-type]
-    assert list(builder) == ["builder", "target", "kind"]
+def test_builder_settings_hash_in_key_order(repo: Path) -> None:
+    """{"builder", "target"} is hashed as sorted JSON: the order a dict was built in must not
+    move the hash (the gate rebuilds the dict to compare)."""
+    rendered = render(load(repo / MANIFEST), repo_image("cuda"), "local")
+    builder = builder_settings(rendered)
+    assert list(builder) == ["builder", "target"]
     reordered = dict(reversed(builder.items()))
     got = inputs_hash(repo, rendered, base_id=BASE_ID, builder=reordered)
     assert got == reference(repo, rendered, BASE_ID, builder)

@@ -2,66 +2,62 @@
 
 from __future__ import annotations
 
-import base64
 import io
-import re
 from pathlib import Path
 
 import pytest
 
-from twinbuild.builder.progress import BuildStream
+from tests.fake_engine import buildx_output
+from twinbuild.builder.progress import BuildProgress
 from twinbuild.util import activity
 
-
-def _varint(n: int) -> bytes:
-    out = b""
-    while True:
-        low, n = n & 0x7F, n >> 7
-        out += bytes([low | (0x80 if n else 0)])
-        if not n:
-            return out
+RUN_STEP = '[3/3] RUN echo "installing good" && cat /tmp/pins.txt'
 
 
-def _field(number: int, value: bytes | int) -> bytes:
-    if isinstance(value, int):
-        return _varint(number << 3) + _varint(value)
-    return _varint(number << 3 | 2) + _varint(len(value)) + value
-
-
-def _vertex(digest: str, name: str, *, started: int, completed: int | None = None,
-            cached: bool = False) -> str:  # fmt: skip
-    """A BuildKit StatusResponse with one vertex, in protobuf wire format, base64 as the engine
-    sends it in ``moby.buildkit.trace`` messages (fields as in moby/buildkit control.proto)."""
-    body = _field(1, digest.encode()) + _field(3, name.encode())
-    if cached:
-        body += _field(4, 1)
-    body += _field(5, _field(1, started))
-    if completed is not None:
-        body += _field(6, _field(1, completed))
-    return base64.b64encode(_field(1, body)).decode()
-
-
-def _trace(aux: str) -> dict[str, object]:
-    return {"id": "moby.buildkit.trace", "aux": aux}
-
-
-def test_buildkit_step_that_runs_says_started_then_its_time(tmp_path: Path) -> None:
+def _read(tmp_path: Path, lines: list[str]) -> tuple[BuildProgress, list[str], str]:
     said: list[str] = []
-    stream = BuildStream(tmp_path / "build.log", said.append, label="cuda/local")
-    chunks: list[dict[str, object]] = [
-        _trace(_vertex("sha256:a", "[1/2] FROM base", started=100, completed=100, cached=True)),
-        _trace(_vertex("sha256:b", "[2/2] RUN pip install x", started=100)),
-        _trace(_vertex("sha256:b", "[2/2] RUN pip install x", started=100, completed=112)),
-        {"aux": {"ID": "sha256:" + "f" * 64}},
+    progress = BuildProgress(tmp_path / "build.log", said.append, label="cuda/local")
+    for line in lines:
+        progress.line(line)
+    progress.close()
+    return progress, said, (tmp_path / "build.log").read_text()
+
+
+def test_real_buildx_progress_says_each_step_once_and_logs_its_output(tmp_path: Path) -> None:
+    progress, said, log = _read(tmp_path, buildx_output("good"))
+    assert said == [
+        "[cuda/local] [1/3] FROM docker.io/twinbuild/base:7f45fa8f6c5d (ran, 0.0s)",
+        "[cuda/local] [2/3] COPY pins.txt /tmp/pins.txt (cached, 0.0s)",
+        f"[cuda/local] {RUN_STEP}: started",  # only a step that really runs says it started
+        f"[cuda/local] {RUN_STEP} (ran, 0.6s)",
+        "[cuda/local] exporting to image: started",
+        "[cuda/local] exporting to image (ran, 0.1s)",
     ]
-    assert stream.consume(chunks) == "sha256:" + "f" * 64
-    assert said[:3] == [
-        "[cuda/local] [1/2] FROM base (cached, 0.0s)",
-        "[cuda/local] [2/2] RUN pip install x: started",
-        "[cuda/local] [2/2] RUN pip install x (ran, 12.0s)",
-    ]
-    assert re.fullmatch(r"\[cuda/local\] done in \d+\.\ds", said[3])
-    assert "started: [2/2] RUN pip install x" in (tmp_path / "build.log").read_text()
+    assert progress.failed_step is None
+    assert f"started: {RUN_STEP}\n" in log
+    assert f"{RUN_STEP[:40]} | installing good\n{RUN_STEP[:40]} | click==8.1.7\n" in log
+    assert "[internal] load build definition from Dockerfile" in log  # logged, not said
+
+
+def test_real_buildx_failure_names_the_step_and_keeps_buildx_own_last_line(
+    tmp_path: Path,
+) -> None:
+    progress, said, log = _read(tmp_path, buildx_output("failed"))
+    step = '[3/3] RUN echo "ERROR: no matching distribution found for click==8.1.7" && exit 1'
+    assert progress.failed_step == step
+    assert said[-1] == f"[cuda/local] {step} (failed, 0.5s)"
+    assert log.endswith(
+        'ERROR: failed to solve: executor failed running [/bin/sh -c echo "ERROR: no matching '
+        'distribution found for click==8.1.7" && exit 1]: exit code: 1\n'
+    )
+    assert progress.tail(1).startswith("  | ERROR: failed to solve: ")
+
+
+def test_a_garbled_object_is_logged_as_unreadable_and_reading_goes_on(tmp_path: Path) -> None:
+    good = buildx_output("good")
+    _, said, log = _read(tmp_path, ["{", '  "vertexes": [', "}", *good])
+    assert "(unreadable buildx progress: " in log
+    assert f"[cuda/local] {RUN_STEP} (ran, 0.6s)" in said
 
 
 def test_step_lines_and_failure(monkeypatch: pytest.MonkeyPatch) -> None:

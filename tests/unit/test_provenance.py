@@ -103,22 +103,22 @@ def test_a_bad_manifest_source_is_one_line_naming_it(tmp_path: Path, value: str)
 
 
 def test_the_build_labels_the_manifests_source(tmp_path: Path) -> None:
-    from twinbuild.builder.build_options import BuildOptions
+    from twinbuild.builder.labels import image_labels
     from twinbuild.builder.build_record import BaseRef
-    from twinbuild.builder.image import _labels
 
     manifest = _declaring(tmp_path, "https://github.com/acme/twinbuild")
     root = manifest.parent.parent
-    labels = _labels(
-        load(manifest),
-        image("cuda"),
-        BuildOptions(root=root),
-        "sha256:" + "0" * 64,
-        BaseRef(id="i", ref="r"),
-    )
+    made = {"profile": "local", "inputs_hash": "sha256:" + "0" * 64, "left_out": ()}
+    base = BaseRef(id="i", ref="r")
+    labels = image_labels(load(manifest), image("cuda"), base=base, root=root, **made)  # type: ignore[arg-type]
     assert labels["org.opencontainers.image.source"] == "https://github.com/acme/twinbuild"
-    given = BuildOptions(root=root, source="https://example.org/x/y")  # the option still wins
-    labels = _labels(
-        load(manifest), image("rocm"), given, "sha256:" + "0" * 64, BaseRef(id="i", ref="r")
+    given = "https://example.org/x/y"  # the option still wins
+    labels = image_labels(
+        load(manifest),
+        image("rocm"),
+        base=base,
+        root=root,
+        source=given,
+        **made,  # type: ignore[arg-type]
     )
     assert labels["org.opencontainers.image.source"] == "https://example.org/x/y"

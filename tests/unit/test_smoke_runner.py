@@ -83,6 +83,39 @@ def test_local_skips_from_the_build_record_or_fixed_reasons(tmp_path: Path) -> N
     ]
 
 
+def test_local_skips_from_the_images_own_label_whichever_way_it_was_built(
+    tmp_path: Path,
+) -> None:
+    """An image `docker buildx bake` made has no build record here: its label says what its
+    build left out, and only a pin the local profile may leave out is excused by it."""
+    from tests.fake_engine import image_doc
+
+    manifest = load(mini_project(tmp_path) / "pins/manifest.toml")
+    labels = {"org.twinbuild.left-out": "flash-linear-attention,megatron-bridge,megatron-lm"}
+    record = BuildRecord(image_id="sha256:i")  # a record that says otherwise: the label wins
+    for held in (None, record):
+        target = targets.Target(
+            image=image("cuda"), profile="local", image_id="sha256:i", python="p",
+            inspect=image_doc("sha256:i", labels), record=held,
+        )  # fmt: skip
+        skips = {c.pin.name: c.skip for c in cases.pin_cases(manifest, target)}
+        assert skips == {
+            "torch_memory_saver": None,  # not named: the image says it holds it
+            "megatron-bridge": "not in local profile: megatron-bridge (no local mirror of "
+            "https://github.com/NVIDIA-NeMo/Megatron-Bridge; pass --mirror megatron-bridge=PATH "
+            "to include it)",
+            "flash-linear-attention": None,  # a PyPI pin the profile always installs: checked
+            "megatron-lm": "not in local profile: megatron-lm (checkout of "
+            "https://github.com/NVIDIA/Megatron-LM needs GitHub; the local profile builds only "
+            "pip installs)",
+        }
+    nothing = image_doc("sha256:i", {"org.twinbuild.left-out": ""})
+    target = targets.Target(
+        image=image("cuda"), profile="local", image_id="sha256:i", python="p", inspect=nothing
+    )
+    assert [c.skip for c in cases.pin_cases(manifest, target) if c.skip] == []
+
+
 def test_built_target_needs_a_record_and_the_image(tmp_path: Path) -> None:
     eng = FakeEngine()
     with pytest.raises(ConfigError) as err:

@@ -77,10 +77,17 @@ _STEP_RE = re.compile(r"#\d+ \[[\w-]+ \d+/\d+\] (?!FROM ).* \((cached|ran), ")
 
 def _steps(s: Session) -> tuple[int, int]:
     """(steps taken from a cache, recipe steps) of the last build of both platforms."""
+    from twinbuild.builder.record import folder
+    from twinbuild.manifest.loader import load
+
+    manifest = load(s.root / "pins/manifest.toml")
+    logs = [
+        folder(s.root, "local", manifest.image(p, "linux/amd64")) / "build.log" for p in s.variants
+    ]
     found = [
         m.group(1)
-        for p in ("cuda", "rocm")
-        for line in (s.root / f"build/local/{p}/build.log").read_text().splitlines()
+        for log in logs
+        for line in log.read_text().splitlines()
         if (m := _STEP_RE.match(line))
     ]
     return found.count("cached"), len(found)
@@ -96,10 +103,10 @@ def bench_registry_cache(s: Session) -> None:
     paths = registry.RegistryPaths.under(s.work / "registry-cache")
     address = registry.up(paths, port=_free_port()).address
     host_cache = str(cache_root())  # $TWINBUILD_CACHE, else ~/.cache/twinbuild
-    job = {"kind": "build", "root": str(s.root), "platforms": ["cuda", "rocm"], "cache": host_cache}
+    job = {"kind": "build", "root": str(s.root), "platforms": list(s.variants), "cache": host_cache}
     try:
         s.fresh()  # this run's layers: the registry learns them from the warm-up push only
-        s.build(("cuda", "rocm"), registry=address)
+        s.build(s.variants, registry=address)
         with connect(s.env["DOCKER_HOST"]) as engine:
             push(
                 engine,

@@ -1,5 +1,7 @@
 """One benchmark run: a throwaway copy of the mini project, every benchmark in turn (a failing one
-becomes a "not measured" row), the report written, and every image the run made removed."""
+becomes a "not measured" row), the report written, and every image the run made removed. A run
+with a row it could not measure fails (exit 1) once the report is written: a bench that errors
+lies by omission."""
 
 from __future__ import annotations
 
@@ -36,13 +38,14 @@ from tools.bench.smoke import bench_smoke
 from tools.bench.stats import Row, table
 from tools.bench.suite import bench_suite
 from tools.bench.wheels import bench_wheels
-from twinbuild.errors import ConfigError
+from twinbuild.errors import ConfigError, FindingsError
 from twinbuild.util.activity import Say
 
 if TYPE_CHECKING:
     from twinbuild.engine.api import EngineAPI
 
 MINI = Path("tests/fixtures/mini")
+NOT_MEASURED = "not measured"
 
 
 def machine_line(env: dict[str, str] | None = None) -> str:
@@ -152,7 +155,7 @@ def run(
                     s.rows.append(
                         Row(
                             benchmark=name,
-                            variant="not measured",
+                            variant=NOT_MEASURED,
                             seconds=(),
                             note=f"{type(exc).__name__}: {str(exc)[:200]}",
                         )
@@ -173,7 +176,18 @@ def run(
     }
     (out_dir / "bench.json").write_text(json.dumps(result, indent=2) + "\n")
     (out_dir / "bench.md").write_text(table(s.rows, header))
+    check_measured(s.rows, out_dir / "bench.md")
     return result
+
+
+def check_measured(rows: list[Row], report: Path) -> None:
+    """Fail (exit 1) when a benchmark could not be measured, naming each and why."""
+    missing = [f"{r.benchmark} ({r.note})" for r in rows if r.variant == NOT_MEASURED]
+    if missing:
+        raise FindingsError(
+            f"bench: {len(missing)} not measured: {'; '.join(missing)}; the report, with the "
+            f"rows that were, is {report}"
+        )
 
 
 def _cleanup(engine: EngineAPI, s: Session, before: dict[str, Any], say: Say) -> None:

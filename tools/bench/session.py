@@ -21,6 +21,7 @@ class Session:
     env: dict[str, str]
     say: Say
     quick: bool
+    variants: tuple[str, ...] = ("cuda", "rocm")  # the copy's local variants, built on amd64
     created: list[str] = field(default_factory=list)  # image ids, oldest first
     bases: list[str] = field(default_factory=list)  # inputs hashes of bases this run built
     rows: list[Row] = field(default_factory=list)

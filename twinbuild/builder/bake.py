@@ -5,7 +5,10 @@ args may differ by architecture (kubectl's url and sha256); a group per variant 
 and ``default`` all of them. Each target is exactly what
 ``twinbuild build`` of that image builds: the build args ``twinbuild render`` prints, the same
 labels (the inputs hash among them, so the evidence gate and ``twinbuild build``'s up-to-date
-check know the image), and a context staged by the same code as ``build``'s
+check know the image, and the pins the profile left out, so ``twinbuild smoke`` of an image
+``docker buildx bake`` made checks what ``build``'s image is checked for), the same
+:class:`~twinbuild.engine.api.BuildTarget` (``builder.bake_target`` writes it as a bake target),
+and a context staged by the same code as ``build``'s
 (``twinbuild.builder.context.assemble``: the recipe and everything it copies or bind-mounts, the
 generated pip files, for the local profile the wheelhouse). Each image has its own context,
 ``.twinbuild/bake/<image>/``, because the generated files differ per image. A variant's images
@@ -14,8 +17,8 @@ become one multi-arch image by ``twinbuild push``, not by bake.
 With ``--repository`` the tags and the registry build cache (``cache-from``/``cache-to``,
 ``mode=max``) name that repository: what a team with a remote BuildKit builder uses. Without it
 the tags are the ones ``twinbuild build`` gives (``twinbuild/<variant>:<profile>-<arch>``), and
-there is no registry cache. ``--build`` then builds each target with buildx on the engine
-(``twinbuild.builder.bake_build``).
+there is no registry cache. ``--build`` then builds each target buildx resolves from the file
+through the one build function (``twinbuild.builder.bake_build``).
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from twinbuild.builder import context
+from twinbuild.builder.bake_build import build_baked
+from twinbuild.builder.bake_target import bake_entry
+from twinbuild.builder.image import BuildResult, PlannedImage, plan_image, wanted_images
 from twinbuild.builder.build_options import BuildOptions
 from twinbuild.builder.build_record import BaseRef
-from twinbuild.builder.image import _labels, image_tag, plan_inputs, wanted_images
-from twinbuild.engine.api import EngineAPI
+from twinbuild.engine.api import BuildTarget, EngineAPI
 from twinbuild.errors import ConfigError, DiskFull, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, SOURCE_RE, ImageKey, PinManifest, Profile
@@ -57,12 +62,28 @@ _DIGEST_CHARS = 12
 class Image:
     """One image bake builds: what ``twinbuild build`` of it would receive and label."""
 
-    key: ImageKey
-    profile: Profile
-    rendered: Rendered = field(repr=False)
-    inputs_hash: str
-    base: BaseRef
+    planned: PlannedImage
     labels: dict[str, str] = field(repr=False)
+
+    @property
+    def key(self) -> ImageKey:
+        return self.planned.key
+
+    @property
+    def profile(self) -> Profile:
+        return self.planned.profile
+
+    @property
+    def rendered(self) -> Rendered:
+        return self.planned.rendered
+
+    @property
+    def inputs_hash(self) -> str:
+        return self.planned.inputs_hash
+
+    @property
+    def base(self) -> BaseRef:
+        return self.planned.base
 
     @property
     def name(self) -> str:
@@ -70,6 +91,15 @@ class Image:
 
     def targets(self) -> list[str]:
         return [self.name]
+
+    def target(self, root: Path, name: str, repository: str | None) -> BuildTarget:
+        """The target ``name``: what ``twinbuild build`` builds, with bake's tags and cache."""
+        cache = f"type=registry,ref={repository}:buildcache-{name}"
+        return self.planned.target(
+            root / STAGE / self.name, self.labels, tags=tuple(tags(self, name, repository)),
+            cache_from=(cache,) if repository else (),
+            cache_to=(f"{cache},mode=max",) if repository else (),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,7 +109,7 @@ class BakeResult:
     definition: dict[str, Any] = field(repr=False)
     contexts: dict[str, Path]
     images: tuple[Image, ...] = field(repr=False)
-    built: tuple[Any, ...] = ()  # the BuildResult of each target built (--build)
+    built: tuple[BuildResult, ...] = ()  # each target built (--build)
 
     def report(self) -> str:
         lines = [f"wrote {self.out} ({self.profile} profile)"]
@@ -132,16 +162,21 @@ def check_source(source: str) -> str:
 def tags(image: Image, target: str, repository: str | None) -> list[str]:
     """``twinbuild build``'s tag without a repository; else the target and its inputs hash."""
     if repository is None:
-        return [image_tag(image.key, image.profile)]
+        return [image.planned.tag]
     short = image.inputs_hash.removeprefix("sha256:")[:_DIGEST_CHARS]
     suffix = "" if image.profile == "production" else f"-{image.profile}"
     return [f"{repository}:{target}{suffix}", f"{repository}:{target}{suffix}-{short}"]
 
 
 def definition(
-    images: list[Image], *, repository: str | None = None, contexts: dict[str, str] | None = None
+    images: list[Image],
+    *,
+    root: Path = Path(),
+    repository: str | None = None,
+    contexts: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The bake file as a JSON-ready dict (``contexts``: image name -> context folder)."""
+    """The bake file as a JSON-ready dict (``contexts``: image name -> context folder, relative
+    to the file; default: where ``twinbuild bake`` stages it under ``root``)."""
     if repository is not None:
         repository = check_repository(repository)
     contexts = contexts or {i.name: (STAGE / i.name).as_posix() for i in images}
@@ -151,21 +186,7 @@ def definition(
         group = groups.setdefault(image.key.variant, {"targets": []})
         group["targets"] += image.targets()
         for name in image.targets():
-            target: dict[str, Any] = {
-                "context": contexts[image.name],
-                "dockerfile": image.rendered.recipe.as_posix(),
-                "args": dict(sorted(image.rendered.args.items())),
-                "labels": dict(sorted(image.labels.items())),
-                "platforms": [image.key.arch],
-                "tags": tags(image, name, repository),
-            }
-            if image.rendered.target:
-                target["target"] = image.rendered.target
-            if repository is not None:
-                cache = f"type=registry,ref={repository}:buildcache-{name}"
-                target["cache-from"] = [cache]
-                target["cache-to"] = [f"{cache},mode=max"]
-            targets[name] = target
+            targets[name] = bake_entry(image.target(root, name, repository), contexts[image.name])
             groups["default"]["targets"].append(name)
     return {"group": groups, "target": targets}
 
@@ -187,12 +208,9 @@ def plan_images(
         recipe = recipe_path(manifest.variant(key.variant).recipe, profile)
         if not (root / recipe).is_file():
             raise ConfigError(f"{recipe}: recipe not found under {root}")
-        rendered, digest, base = plan_inputs(manifest, engine, key, options, say)
-        labels = _labels(manifest, key, options, digest, base)
-        found.append(
-            Image(key=key, profile=profile, rendered=rendered, inputs_hash=digest,
-                  base=base, labels=labels)
-        )  # fmt: skip
+        planned = plan_image(manifest, engine, key, options, say)
+        labels = planned.labels(manifest, root, source=source, revision=None)
+        found.append(Image(planned=planned, labels=labels))
     return found
 
 
@@ -274,9 +292,8 @@ def bake_images(options: BakeOptions, say: Say = to_stderr) -> BakeResult:
         result = bake(manifest, options, engine=engine, say=say)
         if not options.build:
             return result
-        from twinbuild.builder.bake_build import build_baked
-
-        built = build_baked(result, manifest, options.root, engine=engine, say=say)
+        planned = {name: i.planned for i in result.images for name in i.targets()}
+        built = build_baked(result.out, planned, manifest, options.root, engine=engine, say=say)
         return dataclasses.replace(result, built=tuple(built))
 
 
@@ -329,7 +346,7 @@ def bake(
     images = plan_images(
         manifest, root, options.profile, engine=engine, say=say, source=options.source
     )
-    data = definition(images, repository=options.repository)
+    data = definition(images, root=root, repository=options.repository)
     contexts = _stage_all(root, images, say=say)
     write_atomic(target, json.dumps(data, indent=2) + "\n", within=root, parents=False)
     return BakeResult(

@@ -6,11 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from twinbuild.manifest.model import DEFAULT_PATH, Arch, Profile
-
-BuilderChoice = Literal["auto", "buildkit", "classic"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -21,7 +18,6 @@ class BuildOptions:
     mirrors: Mapping[str, str] = field(default_factory=dict)
     cache: Path | None = None  # wheel cache; default: the engine cache folder
     lock_timeout: float = 1800.0
-    builder: BuilderChoice = "auto"  # BuildKit where the engine has it, else the classic builder
     # The registry build cache: the image `twinbuild push` last pushed for the image (and the
     # local base) are pulled or used as BuildKit inline cache, so a fresh engine rebuilds only what
     # changed. None: no registry, everything builds here.

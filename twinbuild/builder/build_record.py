@@ -145,6 +145,18 @@ def _pushed(fields: Fields) -> PushRecord:
     )
 
 
+def save_build(path: Path, made: BuildRecord) -> None:
+    """Save the record of a build at ``path``, keeping what push recorded when the image is the
+    same: a build that found its image up to date must not forget where that image was pushed."""
+    try:
+        previous = BuildRecord.load(path)
+    except ConfigError:
+        previous = None  # an unusable record is replaced, as it always was
+    if previous is not None and previous.pushed is not None and previous.image_id == made.image_id:
+        made = made.with_push(previous.pushed)
+    made.save(path)
+
+
 def folder(root: Path, profile: Profile, image: ImageKey) -> Path:
     """The folder of one image's builds: its record, its log and its lock."""
     return root / OUTPUT / profile / image.variant / ARCH_NAMES[image.arch]

@@ -1,11 +1,11 @@
 """The build context: a fresh folder with the recipe, the files it copies, the generated pins and
-(local profile) the wheels and git mirrors, sent to the engine as a tar that depends on nothing
-but those bytes."""
+(local profile) the wheels and git mirrors, whose modes and times depend on nothing but git's
+one mode bit, so buildx sends the engine the same files from any checkout."""
 
 from __future__ import annotations
 
+import os
 import shutil
-import tarfile
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,23 +46,18 @@ def assemble(options: BuildOptions, rendered: Rendered, context: Path, say: Say)
         if counts:
             say(f"wheelhouse: {sum(counts.values())} pins in {len(counts)} layers")
         copy_mirrors(rendered, context, options.mirrors)
+    settle(context)
 
 
-def tar_context(context: Path) -> tempfile._TemporaryFileWrapper[bytes]:
-    """``context`` as one tar, with no time, owner or umask in it (the engine's cache keys)."""
-    handle = tempfile.NamedTemporaryFile(suffix=".tar")  # noqa: SIM115 (closed by the caller)
-    with tarfile.open(fileobj=handle, mode="w") as tar:
-        for path in sorted(context.rglob("*")):
-            info = tar.gettarinfo(str(path), arcname=path.relative_to(context).as_posix())
-            info.mtime = 0  # the engine's cache keys must not depend on when we copied
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            # Git keeps one mode bit; the umask of a checkout must not change the image's bytes.
-            info.mode = 0o755 if path.is_dir() or info.mode & 0o100 else 0o644
-            if path.is_file():
-                with path.open("rb") as data:
-                    tar.addfile(info, data)
-            else:
-                tar.addfile(info)
-    handle.seek(0)
-    return handle
+def settle(context: Path) -> None:
+    """Give every entry of ``context`` git's mode (0755 for a folder or an executable, else
+    0644) and time zero: the umask of a checkout and the hour it was copied must not change the
+    image's bytes."""
+    for path in sorted(context.rglob("*"), reverse=True):  # children before their folder
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode
+        path.chmod(0o755 if path.is_dir() or mode & 0o100 else 0o644)
+        os.utime(path, (0, 0))
+    context.chmod(0o755)  # mkdtemp makes it 0700
+    os.utime(context, (0, 0))

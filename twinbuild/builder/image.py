@@ -1,5 +1,5 @@
-"""Build one image (a variant on one architecture) from the manifest, through the Engine API, or
-say it is up to date.
+"""Build one image (a variant on one architecture) from the manifest, with buildx on the engine
+(``submit.run_build``, the one function every build goes through), or say it is up to date.
 
 The order of work is what makes a build safe to interrupt:
 0. refuse what cannot build here: an architecture this host runs only under QEMU when QEMU's
@@ -7,9 +7,10 @@ The order of work is what makes a build safe to interrupt:
 1. render the manifest and hash every input; an image with that inputs hash is up to date;
 2. take the per-image lock (a second build of the same image waits), then look again;
 3. assemble the build context in a fresh folder (recipe, copied files, generated pins, wheels);
-4. build with no tag, streaming progress and keeping the whole log;
-5. only a complete build is tagged and recorded; a failure or a signal tags nothing, so the image
-   the tag pointed at before stays as it was.
+4. build, streaming progress and keeping the whole log;
+5. only a complete build is tagged (buildx names the image when it exports it, last) and
+   recorded; a failure or a signal tags nothing, so the image the tag pointed at before stays as
+   it was.
 """
 
 from __future__ import annotations
@@ -18,18 +19,17 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinbuild import __version__
 from twinbuild.builder import build_record, context, guard
+from twinbuild.builder.inputs import builder_settings, inputs_hash
+from twinbuild.builder.labels import LABEL, image_labels
 from twinbuild.builder.build_options import BuildOptions, BuildRequest
 from twinbuild.builder.build_record import BaseRef, BuildRecord, SkippedPin
-from twinbuild.builder.inputs import builder_settings, inputs_hash
-from twinbuild.builder.submit import run_build
+from twinbuild.builder.submit import INLINE_CACHE, run_build
 from twinbuild.builder.wheelhouse import prefetch_wheels
-from twinbuild.engine.api import EngineAPI
+from twinbuild.engine.api import BuildTarget, EngineAPI, Network
 from twinbuild.errors import ConfigError, EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import Arch, ImageKey, PinManifest, Profile
@@ -37,7 +37,6 @@ from twinbuild.manifest.rendered import Rendered, check_mirrors, render
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
 
-LABEL = "org.twinbuild"
 REPOSITORY = "twinbuild/{variant}"
 
 
@@ -87,6 +86,77 @@ def image_tag(image: ImageKey, profile: Profile) -> str:
     return f"{REPOSITORY.format(variant=image.variant)}:{profile}-{image.short}"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedImage:
+    """One image as its build will make it: what it receives, its inputs hash and its base."""
+
+    key: ImageKey
+    profile: Profile
+    rendered: Rendered = field(repr=False)
+    inputs_hash: str
+    base: BaseRef
+
+    @property
+    def name(self) -> str:
+        return self.key.name
+
+    @property
+    def tag(self) -> str:
+        return image_tag(self.key, self.profile)
+
+    @property
+    def skipped(self) -> tuple[SkippedPin, ...]:
+        return tuple(SkippedPin(pin=p.name, reason=r) for p, r in self.rendered.skipped)
+
+    @property
+    def network(self) -> Network:
+        """The RUN steps' network: none for the local profile (everything is in the context),
+        the host's where a production recipe downloads."""
+        return "none" if self.profile == "local" else "host"
+
+    @property
+    def python(self) -> str:
+        return "/opt/venv/bin/python" if self.profile == "local" else "python3"
+
+    def labels(
+        self, manifest: PinManifest, root: Path, *, source: str | None, revision: str | None
+    ) -> dict[str, str]:
+        return image_labels(
+            manifest, self.key, profile=self.profile, inputs_hash=self.inputs_hash,
+            base=self.base, left_out=[s.pin for s in self.skipped], root=root, source=source,
+            revision=revision,
+        )  # fmt: skip
+
+    def target(
+        self,
+        context_dir: Path,
+        labels: dict[str, str],
+        *,
+        tags: tuple[str, ...],
+        cache_from: tuple[str, ...] = (),
+        cache_to: tuple[str, ...] = (),
+    ) -> BuildTarget:
+        """What buildx builds for this image from ``context_dir``: ``twinbuild build`` and every
+        target of the bake file are made here."""
+        return BuildTarget(
+            context=context_dir, dockerfile=self.rendered.recipe.as_posix(),
+            args={**self.rendered.args, **INLINE_CACHE}, labels=labels,
+            platform=self.key.arch, target=self.rendered.target,
+            network=self.network, tags=tags,
+            cache_from=cache_from, cache_to=cache_to,
+        )  # fmt: skip
+
+    def result(
+        self, manifest: PinManifest, image_id: str, *, fresh: bool, seconds: float, log: Path | None
+    ) -> BuildResult:
+        return BuildResult(
+            image=self.key, profile=self.profile, image_id=image_id, tag=self.tag,
+            inputs_hash=self.inputs_hash, manifest_digest=manifest.digest(), up_to_date=not fresh,
+            seconds=seconds, base=self.base, skipped=self.skipped, python=self.python,
+            log=str(log) if log else None,
+        )  # fmt: skip
+
+
 def buildable(manifest: PinManifest, image: ImageKey, profile: Profile) -> None:
     """Refuse (exit 2) what cannot build here, before anything is built or tagged: an
     architecture whose QEMU interpreter is missing, a production image not pinned yet."""
@@ -99,13 +169,13 @@ def buildable(manifest: PinManifest, image: ImageKey, profile: Profile) -> None:
             raise ConfigError(f"{image}: cannot build the production image yet: {blockers[0]}")
 
 
-def plan_inputs(
+def plan_image(
     manifest: PinManifest,
     engine: EngineAPI | None,
     image: ImageKey,
     options: BuildOptions,
     say: Say,
-) -> tuple[Rendered, str, BaseRef]:
+) -> PlannedImage:
     """Render and hash; for the local profile make sure the embedded base exists first (in
     ``engine``: only the local profile needs one here)."""
     if options.profile == "local":
@@ -127,9 +197,12 @@ def plan_inputs(
         rendered = render(manifest, image, "production")
         spec = manifest.variant(image.variant).base
         base_info = BaseRef(ref=spec.ref, id=spec.digest)
-    builder = builder_settings(rendered, options.builder)
-    digest = inputs_hash(options.root, rendered, base_id=base_info.id, builder=builder)
-    return rendered, digest, base_info
+    digest = inputs_hash(
+        options.root, rendered, base_id=base_info.id, builder=builder_settings(rendered)
+    )
+    return PlannedImage(
+        key=image, profile=options.profile, rendered=rendered, inputs_hash=digest, base=base_info
+    )
 
 
 def _cache_from(options: BuildOptions, image: ImageKey) -> tuple[str, ...]:
@@ -220,29 +293,26 @@ def build_image(
     of this run, whose missing wheels the first local build fetches in one round."""
     start = time.monotonic()
     buildable(manifest, image, options.profile)
-    rendered, digest, base_info = plan_inputs(manifest, engine, image, options, say)
-    tag = image_tag(image, options.profile)
-    skipped = tuple(SkippedPin(pin=p.name, reason=r) for p, r in rendered.skipped)
-    python = "/opt/venv/bin/python" if options.profile == "local" else "python3"
+    planned = plan_image(manifest, engine, image, options, say)
     folder = build_record.folder(options.root, options.profile, image)
 
     def result(image_id: str, *, fresh: bool, log: Path | None) -> BuildResult:
-        built = BuildResult(
-            image=image, profile=options.profile, image_id=image_id, tag=tag,
-            inputs_hash=digest, manifest_digest=manifest.digest(), up_to_date=not fresh,
-            seconds=time.monotonic() - start, base=base_info, skipped=skipped, python=python,
-            log=str(log) if log else None,
-        )  # fmt: skip
-        _save_record(folder / build_record.NAME, built.record())
+        built = planned.result(
+            manifest, image_id, fresh=fresh, seconds=time.monotonic() - start, log=log
+        )
+        build_record.save_build(folder / build_record.NAME, built.record())
         return built
 
+    digest = planned.inputs_hash
     if not options.force and (found := _up_to_date(engine, image, options, digest)):
-        return result(_reuse(engine, found, tag), fresh=False, log=None)
+        return result(_reuse(engine, found, planned.tag), fresh=False, log=None)
     folder.mkdir(parents=True, exist_ok=True)
-    with guard.lock(folder / "build.lock", tag, options.lock_timeout, say):
+    with guard.lock(folder / "build.lock", planned.tag, options.lock_timeout, say):
         if not options.force and (found := _up_to_date(engine, image, options, digest)):
-            return result(_reuse(engine, found, tag), fresh=False, log=None)
-        labels = _labels(manifest, image, options, digest, base_info)
+            return result(_reuse(engine, found, planned.tag), fresh=False, log=None)
+        labels = planned.labels(
+            manifest, options.root, source=options.source, revision=options.revision
+        )
         log_path = folder / "build.log"
         with context.workspace(folder) as work, guard.signals():
             if options.profile == "local":
@@ -253,29 +323,18 @@ def build_image(
                     for i in (prefetch or (image,))
                 ]
                 prefetch_wheels(renders, options.cache or cache_root(), say)
-            context.assemble(options, rendered, work, say)
+            context.assemble(options, planned.rendered, work, say)
+            target = planned.target(
+                work, labels, tags=(planned.tag,), cache_from=_cache_from(options, image)
+            )
             built = run_build(
-                engine, rendered, work, labels, log_path, say, options.builder,
-                cache_from=_cache_from(options, image),
+                engine, target, mirror=manifest.local.mirror, what=str(image),
+                label=f"{image.name}/{options.profile}", log_path=log_path, say=say,
             )  # fmt: skip
         inspected = engine.inspect_image(built)
         if inspected is None:
             raise EngineError(f"{engine.docker_host}: built image {built} vanished before tagging")
-        image_id = str(inspected["Id"])
-        engine.tag(image_id, tag)  # only now: a failed or interrupted build never gets here
-        return result(image_id, fresh=True, log=log_path)
-
-
-def _save_record(path: Path, made: BuildRecord) -> None:
-    """Save the record of this build, keeping what push recorded when the image is the same: a
-    build that found its image up to date must not forget where that image was pushed."""
-    try:
-        previous = BuildRecord.load(path)
-    except ConfigError:
-        previous = None  # an unusable record is replaced, as it always was
-    if previous is not None and previous.pushed is not None and previous.image_id == made.image_id:
-        made = made.with_push(previous.pushed)
-    made.save(path)
+        return result(str(inspected["Id"]), fresh=True, log=log_path)
 
 
 def wanted_images(
@@ -351,37 +410,3 @@ def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
             with ThreadPoolExecutor(max_workers=request.jobs) as pool:
                 return list(pool.map(one, wanted))
         return [one(i) for i in wanted]
-
-
-def _labels(
-    manifest: PinManifest,
-    image: ImageKey,
-    options: BuildOptions,
-    digest: str,
-    base_info: BaseRef,
-) -> dict[str, str]:
-    oci = "org.opencontainers.image"
-    labels = {
-        f"{LABEL}.inputs-hash": digest,
-        f"{LABEL}.manifest-hash": manifest.digest(),
-        f"{LABEL}.image-manifest-hash": manifest.image_digest(image, options.profile),
-        f"{LABEL}.variant": image.variant,
-        f"{LABEL}.arch": image.arch,
-        f"{LABEL}.profile": options.profile,
-        f"{LABEL}.base-digest": base_info.id,
-        f"{LABEL}.base-ref": base_info.ref,
-        f"{LABEL}.version": __version__,
-        f"{oci}.title": f"twinbuild {image.variant} {image.arch} ({options.profile})",
-        f"{oci}.created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        f"{oci}.base.name": base_info.ref,
-        f"{oci}.base.digest": base_info.id,
-    }
-    # Asked only here, when something is built: the no-op decision runs no git.
-    from twinbuild.builder import provenance
-
-    found = {
-        "revision": options.revision or provenance.revision(options.root),
-        "source": options.source or provenance.source(options.root, declared=manifest.source),
-    }
-    labels.update({f"{oci}.{key}": value for key, value in found.items() if value})
-    return labels

@@ -31,13 +31,12 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from twinbuild.builder.build_options import BuilderChoice
-from twinbuild.errors import ConfigError
 from twinbuild.inputs_rule import RULE, check_name, is_input
+from twinbuild.util.repo_tree import KIND_NAMES, Entry, Tree, WorkTree
+from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import DEFAULT_PATH, Profile
 from twinbuild.manifest.rendered import GENERATED, Rendered
 from twinbuild.util import bounded
-from twinbuild.util.repo_tree import KIND_NAMES, Entry, Tree, WorkTree
 
 #: Bump when the meaning of the hash changes, so that old images and old evidence stop matching
 #: (4: an image is a variant on one architecture).
@@ -233,9 +232,7 @@ def _attributes(tree: Tree, entries: Iterable[Entry]) -> list[Entry]:
     return _files(tree, found, what="attributes of the image inputs")
 
 
-def builder_settings(rendered: Rendered, choice: BuilderChoice = "auto") -> dict[str, str]:
-    """The builder part of the inputs hash; the evidence gate recomputes hashes with it too."""
-    settings = {"builder": "engine-api", "target": rendered.target or ""}
-    if choice != "auto":
-        settings["kind"] = choice
-    return settings
+def builder_settings(rendered: Rendered) -> dict[str, str]:
+    """The builder part of the inputs hash; the evidence gate recomputes hashes with it too.
+    Every image is built one way (buildx on the engine's BuildKit), so only the stage varies."""
+    return {"builder": "buildx", "target": rendered.target or ""}

@@ -1,75 +1,56 @@
-"""Send one build context to the engine: BuildKit where it has it, else the classic builder; the
-stream of progress kept whole in the log; every way the build can end, one line that says so."""
+"""Build one image: the one function every build goes through (``twinbuild build`` and
+``twinbuild bake --build``), ``docker buildx build`` on the engine's BuildKit, its progress read
+once (``progress.py``) and kept whole in the log; every way the build can end, one line that
+says so."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
 from pathlib import Path
 
-from twinbuild.builder.build_options import BuilderChoice
-from twinbuild.builder.context import tar_context
-from twinbuild.builder.progress import BuildStream
-from twinbuild.engine.api import Builder, BuilderUnavailable, EngineAPI
-from twinbuild.errors import BuildFailed, DiskFull, EngineError, Interrupted
-from twinbuild.manifest.rendered import Rendered
+from twinbuild.builder.progress import BuildProgress
+from twinbuild.engine.api import BuildTarget, EngineAPI
+from twinbuild.errors import BuildFailed, DiskFull, EngineError
 from twinbuild.util.activity import Say
 
 LOG_TAIL = 20
-# Every BuildKit image carries its cache metadata, so once pushed it is the registry build cache.
+#: Every image carries its cache metadata, so once pushed it is the registry build cache.
 INLINE_CACHE = {"BUILDKIT_INLINE_CACHE": "1"}
 
 
 def run_build(
     engine: EngineAPI,
-    rendered: Rendered,
-    context: Path,
-    labels: Mapping[str, str],
+    target: BuildTarget,
+    *,
+    mirror: str,
+    what: str,
+    label: str,
     log_path: Path,
     say: Say,
-    choice: BuilderChoice = "auto",
-    *,
-    cache_from: Sequence[str] = (),
 ) -> str:
-    """Build ``context`` untagged; the image id, or BuildFailed/DiskFull/EngineError."""
-    stream = BuildStream(log_path, say, label=f"{rendered.image.name}/{rendered.profile}")
-    kinds: list[Builder] = ["buildkit", "classic"] if choice == "auto" else [choice]
-    with tar_context(context) as tar:
-        try:
-            for kind in kinds:
-                try:
-                    chunks = engine.build(
-                        tar, dockerfile=rendered.recipe.as_posix(),
-                        buildargs={**rendered.args, **INLINE_CACHE} if kind == "buildkit"
-                        else rendered.args,
-                        labels=labels, target=rendered.target,
-                        network="none" if rendered.profile == "local" else "host", builder=kind,
-                        cache_from=cache_from if kind == "buildkit" else (),
-                        platform=rendered.arch,
-                    )  # fmt: skip
-                    break
-                except BuilderUnavailable:
-                    if kind == kinds[-1]:
-                        raise
-                    say(f"[{stream.label}] no BuildKit in this engine: classic builder")
-                    tar.seek(0)
-            image_id = stream.consume(chunks)
-        except EngineError:
-            stream.close()
-            raise
-        except (BuildFailed, Interrupted):
-            raise
-        except Exception as exc:  # the SDK raises requests/docker errors when the engine goes away
-            stream.close()
-            raise EngineError(
-                f"{engine.docker_host}: the engine went away during the build of "
-                f"{rendered.image} ({type(exc).__name__}: {str(exc)[:160]}); nothing was tagged"
-            ) from exc
-    if image_id is None:
-        tail = stream.tail(LOG_TAIL)
-        if "no space left on device" in tail.lower():
-            raise DiskFull(f"{rendered.image}: disk full during the build; see {log_path}")
-        raise BuildFailed(
-            f"{rendered.image}: build failed at {stream.failed_step or 'an unknown step'}; "
-            f"nothing was tagged; whole log: {log_path}\n" + tail
+    """Build ``target``; the image id, or BuildFailed/DiskFull/EngineError with nothing tagged.
+    ``mirror``: the Debian mirror buildx installs from where missing; ``what`` names the image in
+    errors, ``label`` in progress lines."""
+    start = time.monotonic()
+    progress = BuildProgress(log_path, say, label=label)
+    try:
+        outcome = engine.build(target, line=progress.line, mirror=mirror, say=say)
+    finally:
+        progress.close()
+    if outcome.image_id is not None:
+        say(f"[{label}] done in {time.monotonic() - start:.1f}s")
+        return outcome.image_id
+    tail = progress.tail(LOG_TAIL)
+    if "no space left on device" in tail.lower():
+        raise DiskFull(f"{what}: disk full during the build; see {log_path}")
+    if progress.failed_step is None:
+        last = next((x for x in reversed(tail.splitlines()) if x.strip(" |")), "  | (no output)")
+        raise EngineError(
+            f"{engine.docker_host}: buildx stopped during the build of {what} with no step "
+            f"failing (exit {outcome.exit_code}: {last.strip(' |')[:200]}); nothing was tagged; "
+            f"whole log: {log_path}"
         )
-    return image_id
+    raise BuildFailed(
+        f"{what}: build failed at {progress.failed_step}; nothing was tagged; whole log: "
+        f"{log_path}\n" + tail
+    )

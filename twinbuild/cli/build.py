@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twinbuild.cli.common import (
     add_all_archs,
@@ -19,10 +20,15 @@ from twinbuild.cli.common import (
 from twinbuild.manifest.model import PROFILES
 from twinbuild.util import output
 
+if TYPE_CHECKING:
+    from twinbuild.builder import noop
+    from twinbuild.builder.build_options import BuildRequest
+
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from twinbuild.builder.build_options import BuildOptions, BuildRequest
+    from twinbuild.builder import noop
     from twinbuild.builder.image import build_images
+    from twinbuild.builder.build_options import BuildOptions, BuildRequest
 
     request = BuildRequest(
         manifest=manifest_path(args),
@@ -38,13 +44,35 @@ def cmd_build(args: argparse.Namespace) -> int:
             profile=args.profile,
             force=args.force,
             mirrors=mirrors(args.mirrors),
-            builder=args.builder,
         ),
     )
+    pending = noop.PENDING[-1] if noop.PENDING else None
+    if pending is not None:  # typed on the command line: remember a no-op for the next run
+        _fingerprint(pending, request)
     results = build_images(request, say=output.say)
     shown = "".join(r.describe(verbose=request.verbose) + "\n" for r in results)
     output.report_all(results, args.format, text=shown)
+    if pending is not None and args.format == "text" and all(r.up_to_date for r in results):
+        from twinbuild.builder.build_record import record_path
+        from twinbuild.engine.daemon import docker_host
+
+        images = [(r.tag, r.image_id) for r in results]
+        images += [(r.base.ref, r.base.id) for r in results if r.profile == "local"]
+        top = request.options.root.resolve()
+        records = [str(record_path(top, r.profile, r.image)) for r in results]
+        pending.after(docker_host(), images, shown, root=str(top), outputs=records)
     return 0
+
+
+def _fingerprint(pending: noop.Pending, request: BuildRequest) -> None:
+    """What the no-op memo checks, taken before the decision: every file of the checkout, the
+    manifest, what tells git what to ignore."""
+    from twinbuild.util.repo_tree import WorkTree
+
+    root = request.options.root.resolve()
+    inside = [str(root / e.path) for e in WorkTree(root).listing()]
+    ignores = [str(root / ".git/info/exclude"), str(Path.home() / ".config/git/ignore")]
+    pending.before(str(root), inside, [str(request.manifest.resolve()), *ignores])
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -94,10 +122,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="list each pin the profile leaves out (default: one line saying how many)",
     )  # fmt: skip
     p.add_argument("--jobs", type=whole_number(1, 64), default=1, help="images built concurrently")
-    p.add_argument(
-        "--builder", choices=("auto", "buildkit", "classic"), default="auto",
-        help="BuildKit where the engine has it, else the classic builder (default: auto)",
-    )  # fmt: skip
     p.add_argument(
         "--mirror",
         dest="mirrors",
@@ -155,8 +179,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--build", action="store_true",
-        help="then build every target with buildx on the engine (installs Debian's "
-        "docker-buildx where missing) and record them as twinbuild build does",
+        help="then build every target buildx resolves from the file, as twinbuild build does "
+        "(buildx on the engine; installs Debian's docker-buildx where missing), and record them",
     )  # fmt: skip
     add_format(p, what="the file, its targets and what was built")
     p.set_defaults(func=cmd_bake)

@@ -6,16 +6,16 @@ it), the records its answers come in, and how an image reference splits. No ``do
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol, get_args
+from typing import Any, Literal, Protocol, get_args
 
-from twinbuild.errors import ConfigError, EngineError
+from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import Arch
+from twinbuild.util.activity import Say
 
 Network = Literal["none", "host"]
-Builder = Literal["buildkit", "classic"]
 NETWORKS: tuple[Network, ...] = get_args(Network)
 RUN_TIMEOUT_S = 600
 
@@ -35,6 +35,31 @@ class EngineInfo:
     @property
     def buildkit_default(self) -> bool:
         return self.builder_version == "2"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildTarget:
+    """One image to build: what ``docker buildx build`` is given, and what a target of the file
+    ``twinbuild bake`` writes says (``twinbuild.builder.bake``): one model feeds both."""
+
+    context: Path
+    dockerfile: str  # relative to the context
+    args: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
+    platform: Arch
+    target: str | None = None  # the recipe's stage
+    network: Network = "none"  # RUN steps' network: bake 0.13 has no key for it
+    tags: tuple[str, ...] = ()
+    cache_from: tuple[str, ...] = ()  # images (or type=registry,ref=...) BuildKit may reuse
+    cache_to: tuple[str, ...] = ()  # for remote builders: the docker driver exports none
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildOutcome:
+    """How one build ended: buildx's exit status and, when it succeeded, the image it made."""
+
+    exit_code: int
+    image_id: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,10 +132,6 @@ def split_tag(ref: str) -> tuple[str, str]:
     return repository, tag
 
 
-class BuilderUnavailable(EngineError):
-    """The engine cannot build with the builder asked for (no BuildKit)."""
-
-
 class EngineAPI(Protocol):
     """Every engine operation the rest of twinbuild uses: build, smoke and bench type against this,
     and the unit tests' one fake (tests/fake_engine.py) implements it."""
@@ -119,18 +140,8 @@ class EngineAPI(Protocol):
     def docker_host(self) -> str: ...
     def info(self) -> EngineInfo: ...
     def build(
-        self,
-        context: IO[bytes],
-        *,
-        dockerfile: str,
-        buildargs: Mapping[str, str],
-        labels: Mapping[str, str],
-        target: str | None,
-        network: Network,
-        builder: Builder,
-        cache_from: Sequence[str] = (),
-        platform: str | None = None,
-    ) -> Iterator[dict[str, Any]]: ...
+        self, target: BuildTarget, *, line: Callable[[str], None], mirror: str, say: Say
+    ) -> BuildOutcome: ...
     def inspect_image(self, ref: str) -> Mapping[str, Any] | None: ...
     def image_exists(self, ref: str) -> bool: ...
     def image_labels(self, ref: str) -> Mapping[str, str]: ...

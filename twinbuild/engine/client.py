@@ -13,17 +13,17 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlencode
 
-from twinbuild.engine import daemon, wire
+from twinbuild.engine import buildx_build, daemon, wire
 from twinbuild.engine.api import (
     NETWORKS,
     RUN_TIMEOUT_S,
-    Builder,
-    BuilderUnavailable,
+    BuildOutcome,
+    BuildTarget,
     Credentials,
     EngineInfo,
     GpuAccess,
@@ -36,6 +36,7 @@ from twinbuild.engine.api import (
 )
 from twinbuild.errors import ConfigError, CredentialsMissing, EngineError, TwinbuildError
 from twinbuild.manifest.model import Arch
+from twinbuild.util.activity import Say
 
 if TYPE_CHECKING:
     import docker
@@ -188,8 +189,9 @@ class Engine:
     """A connected engine. ``api`` is the SDK's low-level client, made on first use.
 
     Inspecting, listing and tagging images go over plain HTTP while no SDK client exists, so a
-    run that finds everything up to date never imports the SDK; building, importing and
-    containers make the client. An Engine made with a client (unit tests' fakes) uses it for all.
+    run that finds everything up to date never imports the SDK; importing, pushing, pulling and
+    containers make the client. A build is buildx's (``buildx_build``), never the SDK's. An
+    Engine made with a client (unit tests' fakes) uses it for all.
     """
 
     def __init__(self, api: docker.APIClient | None, docker_host: str) -> None:
@@ -244,59 +246,17 @@ class Engine:
         )
 
     def build(
-        self,
-        context: IO[bytes],
-        *,
-        dockerfile: str,
-        buildargs: Mapping[str, str],
-        labels: Mapping[str, str],
-        target: str | None,
-        network: Network,
-        builder: Builder,
-        cache_from: Sequence[str] = (),
-        platform: str | None = None,
-    ) -> Iterator[dict[str, Any]]:
-        """``POST /build`` with a tar context; the JSON messages of its stream.
-
-        ``platform`` (``linux/arm64``) builds for that architecture: its base must be of it,
-        and its RUN steps run under QEMU where this host is another (``engine.binfmt``).
-
-        ``builder="buildkit"`` asks for BuildKit (``version=2``, progress as trace messages);
-        an engine without it answers with :class:`BuilderUnavailable`, and the caller may retry
-        with ``"classic"``. Nothing is tagged here: the caller tags a complete build.
-        """
-        params: dict[str, Any] = {
-            "dockerfile": dockerfile,
-            "buildargs": json.dumps(dict(buildargs)),
-            "labels": json.dumps(dict(labels)),
-            "networkmode": _check_network(network),
-            "rm": "1",
-            "forcerm": "1",
-            "version": "2" if builder == "buildkit" else "1",
-        }
-        if target:
-            params["target"] = target
-        if platform:
-            params["platform"] = platform
-        if cache_from:
-            # Images whose inline cache (BUILDKIT_INLINE_CACHE=1) BuildKit may reuse: it fetches
-            # their config from the registry and pulls only the layers that hit.
-            params["cachefrom"] = json.dumps(list(cache_from))
-        api: Any = self.api  # the SDK's build() cannot ask for BuildKit; its own plumbing can
-        headers = {"Content-Type": "application/x-tar"}
-        if cache_from:
-            api._set_auth_headers(headers)  # X-Registry-Config: the cache's registry credentials
-        with self._errors("build"):
-            response = api._post(
-                api._url("/build"), data=context, params=params, stream=True, timeout=None,
-                headers=headers,
-            )  # fmt: skip
-            if builder == "buildkit" and response.status_code >= 400:
-                text = response.text
-                if "buildkit" in text.lower() or "version" in text.lower():
-                    raise BuilderUnavailable(f"{self._host}: no BuildKit: {_one_line(text)[:160]}")
-            api._raise_for_status(response)
-        return _closing(api._stream_helper(response, decode=True), response)
+        self, target: BuildTarget, *, line: Callable[[str], None], mirror: str, say: Say
+    ) -> BuildOutcome:
+        """Build ``target`` with ``docker buildx build`` on this engine's BuildKit (buildx
+        installed from the Debian ``mirror`` where missing); each line of its progress to
+        ``line``. An engine without BuildKit is told in one line before buildx starts."""
+        missing = buildx_build.buildkit_missing(
+            self._host, _answer("version", *self._plain("GET", "/version"))
+        )
+        if missing is not None:
+            raise EngineError(missing)
+        return buildx_build.run(buildx_build.docker_cli(mirror, say), self._host, target, line)
 
     def inspect_image(self, ref: str) -> Mapping[str, Any] | None:
         """The image's inspect document, or None when no image has that tag or id."""
@@ -567,15 +527,6 @@ class Engine:
             contextlib.suppress(docker.errors.NotFound),
         ):
             self.api.remove_container(container, force=True)
-
-
-def _closing(stream: Iterator[dict[str, Any]], response: Any) -> Iterator[dict[str, Any]]:
-    """The build's messages; the response (and its socket) closed when the reader stops, at the
-    end or early (a failed step), not whenever the garbage collector gets to it."""
-    try:
-        yield from stream
-    finally:
-        response.close()
 
 
 def connect(docker_host: str | None = None) -> Engine:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import socket
 
 from twinbuild.errors import EngineError
-from twinbuild.util import values
 
 MAX_ANSWER = 64 * 2**20  # an image list of a busy engine is a few MB; more is not an answer
 
@@ -23,12 +22,8 @@ def request(
 
     Raises OSError when nothing answers (the caller words the message).
     """
-    where = values.engine_address(docker_host)  # parsed once, checked: a ConfigError naming it
-    family = socket.AF_UNIX if where.scheme == "unix" else socket.AF_INET
-    if where.scheme == "tcp" and ":" in where.host:
-        family = socket.AF_INET6
+    family, address = _address(docker_host)
     sock = socket.socket(family, socket.SOCK_STREAM)
-    address = where.address
     with sock:
         sock.settimeout(timeout)
         sock.connect(address)
@@ -45,6 +40,23 @@ def request(
     if len(status_line) < 2 or not status_line[1].isdigit():
         raise OSError(f"not an HTTP answer from {docker_host}: {head[:60]!r}")
     return int(status_line[1]), body
+
+
+def _address(docker_host: str) -> tuple[socket.AddressFamily, str | tuple[str, int]]:
+    """The socket family and address of ``docker_host``. A plain ``unix:///path`` is read here;
+    any other form is parsed and checked by :func:`values.engine_address` (a ConfigError naming
+    it), imported only then: it brings ``dataclasses`` along, a third of a replayed no-op's
+    start (:mod:`twinbuild.builder.noop`)."""
+    plain = docker_host.removeprefix("unix://")
+    if plain != docker_host and plain.startswith("/") and not set(plain) & set("?#%\0"):
+        return socket.AF_UNIX, plain
+    from twinbuild.util import values
+
+    where = values.engine_address(docker_host)
+    family = socket.AF_UNIX if where.scheme == "unix" else socket.AF_INET
+    if where.scheme == "tcp" and ":" in where.host:
+        family = socket.AF_INET6
+    return family, where.address
 
 
 def ping(docker_host: str, timeout: float = 2.0) -> bool:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from twinbuild.builder.labels import left_out
 from twinbuild.engine.api import EngineAPI
 from twinbuild.errors import ConfigError
-from twinbuild.manifest.model import PinManifest
+from twinbuild.manifest.model import PinManifest, ResolvedPin
 from twinbuild.manifest.rendered import local_skip_reason, render
 from twinbuild.recipe import scan
 from twinbuild.smoke import gpu
@@ -24,11 +25,7 @@ def pin_cases(manifest: PinManifest, target: Target) -> list[PinCase]:
     pins = manifest.resolve(target.image)
     if target.profile != "local":
         return [PinCase(pin=p) for p in pins]
-    if target.record is not None:
-        skipped = {s.pin: s.reason for s in target.record.skipped}
-    else:  # no build record: assume every git pin was mirrored in, so only fixed reasons apply
-        mirrors = {p.name: "" for p in pins if p.kind == "git"}
-        skipped = {p.name: r for p in pins if (r := local_skip_reason(p, mirrors)) is not None}
+    skipped = _left_out(pins, target)
     return [
         PinCase(
             pin=p,
@@ -38,6 +35,20 @@ def pin_cases(manifest: PinManifest, target: Target) -> list[PinCase]:
         )
         for p in pins
     ]
+
+
+def _left_out(pins: list[ResolvedPin], target: Target) -> dict[str, str]:
+    """The pins the image's build left out, and why: from the image's own label, whichever way
+    it was built (an image cannot excuse a pin the local profile always installs), else from its
+    build record, else (an image older than the label) every git pin taken as mirrored in."""
+    named = left_out(labels_of(target.inspect))
+    if named is not None:
+        may = {p.name: r for p in pins if (r := local_skip_reason(p, {})) is not None}
+        return {name: may[name] for name in named if name in may}
+    if target.record is not None:
+        return {s.pin: s.reason for s in target.record.skipped}
+    mirrors = {p.name: "" for p in pins if p.kind == "git"}
+    return {p.name: r for p in pins if (r := local_skip_reason(p, mirrors)) is not None}
 
 
 def stage_chain(recipe: Path, target: str | None) -> list[str]:
