@@ -45,6 +45,19 @@ def test_a_git_that_never_answers_is_stopped(
         )
 
 
+def test_a_timeout_given_is_the_one_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the GPU proof's git archive of a whole source tree gets its own limit, not the default
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    hung = bin_dir / "git"
+    hung.write_text(f"#!/bin/sh\nexec {shutil.which('sleep')} 30\n")
+    hung.chmod(hung.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setattr("twinbuild.util.git.GIT_TIMEOUT_S", 600)
+    with pytest.raises(ConfigError, match=r"archive HEAD: still running after 1.5s; stopped$"):
+        run_git(tmp_path, "archive", "HEAD", binary=True, timeout=1.5)
+
+
 def test_no_git_on_path_says_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ConfigError, match=r"^git: not found on PATH; install git$"):

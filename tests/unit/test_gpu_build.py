@@ -76,6 +76,16 @@ def test_a_build_past_its_limit_is_killed_with_its_children(tmp_path: Path) -> N
     assert (tmp_path / "b.log").read_text(encoding="utf-8").endswith("killed at its limit of 2s\n")
 
 
+def test_a_build_tool_that_is_missing_is_127_and_one_line_in_its_log(tmp_path: Path) -> None:
+    log = tmp_path / "b.log"
+    assert gpu_build.run_logged(["tb-no-such-make", "all"], log=log, limit_s=60) == 127
+    assert log.read_text(encoding="utf-8") == (
+        "$ tb-no-such-make all\ntb-no-such-make: not found on PATH; install tb-no-such-make\n"
+    )
+    assert gpu_build.run_logged(["sh", "-c", "echo built; exit 2"], log=log, limit_s=60) == 2
+    assert log.read_text(encoding="utf-8").endswith("$ sh -c echo built; exit 2\nbuilt\n")
+
+
 def test_without_a_toolkit_each_build_says_what_is_missing(tmp_path: Path) -> None:
     missing = "no usable CUDA toolkit: CUDA_HOME is unset; no nvcc on PATH"
     builder = gpu_build.HostBuilder(python="python3", sources=tmp_path, work=tmp_path / "w",

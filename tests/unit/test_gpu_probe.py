@@ -206,6 +206,15 @@ def test_preload_mode_is_judged_by_its_exit_code_as_upstream_does(tmp_path: Path
     assert verdict.message.startswith("torch_memory_saver tagged regions: exited -11")
 
 
+def test_the_shell_keeps_a_stray_byte_and_says_a_missing_program(tmp_path: Path) -> None:
+    shell = local_shell(30)
+    ran = shell(["sh", "-c", "printf 'ok\\377\\n'; printf 'warn\\376' >&2; exit 3"])
+    assert (ran.rc, ran.stdout, ran.stderr) == (3, "ok\ufffd\n", "warn\ufffd")
+    missing = shell(["tb-no-such-python", "-c", "pass"])
+    assert (missing.rc, missing.stderr) == (127, "tb-no-such-python: not found on PATH; "
+                                                 "install tb-no-such-python")  # fmt: skip
+
+
 def test_a_command_past_its_steps_deadline_goes_with_its_children(tmp_path: Path) -> None:
     """The proof's shell ends a command at its step's deadline whatever the command's own
     ``timeout`` says, and takes the processes it started along (a GPU script's children)."""

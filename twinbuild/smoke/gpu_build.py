@@ -19,8 +19,6 @@ from __future__ import annotations
 import io
 import os
 import shutil
-import signal
-import subprocess
 import tarfile
 import time
 from collections.abc import Mapping, Sequence
@@ -29,6 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from twinbuild.smoke.gpu_cuda import Toolkit
+from twinbuild.util import process
+from twinbuild.util.git import run_git
 
 if TYPE_CHECKING:
     from twinbuild.manifest.model import PinManifest
@@ -130,12 +130,10 @@ def unpack(src: Path, commit: str, dest: Path) -> None:
         shutil.rmtree(dest)
     dest.mkdir(parents=True)
     if (src / ".git").exists():
-        head = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True,
-                              text=True, check=False, timeout=60).stdout.strip()  # fmt: skip
+        head = run_git(src, "rev-parse", "HEAD").stdout.strip()
         if head != commit:
             raise Refused(f"{src} is at {head or '(no commit)'}, the manifest pins {commit}")
-        archive = subprocess.run(["git", "-C", str(src), "archive", commit], capture_output=True,
-                                 check=False, timeout=300)  # fmt: skip
+        archive = run_git(src, "archive", commit, binary=True, timeout=300)
         with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
             tar.extractall(dest, filter="data")
     elif src.is_file():
@@ -155,23 +153,20 @@ def run_logged(
     """Run ``argv`` with its output appended to ``log``; its whole process group is killed at
     ``limit_s`` (make's compilers too). Returns the exit status (124: killed at its limit)."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    _append(log, f"$ {' '.join(argv)}\n")
+    try:
+        return process.run_to_log(argv, log=log, timeout=max(1.0, limit_s), env=env, cwd=cwd)
+    except process.CommandTimedOut:
+        _append(log, f"killed at its limit of {limit_s:.0f}s\n")
+        return 124
+    except process.CommandMissing as exc:
+        _append(log, f"{exc}\n")
+        return 127
+
+
+def _append(log: Path, line: str) -> None:
     with log.open("ab") as out:
-        out.write(f"$ {' '.join(argv)}\n".encode())
-        out.flush()
-        try:
-            proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
-                                    env=dict(env) if env is not None else None,
-                                    start_new_session=True)  # fmt: skip
-        except OSError as exc:
-            out.write(f"{argv[0]}: {exc.strerror}\n".encode())
-            return 127
-        try:
-            return proc.wait(timeout=max(1.0, limit_s))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            out.write(f"killed at its limit of {limit_s:.0f}s\n".encode())
-            return 124
+        out.write(line.encode())
 
 
 def _tail(log: Path, n: int = 300) -> str:
@@ -243,8 +238,7 @@ class HostBuilder:
     def _driver_link(self, toolkit: Toolkit, log: Path) -> Path:
         """A folder whose libcuda.so the linker takes: the driver's, else CUDA's stub."""
         link = self.work / "link"
-        found = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False,
-                               timeout=30).stdout if shutil.which("ldconfig") else ""  # fmt: skip
+        found = process.run(["ldconfig", "-p"], timeout=30).out if shutil.which("ldconfig") else ""
         candidates = [line.rsplit(" ", 1)[-1] for line in found.splitlines()
                       if "libcuda.so.1 " in line]  # fmt: skip
         candidates += ["/usr/lib/x86_64-linux-gnu/libcuda.so.1",
@@ -298,10 +292,9 @@ class HostBuilder:
             unpack(source_path(self.sources, "nccl-tests"), commit, src)
         except Refused as exc:
             return Built(name="all_reduce_perf", path=None, seconds=0.0, reason=str(exc))
-        found = subprocess.run([self.python, "-c", "import nvidia.nccl; "
-                                "print(list(nvidia.nccl.__path__)[0])"],
-                               capture_output=True, text=True, check=False, timeout=60)  # fmt: skip
-        nccl = Path(found.stdout.strip()) if found.returncode == 0 else None
+        found = process.run([self.python, "-c", "import nvidia.nccl; "
+                             "print(list(nvidia.nccl.__path__)[0])"], timeout=60)  # fmt: skip
+        nccl = Path(found.out.strip()) if found.ok else None
         if nccl is None or not (nccl / "include/nccl.h").is_file():
             why = f"{self.python} has no nvidia.nccl wheel with include/nccl.h"
             return Built(name="all_reduce_perf", path=None, seconds=0.0, reason=why)
@@ -331,9 +324,8 @@ def library_path(python: str, toolkit: Toolkit | str, env: Mapping[str, str]) ->
     """LD_LIBRARY_PATH for the built tools: torch's wheels' runtime and NCCL, then CUDA_HOME's
     lib64, then what the host already has (its driver's, say)."""
     try:
-        got = subprocess.run([python, "-c", LIBRARY_DIRS], capture_output=True, text=True,
-                             check=False, timeout=60).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired):
+        got = process.run([python, "-c", LIBRARY_DIRS], timeout=60).out.strip()
+    except process.CommandError:
         got = ""
     dirs = [d for d in got.split(":") if d]
     if not isinstance(toolkit, str) and any((toolkit.home / "lib64").glob("libcudart.so*")):

@@ -13,10 +13,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from twinbuild.util import process
 
 #: Runs an argv and gives its stdout and stderr together (None: it could not run).
 Runner = Callable[[Sequence[str]], str | None]
@@ -37,10 +38,10 @@ class Toolkit:
 
 def _run(argv: Sequence[str]) -> str | None:
     try:
-        proc = subprocess.run(list(argv), capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        done = process.run(argv, timeout=60, binary=True)
+    except process.CommandError:
         return None
-    return (proc.stdout + proc.stderr).decode(errors="replace")
+    return (done.out + done.err).decode(errors="replace")
 
 
 def _lacks(home: Path) -> str | None:

@@ -6,8 +6,6 @@ fake GPU layer of the same shape, so both run the same flow, budget and report.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +15,7 @@ from twinbuild.smoke.gpu_budget import Clock, Monotonic
 from twinbuild.smoke.gpu_build import Builder
 from twinbuild.smoke.gpu_cuda import Toolkit
 from twinbuild.smoke.gpu_probe import Ran, Shell
+from twinbuild.util import process
 
 #: Makes the builder: (python, sources, work, logs, toolkit, cuda_major).
 MakeBuilder = Callable[[str, Path, Path, Path, "Toolkit | str", str], Builder]
@@ -64,23 +63,14 @@ def local_shell(clock: Clock, deadline: float, log: Path) -> Shell:
             log_ran(log, argv, ran)
             return ran
         try:
-            proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    start_new_session=True)  # fmt: skip
-        except OSError as exc:
-            ran = Ran(rc=127, stdout="", stderr=f"{argv[0]}: {exc.strerror}")
-            log_ran(log, argv, ran)
-            return ran
-        try:
-            out, err = proc.communicate(timeout=left + 5)
-            ran = Ran(rc=proc.returncode, stdout=out.decode(errors="replace"),
-                      stderr=err.decode(errors="replace"))  # fmt: skip
-        except subprocess.TimeoutExpired:
+            done = process.run(argv, timeout=left + 5)
+            ran = Ran(rc=done.code, stdout=done.out, stderr=done.err)
+        except process.CommandMissing as exc:
+            ran = Ran(rc=127, stdout="", stderr=str(exc))
+        except process.CommandTimedOut as exc:
             # Past the step's deadline: the command and every process it started (a GPU script
             # holding device memory) go, not only the ``timeout`` in front of them.
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            ran = Ran(rc=124, stdout=out.decode(errors="replace"),
-                      stderr="killed: its step's limit was spent")  # fmt: skip
+            ran = Ran(rc=124, stdout=exc.out, stderr="killed: its step's limit was spent")
         log_ran(log, argv, ran)
         return ran
 

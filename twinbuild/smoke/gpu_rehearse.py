@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import io
 import re
-import subprocess
 import sys
 import tarfile
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from twinbuild.smoke.gpu_build import (
 from twinbuild.smoke.gpu_cuda import Toolkit
 from twinbuild.smoke.gpu_host import Machine, log_ran
 from twinbuild.smoke.gpu_probe import Ran, Shell
+from twinbuild.util import process
 
 #: Seconds each build stands for on the modelled host (16 cores), from docs/benchmarks.md's
 #: 2-core figures: 18.3 CPU-s each torch_memory_saver build (serial), 4.8 the kernels, 58.8 the
@@ -127,8 +127,8 @@ def fake_shell(clock: ManualClock, deadline: float, log: Path) -> Shell:
             ran = Ran(rc=124, stdout="", stderr="not started: its step's limit was spent")
             log_ran(log, argv, ran)
             return ran
-        proc = subprocess.run(list(argv), capture_output=True, check=False, timeout=300)
-        stderr = proc.stderr.decode(errors="replace")
+        done = process.run(argv, timeout=300)
+        stderr = done.err
         found = _FAKE_SECONDS.search(stderr)
         cost = float(found.group(1)) if found else 1.0
         stderr = _FAKE_SECONDS.sub("", stderr)
@@ -137,8 +137,7 @@ def fake_shell(clock: ManualClock, deadline: float, log: Path) -> Shell:
             ran = Ran(rc=124, stdout="", stderr="killed: its step's limit was spent")
         else:
             clock.advance(cost)
-            ran = Ran(rc=proc.returncode, stdout=proc.stdout.decode(errors="replace"),
-                      stderr=stderr)  # fmt: skip
+            ran = Ran(rc=done.code, stdout=done.out, stderr=stderr)
         log_ran(log, argv, ran)
         return ran
 

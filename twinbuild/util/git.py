@@ -70,15 +70,18 @@ TREES: Kept[tuple[str, str], tuple[TreeEntry, ...]] = Kept(32)
 
 @overload
 def run_git(
-    repo: Path, *args: str, binary: Literal[False] = False, stdin: bytes | None = None
-) -> subprocess.CompletedProcess[str]: ...
+    repo: Path, *args: str, binary: Literal[False] = False, stdin: bytes | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]: ...  # fmt: skip
 @overload
 def run_git(
-    repo: Path, *args: str, binary: Literal[True], stdin: bytes | None = None
-) -> subprocess.CompletedProcess[bytes]: ...
+    repo: Path, *args: str, binary: Literal[True], stdin: bytes | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[bytes]: ...  # fmt: skip
 def run_git(
-    repo: Path, *args: str, binary: bool = False, stdin: bytes | None = None
-) -> subprocess.CompletedProcess[str] | subprocess.CompletedProcess[bytes]:
+    repo: Path, *args: str, binary: bool = False, stdin: bytes | None = None,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str] | subprocess.CompletedProcess[bytes]:  # fmt: skip
     """Run git in ``repo``; never prompts, never raises for a non-zero exit.
 
     ``binary`` returns stdout and stderr as bytes (a blob, an archive, a ``-z`` listing: not
@@ -86,11 +89,12 @@ def run_git(
     subject, a file name in another encoding): a file's content is read with ``binary`` and
     decoded by its reader, which names the file and line. ``stdin`` is what git reads
     (``cat-file --batch`` requests); without it git reads nothing, so nothing may wait for an
-    answer that never comes.
+    answer that never comes. ``timeout``: seconds before git is killed (default
+    ``GIT_TIMEOUT_S``; an archive of a whole tree may take longer than a question).
     """
     done = process.run(
-        ["git", "-C", str(repo), *args], timeout=GIT_TIMEOUT_S, binary=True, env=_ENV,
-        input=stdin, what=f"git -C {repo} {' '.join(args)}",
+        ["git", "-C", str(repo), *args], timeout=GIT_TIMEOUT_S if timeout is None else timeout,
+        binary=True, env=_ENV, input=stdin, what=f"git -C {repo} {' '.join(args)}",
     )  # fmt: skip
     if binary:
         return subprocess.CompletedProcess(done.argv, done.code, done.out, done.err)

@@ -1,9 +1,10 @@
 """Every external command twinbuild runs goes through here: what environment the program gets,
 how long it may take, and the one line said when it cannot start or does not end.
 
-A command runs without a shell, stdin closed (or fed ``input``), its output captured. Its
-environment is this process's with ``env`` on top; :func:`scrubbed` empties it instead, down to
-a named few (a root filesystem's maintainer scripts get nothing else of ours). A ``timeout``
+A command runs without a shell, stdin closed (or fed ``input``), its output captured (a build's
+appended to its log file as it writes: :func:`run_to_log`). Its environment is this process's
+with ``env`` on top; :func:`scrubbed` empties it instead, down to a named few (a root
+filesystem's maintainer scripts get nothing else of ours). A ``timeout``
 kills it, and whatever it started, when it passes: each command runs in a process group of its
 own, so a shell's children cannot keep its output open once it is gone. A program that cannot
 be started and a command that outlives its timeout are each one :class:`CommandError` line
@@ -23,7 +24,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Literal, TypeVar, overload
+from typing import IO, Generic, Literal, TypeVar, overload
 
 from twinbuild.errors import ConfigError
 
@@ -112,21 +113,44 @@ def run(
     the order the program wrote. ``what`` names the command in messages (default: its argv).
     """
     argv = tuple(argv)
-    full_env = {**os.environ, **env} if env else None
-    try:
-        child = subprocess.Popen(
-            argv, cwd=cwd, env=full_env,
-            stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
-            process_group=0,
-        )  # fmt: skip
-    except OSError as exc:
-        raise CommandMissing(_missing(argv, exc)) from None
+    child = _start(
+        argv, env, cwd, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+    )  # fmt: skip
     with child:
         out, err = _wait(child, argv, input, timeout, to_the_end, what)
     if binary:
         return Finished(argv=argv, code=child.returncode, out=out, err=err)
     return Finished(argv=argv, code=child.returncode, out=_text(out), err=_text(err))
+
+
+def run_to_log(
+    argv: Sequence[str], *, log: Path, timeout: float | None,
+    env: Mapping[str, str] | None = None, cwd: Path | None = None, what: str = "",
+) -> int:  # fmt: skip
+    """Run ``argv`` with its output and errors appended to ``log`` as it writes them (a build's
+    log, read while it runs and kept when it is killed); its exit status. ``timeout``, ``env``,
+    ``cwd`` and ``what`` are :func:`run`'s, and so are the errors."""
+    argv = tuple(argv)
+    with log.open("ab") as out:
+        child = _start(argv, env, cwd, stdin=subprocess.DEVNULL, stdout=out,
+                       stderr=subprocess.STDOUT)  # fmt: skip
+        with child:
+            _wait(child, argv, None, timeout, False, what)
+    return child.returncode
+
+
+def _start(
+    argv: tuple[str, ...], env: Mapping[str, str] | None, cwd: Path | None, *,
+    stdin: int, stdout: int | IO[bytes], stderr: int,
+) -> subprocess.Popen[bytes]:  # fmt: skip
+    """``argv`` started in a process group of its own (its timeout kills the whole group)."""
+    full_env = {**os.environ, **env} if env else None
+    try:
+        return subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=stdin, stdout=stdout,
+                                stderr=stderr, process_group=0)  # fmt: skip
+    except OSError as exc:
+        raise CommandMissing(_missing(argv, exc)) from None
 
 
 def _wait(
