@@ -19,8 +19,8 @@ from tests.helpers import image as image_key
 from tests.helpers import mini_project
 from twinbuild.builder.bake import BakeOptions, bake, check_repository, definition, plan_images
 from twinbuild.builder.bake_target import bake_entry, from_bake
-from twinbuild.builder.inputs import builder_settings, inputs_hash
 from twinbuild.builder.build_record import BaseRef
+from twinbuild.builder.inputs import builder_settings, inputs_hash
 from twinbuild.engine.buildx_build import build_argv
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.loader import load

@@ -15,11 +15,9 @@ import pytest
 from tests.fake_engine import BUILT, FakeEngine, buildx_output
 from tests.helpers import edit, image, mini_project
 from tests.unit.inputs_reference import reference
-from twinbuild.builder.build_options import BuilderChoice, BuildOptions
-from twinbuild.builder.build_record import record_path
-from twinbuild.builder.image import BuildResult, build_image
 from twinbuild.builder.build_options import BuildOptions
 from twinbuild.builder.build_record import record_path
+from twinbuild.builder.image import BuildResult, build_image
 from twinbuild.errors import BuildFailed, DiskFull, EngineError, LockBusy
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.rendered import recipe_path, render

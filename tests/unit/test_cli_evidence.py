@@ -17,8 +17,8 @@ import pytest
 from tests.helpers import MINI_VARIANTS, edit, image, mini_project
 from tests.unit.evidence_builders import REPO, REPO_ID, github_env, smoke_report, write_json
 from tests.unit.gitrepos import commit_all, git, isolate_git, needs_git
-from twinbuild.builder.image import plan_image
 from twinbuild.builder.build_options import BuildOptions
+from twinbuild.builder.image import plan_image
 from twinbuild.cli.main import main
 from twinbuild.engine.client import Engine
 from twinbuild.evidence.head import commit_inputs

@@ -10,8 +10,8 @@ from tests.fake_engine import FakeEngine
 from tests.helpers import MINI_VARIANTS, edit, image, mini_project
 from tests.unit.gate_repos import copy_builder_code
 from tests.unit.gitrepos import git, isolate_git, needs_git
-from twinbuild.builder.image import plan_image
 from twinbuild.builder.build_options import BuildOptions
+from twinbuild.builder.image import plan_image
 from twinbuild.evidence.head import commit_inputs
 from twinbuild.manifest.loader import load
 

@@ -103,8 +103,8 @@ def test_a_bad_manifest_source_is_one_line_naming_it(tmp_path: Path, value: str)
 
 
 def test_the_build_labels_the_manifests_source(tmp_path: Path) -> None:
-    from twinbuild.builder.labels import image_labels
     from twinbuild.builder.build_record import BaseRef
+    from twinbuild.builder.labels import image_labels
 
     manifest = _declaring(tmp_path, "https://github.com/acme/twinbuild")
     root = manifest.parent.parent

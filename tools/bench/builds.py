@@ -51,9 +51,9 @@ def bench_cold(s: Session) -> None:
 
 def _contexts(s: Session) -> dict[str, tuple[Path, list[str]]]:
     """The assembled context of each variant and the docker CLI args that build it."""
+    from twinbuild.builder.build_options import BuildOptions
     from twinbuild.builder.context import assemble
     from twinbuild.builder.image import plan_image
-    from twinbuild.builder.build_options import BuildOptions
     from twinbuild.engine.client import connect
     from twinbuild.manifest.loader import load
 

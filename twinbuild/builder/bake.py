@@ -37,9 +37,9 @@ from typing import Any
 from twinbuild.builder import context
 from twinbuild.builder.bake_build import build_baked
 from twinbuild.builder.bake_target import bake_entry
-from twinbuild.builder.image import BuildResult, PlannedImage, plan_image, wanted_images
 from twinbuild.builder.build_options import BuildOptions
 from twinbuild.builder.build_record import BaseRef
+from twinbuild.builder.image import BuildResult, PlannedImage, plan_image, wanted_images
 from twinbuild.engine.api import BuildTarget, EngineAPI
 from twinbuild.errors import ConfigError, DiskFull, TwinbuildError
 from twinbuild.manifest.loader import load

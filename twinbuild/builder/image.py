@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from twinbuild.builder import build_record, context, guard
-from twinbuild.builder.inputs import builder_settings, inputs_hash
-from twinbuild.builder.labels import LABEL, image_labels
 from twinbuild.builder.build_options import BuildOptions, BuildRequest
 from twinbuild.builder.build_record import BaseRef, BuildRecord, SkippedPin
+from twinbuild.builder.inputs import builder_settings, inputs_hash
+from twinbuild.builder.labels import LABEL, image_labels
 from twinbuild.builder.submit import INLINE_CACHE, run_build
 from twinbuild.builder.wheelhouse import prefetch_wheels
 from twinbuild.engine.api import BuildTarget, EngineAPI, Network

@@ -31,12 +31,12 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from twinbuild.inputs_rule import RULE, check_name, is_input
-from twinbuild.util.repo_tree import KIND_NAMES, Entry, Tree, WorkTree
 from twinbuild.errors import ConfigError
+from twinbuild.inputs_rule import RULE, check_name, is_input
 from twinbuild.manifest.model import DEFAULT_PATH, Profile
 from twinbuild.manifest.rendered import GENERATED, Rendered
 from twinbuild.util import bounded
+from twinbuild.util.repo_tree import KIND_NAMES, Entry, Tree, WorkTree
 
 #: Bump when the meaning of the hash changes, so that old images and old evidence stop matching
 #: (4: an image is a variant on one architecture).

@@ -10,20 +10,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from twinbuild import __version__
-from twinbuild.builder.record import BaseRef
-from twinbuild.manifest.model import ImageKey, Manifest, Profile
+from twinbuild.builder.build_record import BaseRef
+from twinbuild.manifest.model import ImageKey, PinManifest, Profile
 
 LABEL = "org.twinbuild"
 OCI = "org.opencontainers.image"
 #: The manifest pins the profile left out of the image, comma-separated (empty: none; every
 #: image carries it, so its absence marks an image built before it existed). ``twinbuild smoke``
 #: skips exactly those, and only where the profile may leave the pin out
-#: (``twinbuild.manifest.render.local_skip_reason``).
+#: (``twinbuild.manifest.rendered.local_skip_reason``).
 LEFT_OUT = f"{LABEL}.left-out"
 
 
 def image_labels(
-    manifest: Manifest,
+    manifest: PinManifest,
     image: ImageKey,
     *,
     profile: Profile,

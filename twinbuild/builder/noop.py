@@ -88,7 +88,7 @@ def own_modules() -> list[str]:
     found = []
     for folder, subfolders, files in os.walk(here):
         subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
-        found += [os.path.join(folder, name) for name in sorted(files) if name.endswith(".py")]
+        found += [folder + os.sep + name for name in sorted(files) if name.endswith(".py")]
     return found
 
 

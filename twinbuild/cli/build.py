@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 def cmd_build(args: argparse.Namespace) -> int:
     from twinbuild.builder import noop
-    from twinbuild.builder.image import build_images
     from twinbuild.builder.build_options import BuildOptions, BuildRequest
+    from twinbuild.builder.image import build_images
 
     request = BuildRequest(
         manifest=manifest_path(args),
