@@ -16,7 +16,7 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from twinbuild.lint import renovate_layout
+from twinbuild.lint import locks, renovate_layout
 from twinbuild.lint.findings import Finding
 from twinbuild.manifest import url_version
 from twinbuild.manifest.loader import load
@@ -75,6 +75,7 @@ CODES: dict[str, str] = {
     "TB105": "recipe line looks like a pin but cannot be classified",
     "TB106": "recipe's # syntax= frontend not pinned by digest",
     "TB107": "recipe setting (build_args) that no recipe of its variants declares",
+    **locks.CODES,
 }
 
 
@@ -521,6 +522,14 @@ def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:
     """The whole lint: manifest policy plus recipe drift."""
     report = lint_manifest(manifest, strict=strict)
     findings = [*report.findings, *lint_recipes(manifest, root)]
+    floating = list(report.floating)
+    if locks.applies(root):  # a repository that keeps locks: TB201-TB206 too
+        for finding in locks.lint_locks(manifest, root):
+            if finding.code in locks.STRICT_ONLY:
+                floating.append(finding)
+                if not strict:
+                    continue
+            findings.append(finding)
     if (root / renovate_layout.CONFIG).is_file():  # a repository Renovate reads: TB013 too
         laid_out = _Collector(manifest)
         renovate_layout.check(
@@ -528,7 +537,7 @@ def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:
         )
         findings += laid_out.findings
     findings.sort(key=lambda f: (f.path, f.line, f.code))
-    return LintReport(findings=findings, floating=report.floating)
+    return LintReport(findings=findings, floating=floating)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
