@@ -287,3 +287,39 @@ def test_a_branch_resolves_where_its_repository_answers(
     assert main(args(project, index.url, "--upgrade", "tool")) == 0
     out = capsys.readouterr().out
     assert f"  tool: {first} -> {second}" in out
+
+
+@needs_git
+def test_plan_and_the_inputs_hash_follow_exactly_the_images_whose_lock_moved(
+    project: Path, index: PyIndex, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.unit.gitrepos import commit_all
+    from twinbuild.builder.inputs import builder_settings, inputs_hash
+    from twinbuild.builder.plan import plan
+    from twinbuild.manifest.loader import load
+    from twinbuild.manifest.render import render
+
+    def hashes() -> dict[str, str]:
+        manifest = load(project / "pins/manifest.toml")
+        out = {}
+        for key in manifest.images():
+            rendered = render(manifest, key, "production")
+            out[key.name] = inputs_hash(
+                project, rendered, base_id="sha256:" + "1" * 64, builder=builder_settings(rendered)
+            )
+        return out
+
+    isolate_git(monkeypatch, tmp_path / "home")
+    assert main(args(project, index.url)) == 0
+    init(project)
+    commit_all(project, "locked")
+    before = hashes()
+    index.publish("floaty", "1.1")
+    assert main(args(project, index.url, "--upgrade", "floaty")) == 0
+    result = plan(project, "HEAD")
+    assert {i.name: r for i, r in result.reasons.items()} == {
+        "cuda-amd64": ["pins/lock/cuda-amd64.toml changed (its lock)"]
+    }
+    after = hashes()
+    assert after["cuda-amd64"] != before["cuda-amd64"]
+    assert after["rocm-amd64"] == before["rocm-amd64"]
