@@ -10,6 +10,7 @@ resolve against a local repository.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import subprocess
@@ -312,8 +313,16 @@ def test_plan_and_the_inputs_hash_follow_exactly_the_images_whose_lock_moved(
     isolate_git(monkeypatch, tmp_path / "home")
     assert main(args(project, index.url)) == 0
     init(project)
-    commit_all(project, "locked")
+    head = commit_all(project, "locked")
     before = hashes()
+    # the evidence names the exact closure: each image's lock digest, from the commit's objects
+    from twinbuild.evidence.head import commit_inputs
+
+    locked = commit_inputs(head, repo=project).locks
+    assert {i.name: d for i, d in locked.items()} == {
+        name.removesuffix(".toml"): "sha256:" + hashlib.sha256(body).hexdigest()
+        for name, body in locks(project).items()
+    }
     index.publish("floaty", "1.1")
     assert main(args(project, index.url, "--upgrade", "floaty")) == 0
     result = plan(project, "HEAD")
