@@ -75,10 +75,13 @@ def child_main(arg: str) -> None:
         "exec_each": _job_exec_each,
         "lint": _job_lint,
         "import": _job_import,
+        "lock": _job_lock,
+        "inputs": _job_inputs,
     }
     # Import before the clock starts: the in-process figure is the work, not the interpreter's
     # imports (the whole-process figure, measured by the parent, has both).
     import twinbuild.builder.image
+    import twinbuild.closure.run
     import twinbuild.engine.base
     import twinbuild.engine.client
     import twinbuild.importer.run
@@ -208,3 +211,27 @@ def _job_lint(job: dict[str, Any]) -> dict[str, Any]:
         "findings": [str(f) for f in report.findings[:5]],
         "count": len(report.findings),
     }
+
+
+def _job_lock(job: dict[str, Any]) -> dict[str, Any]:
+    from twinbuild.closure.run import LockOptions, lock_all
+
+    root = Path(job["root"])
+    report = lock_all(LockOptions(manifest=root / "pins/manifest.toml", root=root))
+    return {"states": [o.state for o in report.images]}
+
+
+def _job_inputs(job: dict[str, Any]) -> dict[str, Any]:
+    from twinbuild.builder.inputs import builder_settings, inputs_hash
+    from twinbuild.manifest.loader import load
+    from twinbuild.manifest.render import render
+
+    root = Path(job["root"])
+    manifest = load(root / "pins/manifest.toml")
+    hashes = {}
+    for image in manifest.images():
+        rendered = render(manifest, image, "production")
+        hashes[image.name] = inputs_hash(
+            root, rendered, base_id="sha256:" + "0" * 64, builder=builder_settings(rendered)
+        )
+    return {"hashes": hashes}

@@ -27,6 +27,7 @@ from tools.bench.builds import (
 )
 from tools.bench.emulation import bench_emulation
 from tools.bench.lint import bench_lint
+from tools.bench.lock import bench_lock
 from tools.bench.recipes import bench_recipes
 from tools.bench.registry_cache import bench_registry_cache
 from tools.bench.session import Session
@@ -84,6 +85,7 @@ STEPS: list[tuple[str, Callable[[Session], None]]] = [
     ("test suite", bench_suite),
     ("wheel stage", bench_wheels),
     ("emulation", bench_emulation),
+    ("lock", bench_lock),
 ]
 
 
