@@ -332,3 +332,21 @@ def test_plan_and_the_inputs_hash_follow_exactly_the_images_whose_lock_moved(
     after = hashes()
     assert after["cuda-amd64"] != before["cuda-amd64"]
     assert after["rocm-amd64"] == before["rocm-amd64"]
+
+
+def test_pins_outdated_reads_the_lock_of_a_floating_pin(
+    project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    assert main(args(project, index.url)) == 0
+    index.publish("floaty", "1.1")
+    capsys.readouterr()
+    argv = ["pins", "outdated", "--manifest", str(project / "pins/manifest.toml"),
+            "--source", "pypi", "--index-url", index.url, "--format", "json"]  # fmt: skip
+    main(argv)
+    rows = {r["pin"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    floaty = rows["floaty"]
+    assert floaty["current"] == "(unpinned) (locked 1.0)"
+    assert (floaty["latest"], floaty["status"]) == ("1.1", "outdated")
+    assert "twinbuild lock --upgrade floaty" in floaty["note"]
