@@ -118,3 +118,13 @@ def test_a_pin_with_no_file_for_the_platform_fails_strict_only(project: Path) ->
         f.startswith("pins/lock/rocm-amd64.toml:") and "TB206 dist solid==1.0" in f
         for f in lock_findings(project, strict=True)
     )
+
+
+def test_a_floating_pin_the_locks_resolve_floats_no_more(project: Path) -> None:
+    def tb010(root: Path) -> list[str]:
+        report = lint(load(root / "pins/manifest.toml"), root, strict=True)
+        return [f.message for f in report.findings if f.code == "TB010"]
+
+    assert tb010(project) == []  # floaty: every image that takes it has it locked
+    lockfile.lock_path(project, "cuda-amd64").unlink()
+    assert [m.split(":")[0] for m in tb010(project)] == ["pins.floaty"]

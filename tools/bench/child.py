@@ -214,11 +214,16 @@ def _job_lint(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _job_lock(job: dict[str, Any]) -> dict[str, Any]:
+    import resource
+
     from twinbuild.closure.run import LockOptions, lock_all
 
     root = Path(job["root"])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     report = lock_all(LockOptions(manifest=root / "pins/manifest.toml", root=root))
-    return {"states": [o.state for o in report.images]}
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    uv_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"states": [o.state for o in report.images], "uv_cpu_s": uv_cpu}
 
 
 def _job_inputs(job: dict[str, Any]) -> dict[str, Any]:

@@ -524,6 +524,10 @@ def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:
     findings = [*report.findings, *lint_recipes(manifest, root)]
     floating = list(report.floating)
     if locks.applies(root):  # a repository that keeps locks: TB201-TB206 too
+        # a floating pin every image's lock resolves floats no more: the lock decides it
+        done = locks.resolved_pins(manifest, root)
+        floating = [f for f in floating if not _resolved(f, done)]
+        findings = [f for f in findings if not _resolved(f, done)]
         for finding in locks.lint_locks(manifest, root):
             if finding.code in locks.STRICT_ONLY:
                 floating.append(finding)
@@ -538,6 +542,14 @@ def lint(manifest: Manifest, root: Path, *, strict: bool = False) -> LintReport:
         findings += laid_out.findings
     findings.sort(key=lambda f: (f.path, f.line, f.code))
     return LintReport(findings=findings, floating=floating)
+
+
+def _resolved(finding: Finding, pins: frozenset[str]) -> bool:
+    """A TB010 about one of ``pins`` (as :func:`_lint_pin` words it)."""
+    if finding.code != "TB010" or not finding.message.startswith("pins."):
+        return False
+    name = finding.message.removeprefix("pins.").split(":", 1)[0]
+    return name in pins
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -160,3 +160,34 @@ def _image(
         out.append(Finding(path=shown, line=line_of("[base]"), code="TB205",
                            message=f"base: {lock.base.note}"))  # fmt: skip
     return out
+
+
+def resolved_pins(manifest: Manifest, root: Path) -> frozenset[str]:
+    """The pins every image's fresh lock resolves: a PyPI pin locked at a version with its files,
+    a git pin at a commit. Their floating is the lock's to decide, so TB010 leaves them out."""
+    locks: dict[ImageKey, ImageLock | None] = {}
+    for image in manifest.images():
+        try:
+            lock = lockfile.read_if_there(lockfile.lock_path(root, image.name))
+        except LockInvalid:
+            lock = None  # TB204 names it
+        fresh = lock is not None and lock.manifest_digest == manifest.image_digest(image)
+        locks[image] = lock if fresh else None
+    out = set()
+    for name, pin in manifest.pins.items():
+        images = manifest.images(pin.variants)
+        if images and all(_resolves(locks[i], manifest, i, name) for i in images):
+            out.add(name)
+    return frozenset(out)
+
+
+def _resolves(lock: ImageLock | None, manifest: Manifest, image: ImageKey, name: str) -> bool:
+    if lock is None:
+        return False
+    pin = next(p for p in manifest.resolve(image) if p.name == name)
+    if pin.kind == "git":
+        return any(g.pin == name and g.resolved for g in lock.git)
+    if pin.kind != "pypi" or pin.install != "pip":
+        return False
+    dist = lock.dist(dist_name(requirement(pin)))
+    return dist is not None and bool(dist.version) and bool(dist.files)
