@@ -293,8 +293,8 @@ def _base_state(manifest: Manifest, image: ImageKey, capture: BaseCapture | None
     return BaseState(
         image=ref,
         captured=False,
-        note=f"no capture of the base's installed set exists here; where {ref} can be pulled "
-        f"run `{capture_command(image.name, ref)}` and commit it",
+        note=f"no capture of the base's installed set exists here: "
+        f"{capture_command(image.name, ref)}, and commit both",
     )
 
 
@@ -330,8 +330,8 @@ def _apt(
     ref = manifest.variant(image.variant).base.ref
     return LockedApt(
         pin=pin.name, package=package, version="",
-        note=f"the version the base's archive installs is known only from a capture of {ref}: "
-        f"run `{capture_command(image.name, ref)}` where it can be pulled",
+        note=f"the version the base's archive installs is known only from a capture of the "
+        f"base: {capture_command(image.name, ref)}",
     )  # fmt: skip
 
 
