@@ -78,7 +78,6 @@ _STEP_RE = re.compile(r"#\d+ \[[\w-]+ \d+/\d+\] (?!FROM ).* \((cached|ran), ")
 def _steps(s: Session) -> tuple[int, int]:
     """(steps taken from a cache, recipe steps) of the last build of both platforms."""
     from twinbuild.builder.build_record import folder
-
     from twinbuild.manifest.loader import load
 
     manifest = load(s.root / "pins/manifest.toml")
