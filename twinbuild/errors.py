@@ -74,6 +74,31 @@ class UpstreamRefused(TwinbuildError):
     exit_code = 8
 
 
+class LockInvalid(TwinbuildError):
+    """A lock under pins/lock/ that does not parse, lacks a key, or was edited by hand."""
+
+    exit_code = 20
+
+
+class ResolutionFailed(TwinbuildError):
+    """The resolver found no closure: a package or version the index does not have, or two
+    requirements that conflict. The lock files are untouched."""
+
+    exit_code = 21
+
+
+class IndexUnreachable(TwinbuildError):
+    """The package index did not answer, or stalled past the deadline, while locking."""
+
+    exit_code = 22
+
+
+class ResolverFailed(TwinbuildError):
+    """The resolver (uv) was killed or ended without a result; the lock files are untouched."""
+
+    exit_code = 23
+
+
 class CredentialsMissing(ConfigError):
     """A registry wants credentials that are not stored for it (`docker login` fixes it)."""
 

@@ -9,7 +9,10 @@ So every file a commit holds is an input of every image, except:
 - another recipe family's folder ``images/<other>/``: the inputs of the variants built from it
   (the manifest refuses a family no gated variant builds, and the gate wants every gated
   image's evidence from one commit, so each file still counts in some gated image's hash);
-- the pin manifest, which each image's hash covers through its own rendered slice.
+- the pin manifest, which each image's hash covers through its own rendered slice;
+- another image's lock, ``pins/lock/<other image>.toml`` (and its base capture,
+  ``pins/lock/base/<other image>.toml``): each image's own lock is its input, so a lock change
+  rebuilds exactly the images whose closure moved.
 
 This list is the judging side's code: the gate runs the base's twinbuild, so a PR that edits it
 changes only what its own copy would say (and is itself an input change). It sits below the
@@ -54,14 +57,32 @@ def recipe_folder(family: str) -> str:
     return f"images/{family}/"
 
 
-def is_input(path: str, family: str | None = None, families: Collection[str] = ()) -> bool:
+#: Where the images' locks live (twinbuild/closure/lockfile.py): one file per image.
+LOCKS = "pins/lock/"
+
+
+def lock_owner(path: str) -> str | None:
+    """The image whose lock (or base capture) ``path`` is, ``cu13-amd64``; None for another path."""
+    if not path.startswith(LOCKS) or not path.endswith(".toml"):
+        return None
+    name = path[len(LOCKS) : -len(".toml")].removeprefix("base/")
+    return None if "/" in name else name
+
+
+def is_input(
+    path: str, family: str | None = None, families: Collection[str] = (), image: str | None = None
+) -> bool:
     """Whether ``path`` is an image input (of a variant of recipe ``family``, when given; the
-    folders of the other ``families`` are not its inputs).
+    folders of the other ``families`` are not its inputs; of ``image``, when given, whose own
+    lock is its input and no other image's).
 
     The manifest is an input too, but through its rendered slice: :mod:`twinbuild.builder.inputs`
     leaves its file out of the file list.
     """
     if any(under(path, prefix) for prefix in NOT_INPUTS):
+        return False
+    owner = lock_owner(path)
+    if image is not None and owner is not None and owner != image:
         return False
     if family is None:
         return True

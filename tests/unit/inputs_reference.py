@@ -31,10 +31,15 @@ NOT_INPUTS = (
 NEVER = ("build/", ".twinbuild/")
 
 
-def _left_out(rel: str, family: str, families: tuple[str, ...]) -> bool:
+def _left_out(rel: str, family: str, families: tuple[str, ...], image: str | None) -> bool:
     parts = rel.split("/")
     if ".git" in parts or "__pycache__" in parts:
         return True
+    # another image's lock or base capture: pins/lock/[base/]<image>.toml
+    if image is not None and rel.startswith("pins/lock/") and rel.endswith(".toml"):
+        owner = rel.removeprefix("pins/lock/").removeprefix("base/").removesuffix(".toml")
+        if "/" not in owner and owner != image:
+            return True
     for prefix in (*NOT_INPUTS, *NEVER):
         if rel.startswith(prefix) if prefix.endswith("/") else rel == prefix:
             return True
@@ -46,6 +51,7 @@ def every_input(
     family: str,
     manifest: str = "pins/manifest.toml",
     families: tuple[str, ...] = ("cuda", "rocm"),
+    image: str | None = None,
 ) -> set[str]:
     """Every file under ``root`` that the hash covers for a variant of recipe ``family`` (before
     the copies)."""
@@ -53,7 +59,7 @@ def every_input(
     for path in root.rglob("*"):
         rel = path.relative_to(root).as_posix()
         kept = (path.is_file() or path.is_symlink()) and rel != manifest
-        if kept and not _left_out(rel, family, families):
+        if kept and not _left_out(rel, family, families, image):
             found.add(rel)
     return found
 
@@ -118,7 +124,7 @@ def reference(root: Path, rendered: Rendered, base_id: str, builder: Mapping[str
 
     copied = copied_by_regex(root, root / rendered.recipe)
     files = sorted(
-        every_input(root, rendered.family, families=rendered.families)
+        every_input(root, rendered.family, families=rendered.families, image=rendered.image.name)
         | copied
         | set(_attributes(root, sorted(copied)))
     )

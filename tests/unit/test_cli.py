@@ -14,7 +14,7 @@ from twinbuild.cli.main import build_parser, main
 COMMANDS = {
     "lint", "render", "engine", "base", "build", "smoke", "gpu-proof", "import", "workflows",
     "rerun-decision", "evidence", "pins", "plan", "bake", "registry", "push", "release", "prune",
-    "variants", "binfmt",
+    "variants", "binfmt", "lock",
 }  # fmt: skip
 
 
@@ -27,7 +27,7 @@ def test_every_command_is_wired() -> None:
 @pytest.mark.parametrize(
     ("argv", "words"),
     [
-        (["pins", "--help"], ["table", "bump", "diff", "lock"]),
+        (["pins", "--help"], ["table", "bump", "diff", "adopt-release"]),
         (["evidence", "--help"], ["record", "sign", "verify", "gate", "keygen"]),
     ],
 )

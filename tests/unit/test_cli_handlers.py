@@ -57,6 +57,7 @@ def _leaf_commands() -> set[tuple[str, ...]]:
 #: Each runnable command and the test in this file (or test_cli_evidence.py) that runs it.
 COVERED = {
     ("lint",): "test_lint_clean_findings_strict_and_json",
+    ("lock",): "test_lock_writes_each_image_and_json_says_what_moved",
     ("render",): "test_render_both_profiles",
     ("engine",): "test_engine_status_and_down_without_an_engine",
     ("base",): "test_base_without_an_engine_exits_3",
@@ -73,7 +74,10 @@ COVERED = {
     ("pins", "table"): "test_pins_table_and_bump",
     ("pins", "bump"): "test_pins_table_and_bump",
     ("pins", "diff"): "test_plan_and_pins_diff_in_a_git_repository",
-    ("pins", "lock"): "test_pins_lock_moves_every_variant_and_refuses_a_partial_lock",
+    (
+        "pins",
+        "adopt-release",
+    ): "test_pins_adopt_release_moves_every_variant_and_refuses_a_partial_lock",
     ("variants",): "test_variants_lists_and_gives_the_workflow_matrices",
     ("binfmt",): "test_binfmt_on_the_hosts_own_architecture_installs_nothing",
     ("evidence", "record"): "test_cli_evidence.py",
@@ -469,7 +473,7 @@ def test_binfmt_on_the_hosts_own_architecture_installs_nothing(
     )
 
 
-def test_pins_lock_moves_every_variant_and_refuses_a_partial_lock(
+def test_pins_adopt_release_moves_every_variant_and_refuses_a_partial_lock(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Upstream's release lock as pins: the repository's manifest, sglang, Megatron-LM and miles
@@ -488,7 +492,7 @@ def test_pins_lock_moves_every_variant_and_refuses_a_partial_lock(
     }  # fmt: skip
     path = tmp_path / "release-lock.json"
     path.write_text(json.dumps(lock))
-    argv = ["pins", "lock", str(path), "--why", "release v1", "--manifest", str(manifest)]
+    argv = ["pins", "adopt-release", str(path), "--why", "release v1", "--manifest", str(manifest)]
     assert main([*argv, "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert (
@@ -525,3 +529,26 @@ def test_pins_outdated_with_no_source_answering_exits_3(
     assert lines[1].startswith("twinbuild: pypi: pins outdated ")
     assert "connection refused" in lines[1]
     assert len(lines) == 2
+
+
+def test_lock_writes_each_image_and_json_says_what_moved(
+    root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.pyindex import PyIndex
+    from tests.unit.test_lock import PINS, write_pins
+
+    write_pins(root, PINS)
+    with PyIndex(tmp_path / "index") as index:
+        for name, version, requires in (("floaty", "1.0", ()), ("dep-a", "1.0", ()),
+                                        ("solid", "1.0", ("dep-a>=1.0",))):  # fmt: skip
+            index.publish(name, version, requires)
+        argv = ["lock", *_common(root), "--index-url", index.url, "--variant", "cuda"]
+        assert main([*argv, "--dry-run"]) == 0
+        assert "dry run: pins/lock/ left as it was" in capsys.readouterr().out
+        assert not (root / "pins/lock").exists()
+        assert main([*argv, "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [i["image"] for i in report["images"]] == ["cuda-amd64"]
+    assert report["images"][0]["state"] == "created"
+    assert report["written"] == ["pins/lock/cuda-amd64.toml"]
+    assert report["rebuild"] == "cuda"

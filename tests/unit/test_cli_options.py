@@ -30,6 +30,7 @@ OUTPUT_DESTS = frozenset({"quiet", "verbose", "format"})
 # command words -> "module:function" the handler passes its options object to (first argument)
 LIBRARY: dict[tuple[str, ...], str] = {
     ("lint",): "twinbuild.lint.checks:lint_project",
+    ("lock",): "twinbuild.closure.run:lock_all",
     ("render",): "twinbuild.builder.render_command:render_manifest",
     ("engine",): "twinbuild.engine.daemon:control",
     ("base",): "twinbuild.engine.base:base_for",
@@ -53,7 +54,7 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("pins", "table"): "twinbuild.manifest.table:table",
     ("pins", "bump"): "twinbuild.pins.bump:bump_pin",
     ("pins", "diff"): "twinbuild.pins.diff:diff_pins",
-    ("pins", "lock"): "twinbuild.pins.lock:lock_pins",
+    ("pins", "adopt-release"): "twinbuild.pins.adopt_release:adopt_release",
     ("variants",): "twinbuild.ci.matrix:run_variants",
     ("binfmt",): "twinbuild.engine.binfmt:binfmt",
     ("pins", "outdated"): "twinbuild.pins.outdated:outdated_pins",

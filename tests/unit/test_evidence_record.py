@@ -73,6 +73,7 @@ def test_statement_from_a_passing_run(tmp_path: Path) -> None:
         "image_id": "sha256:" + "1" * 64,
         "image_ref": IMAGE_REFS["cuda"],
         "manifest_digest": MANIFEST,
+        "lock_digest": None,  # the mini project keeps no locks
     }
     assert p["gpu"]["model"] == "NVIDIA H200"
     assert p["results"]["verdict"] == "passed"

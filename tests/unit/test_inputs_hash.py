@@ -379,8 +379,11 @@ def test_the_hashed_files_are_every_file_but_the_list(repo: Path) -> None:
         rendered = render(load(repo / MANIFEST), repo_image(platform), "production")
         found = {e.path for e in image_inputs(repo, rendered)}
         copied = copied_by_regex(repo, repo / rendered.recipe)
-        assert found == every_input(repo, platform) | copied
-        assert all(is_input(p, platform) for p in found - copied)
+        own = rendered.image.name
+        assert found == every_input(repo, platform, image=own) | copied
+        assert all(is_input(p, platform, image=own) for p in found - copied)
+        assert f"pins/lock/{own}.toml" in found  # its own lock, and no other image's
+        assert not {p for p in found if p.startswith("pins/lock/")} - {f"pins/lock/{own}.toml"}
 
 
 def test_the_executable_bit_of_an_input_moves_the_hash(repo: Path) -> None:

@@ -106,10 +106,33 @@ def test_every_pypi_pin_is_found(extracted: list[dict[str, Any]]) -> None:
     found = {
         (d["depName"], d.get("depType"), canonicalize_name(d.get("packageName") or d["depName"]),
          d["currentValue"])
-        for d in extracted if d["datasource"] == "pypi"
+        for d in extracted if d["datasource"] == "pypi" and d["file"] == "pins/manifest.toml"
     }  # fmt: skip
     assert found == _pypi_expected(manifest)
-    assert len(found) == sum(1 for d in extracted if d["datasource"] == "pypi")  # no duplicate
+    assert len(found) == sum(  # no duplicate
+        1 for d in extracted if d["datasource"] == "pypi" and d["file"] == "pins/manifest.toml"
+    )
+
+
+def test_lock_maintenance_finds_every_locked_distribution(
+    extracted: list[dict[str, Any]],
+) -> None:
+    from twinbuild.closure import lockfile
+
+    expected = set()
+    for path in sorted((ROOT / "pins/lock").glob("*.toml")):
+        lock = lockfile.read(path)
+        expected |= {
+            (f"pins/lock/{path.name}", d.name, d.version)
+            for d in lock.dists
+            if d.origin == "layer" and d.index == "default"
+        }
+    found = {
+        (d["file"], d["depName"], d["currentValue"])
+        for d in extracted if d.get("depType") == "lock"
+    }  # fmt: skip
+    assert found == expected
+    assert len(expected) > 1000
 
 
 def test_every_git_pin_that_tracks_a_branch_is_found(extracted: list[dict[str, Any]]) -> None:

@@ -76,10 +76,13 @@ def child_main(arg: str) -> None:
         "lint": _job_lint,
         "import": _job_import,
         "manifest": _job_manifest,
+        "lock": _job_lock,
+        "inputs": _job_inputs,
     }
     # Import before the clock starts: the in-process figure is the work, not the interpreter's
     # imports (the whole-process figure, measured by the parent, has both).
     import twinbuild.builder.image
+    import twinbuild.closure.run
     import twinbuild.engine.base
     import twinbuild.engine.client
     import twinbuild.importer.run
@@ -218,3 +221,32 @@ def _job_lint(job: dict[str, Any]) -> dict[str, Any]:
         "findings": [str(f) for f in report.findings[:5]],
         "count": len(report.findings),
     }
+
+
+def _job_lock(job: dict[str, Any]) -> dict[str, Any]:
+    import resource
+
+    from twinbuild.closure.run import LockOptions, lock_all
+
+    root = Path(job["root"])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report = lock_all(LockOptions(manifest=root / "pins/manifest.toml", root=root))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    uv_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"states": [o.state for o in report.images], "uv_cpu_s": uv_cpu}
+
+
+def _job_inputs(job: dict[str, Any]) -> dict[str, Any]:
+    from twinbuild.builder.inputs import builder_settings, inputs_hash
+    from twinbuild.manifest.loader import load
+    from twinbuild.manifest.rendered import render
+
+    root = Path(job["root"])
+    manifest = load(root / "pins/manifest.toml")
+    hashes = {}
+    for image in manifest.images():
+        rendered = render(manifest, image, "production")
+        hashes[image.name] = inputs_hash(
+            root, rendered, base_id="sha256:" + "0" * 64, builder=builder_settings(rendered)
+        )
+    return {"hashes": hashes}

@@ -31,6 +31,7 @@ from tools.bench.deadlines import bench_deadlines
 from tools.bench.emulation import bench_emulation
 from tools.bench.growth import bench_growth
 from tools.bench.lint import bench_lint
+from tools.bench.lock import bench_lock
 from tools.bench.recipes import bench_recipes
 from tools.bench.registry_cache import bench_registry_cache
 from tools.bench.session import Session
@@ -91,6 +92,7 @@ STEPS: list[tuple[str, Callable[[Session], None]]] = [
     ("emulation", bench_emulation),
     ("growth", bench_growth),
     ("registry deadline", bench_deadlines),
+    ("lock", bench_lock),
 ]
 
 

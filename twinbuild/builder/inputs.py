@@ -141,7 +141,7 @@ def image_inputs(
         if (
             entry.path not in found
             and entry.path != manifest
-            and is_input(entry.path, own, families)
+            and is_input(entry.path, own, families, rendered.image.name)
         ):
             found[entry.path] = _files(tree, [entry], what=RULE)[0]
     for entry in _attributes(tree, copied):

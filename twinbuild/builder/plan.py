@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from twinbuild.errors import ConfigError
-from twinbuild.inputs_rule import families_fed_by
+from twinbuild.inputs_rule import families_fed_by, lock_owner
 from twinbuild.manifest.loader import load, load_bytes
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest
 from twinbuild.pins.diff import bytes_at, compare
@@ -152,6 +152,12 @@ def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAU
         if path == manifest.as_posix():
             for image, why in _manifest_reasons(root, base, manifest, current):
                 reasons[image].append(why)
+            continue
+        owner = lock_owner(path)
+        if owner is not None:  # an image's lock feeds that image alone
+            for image in images:
+                if image.name == owner:
+                    reasons[image].append(f"{path} changed (its lock)")
             continue
         fed = families_fed_by(path, families)
         for image in images:

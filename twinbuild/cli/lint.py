@@ -23,7 +23,12 @@ def cmd_lint(args: argparse.Namespace) -> int:
         for line in format_findings(report.findings, github=github.in_actions()):
             print(line)
         if not options.strict and report.floating:
-            output.say(f"note: {len(report.floating)} declared floating refs (--strict fails them)")
+            refs = sum(1 for f in report.floating if f.code == "TB010")
+            locks = len(report.floating) - refs
+            what = f"{refs} declared floating refs" + (
+                f", {locks} lock entries not resolvable here (TB205/TB206)" if locks else ""
+            )
+            output.say(f"note: {what} (--strict fails them)")
     if report.findings:
         if options.format == "json":
             raise SystemExit(FindingsError.exit_code)

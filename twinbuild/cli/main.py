@@ -20,6 +20,7 @@ from twinbuild.cli import (
     evidence,
     importer,
     lint,
+    lock,
     manifest,
     pins,
     ship,
@@ -40,7 +41,7 @@ from twinbuild.util.signals import said, stopping
 #: The optional dependencies (pyproject's extras) and which extra brings each.
 EXTRAS = {"docker": "docker", "filelock": "docker", "pytest": "smoke", "testinfra": "smoke"}
 #: Command groups in the order ``twinbuild --help`` lists them.
-GROUPS = (lint, manifest, engine, build, smoke, ship, importer, ci, evidence, pins)
+GROUPS = (lint, lock, manifest, engine, build, smoke, ship, importer, ci, evidence, pins)
 
 
 @functools.cache

@@ -50,14 +50,14 @@ def cmd_pins_bump(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_pins_lock(args: argparse.Namespace) -> int:
-    from twinbuild.pins.lock import LockOptions, lock_pins
+def cmd_pins_adopt_release(args: argparse.Namespace) -> int:
+    from twinbuild.pins.adopt_release import AdoptOptions, adopt_release
 
-    options = LockOptions(
+    options = AdoptOptions(
         manifest=manifest_path(args), lock=Path(args.lock), why=args.why,
         miles_commit=args.miles_commit, dry_run=args.dry_run,
     )  # fmt: skip
-    output.report(lock_pins(options), args.format)
+    output.report(adopt_release(options), args.format)
     return 0
 
 
@@ -136,7 +136,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_pins_bump)
 
     p = pins.add_parser(
-        "lock",
+        "adopt-release",
         help="pin the SGLang, Megatron-LM (and miles) commits of upstream's release-lock.json "
         "on every variant",
     )
@@ -146,7 +146,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--miles-commit", help="the miles commit the release tags (not in the lock)")
     p.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
     add_format(p, what="what moved and what rebuilds")
-    p.set_defaults(func=cmd_pins_lock)
+    p.set_defaults(func=cmd_pins_adopt_release)
 
     p = pins.add_parser(
         "diff",

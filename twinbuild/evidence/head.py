@@ -9,6 +9,7 @@ see why evidence does or does not count.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from twinbuild.errors import ConfigError
 from twinbuild.evidence.command_options import InputsOptions
 from twinbuild.evidence.signing import Blob
 from twinbuild.evidence.statement import COMMIT_RE, Validated
+from twinbuild.inputs_rule import LOCKS
 from twinbuild.manifest.loader import MAX_BYTES, load_bytes
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, Vendor
 from twinbuild.manifest.rendered import render
@@ -45,6 +47,8 @@ class CommitInputs:
     claims: dict[ImageKey, str] = field(default_factory=dict)
     required: tuple[str, ...] = ()  # variants with validate = "pr" at this commit
     vendors: dict[str, Vendor] = field(default_factory=dict)
+    #: sha256 of each image's lock (pins/lock/<image>.toml) at this commit, where it has one.
+    locks: dict[ImageKey, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, object]:
         by: dict[str, dict[str, str]] = {}
@@ -92,8 +96,19 @@ def commit_inputs(
         )  # fmt: skip
     return CommitInputs(
         commit=commit, inputs=hashes, manifest_digest=parsed.digest(), claims=claims,
-        required=parsed.required(), vendors=_vendors(parsed),
+        required=parsed.required(), vendors=_vendors(parsed), locks=_locks(tree, parsed),
     )  # fmt: skip
+
+
+def _locks(tree: CommitTree, manifest: PinManifest) -> dict[ImageKey, str]:
+    """The digest of each image's lock file at the commit (its git object, as committed)."""
+    wanted = {f"{LOCKS}{image.name}.toml": image for image in manifest.images()}
+    present = [
+        e.path for e in tree.entries(LOCKS.rstrip("/"))
+        if e.path in wanted and e.kind in ("file", "executable")
+    ]  # fmt: skip
+    data = tree.read(present, max_bytes=MAX_BYTES) if present else {}
+    return {wanted[p]: "sha256:" + hashlib.sha256(body).hexdigest() for p, body in data.items()}
 
 
 def _vendors(manifest: PinManifest) -> dict[str, Vendor]:
@@ -111,7 +126,7 @@ def validated(commit: str, pr: int, *, repo: Path, manifest: Path = DEFAULT_PATH
     found = commit_inputs(commit, repo=repo, manifest=manifest)
     return Validated(
         commit=commit, pr=pr, inputs=found.inputs, vendors=found.vendors,
-        manifest_digest=found.manifest_digest,
+        manifest_digest=found.manifest_digest, locks=found.locks,
     )  # fmt: skip
 
 

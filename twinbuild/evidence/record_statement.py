@@ -98,6 +98,7 @@ def record(
         image_id=image_id,
         image_ref=image_ref,
         manifest_digest=manifest_digest,
+        lock_digest=validated.locks.get(image),
     )
     source, run = _from_env(env, validated)
     verdict: Verdict = "passed" if _validated(vendor, gpu, tests) else "failed"

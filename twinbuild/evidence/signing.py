@@ -144,6 +144,9 @@ def _about(statement: Statement, validated: Validated, source: str) -> None:
          f"the vendor commit {validated.commit[:12]} gives {p.variant}"),
         ("build.manifest_digest", p.build.manifest_digest, validated.manifest_digest,
          f"the manifest digest of {validated.commit[:12]}, computed here from its git objects"),
+        ("build.lock_digest", p.build.lock_digest, validated.locks.get(p.image),
+         f"the digest of {p.image.name}'s lock at {validated.commit[:12]}, computed here from "
+         "its git objects"),
     ]  # fmt: skip
     for key, recorded, wanted, what in pairs:
         if recorded != wanted:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, get_args
 
@@ -45,6 +45,9 @@ class Validated:
     inputs: Mapping[ImageKey, str]
     vendors: Mapping[str, Vendor]
     manifest_digest: str
+    #: Per image, the sha256 of its lock at the commit (pins/lock/<image>.toml); absent where
+    #: the commit has none. The evidence names the exact closure it tested.
+    locks: Mapping[ImageKey, str] = field(default_factory=dict)
 
     @property
     def ref(self) -> str:
@@ -87,6 +90,9 @@ class Build:
     image_id: str
     image_ref: str | None  # repo@sha256:... once pushed
     manifest_digest: str
+    #: sha256 of the image's lock (pins/lock/<image>.toml) at the validated commit: the closure
+    #: the run tested; None for a commit without one.
+    lock_digest: str | None = None
 
     def image_sha256(self) -> str:
         """The digest the image subject carries: the registry digest if pushed, else the id."""
@@ -298,6 +304,7 @@ def _predicate(p: Fields) -> Predicate:
         image_id=b.match("image_id", DIGEST_RE, digest),
         image_ref=b.opt_match("image_ref", IMAGE_REF_RE, "repository@sha256:<64 hex>"),
         manifest_digest=b.match("manifest_digest", DIGEST_RE, digest),
+        lock_digest=b.opt_match("lock_digest", DIGEST_RE, digest),
     )
     b.done()
     gpu = parse_gpu(p.opt_obj("gpu"))

@@ -16,7 +16,7 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
-from twinbuild.lint import renovate_layout
+from twinbuild.lint import locks, renovate_layout
 from twinbuild.lint.findings import Finding
 from twinbuild.manifest import url_version
 from twinbuild.manifest.loader import load
@@ -75,6 +75,7 @@ CODES: dict[str, str] = {
     "TB105": "recipe line looks like a pin but cannot be classified",
     "TB106": "recipe's # syntax= frontend not pinned by digest",
     "TB107": "recipe setting (build_args) that no recipe of its variants declares",
+    **locks.CODES,
 }
 
 
@@ -552,6 +553,18 @@ def lint(manifest: PinManifest, root: Path, *, strict: bool = False) -> LintRepo
     """The whole lint: manifest policy plus recipe drift."""
     report = lint_manifest(manifest, strict=strict)
     findings = [*report.findings, *lint_recipes(manifest, root)]
+    floating = list(report.floating)
+    if locks.applies(root):  # a repository that keeps locks: TB201-TB206 too
+        # a floating pin every image's lock resolves floats no more: the lock decides it
+        done = locks.resolved_pins(manifest, root)
+        floating = [f for f in floating if not _resolved(f, done)]
+        findings = [f for f in findings if not _resolved(f, done)]
+        for finding in locks.lint_locks(manifest, root):
+            if finding.code in locks.STRICT_ONLY:
+                floating.append(finding)
+                if not strict:
+                    continue
+            findings.append(finding)
     if (root / renovate_layout.CONFIG).is_file():  # a repository Renovate reads: TB013 too
         laid_out = _Collector(manifest)
         renovate_layout.check(
@@ -559,7 +572,15 @@ def lint(manifest: PinManifest, root: Path, *, strict: bool = False) -> LintRepo
         )
         findings += laid_out.findings
     findings.sort(key=lambda f: (f.path, f.line, f.code))
-    return LintReport(findings=findings, floating=report.floating)
+    return LintReport(findings=findings, floating=floating)
+
+
+def _resolved(finding: Finding, pins: frozenset[str]) -> bool:
+    """A TB010 about one of ``pins`` (as :func:`_lint_pin` words it)."""
+    if finding.code != "TB010" or not finding.message.startswith("pins."):
+        return False
+    name = finding.message.removeprefix("pins.").split(":", 1)[0]
+    return name in pins
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

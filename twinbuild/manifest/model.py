@@ -123,6 +123,8 @@ class Variant:
     all_reduce_floors: tuple[BandwidthFloor, ...] = ()
     #: The GPU smoke container's /dev/shm; None: it shares the host's IPC namespace (--ipc=host).
     shm_size: str | None = None
+    #: The base's glibc: the newest manylinux wheels ``twinbuild lock`` resolves for it.
+    glibc: str = "2.28"
     line: int = 0
 
     def images(self) -> tuple[ImageKey, ...]:

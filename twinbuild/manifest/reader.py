@@ -13,6 +13,7 @@ comes back.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,7 +169,7 @@ def _list_type(value: object) -> str:
 VARIANT_KEYS = (
     "vendor", "toolkit", "archs", "recipe", "base", "python", "gpu_archs", "validate", "runners",
     "build_args", "upstream", "imports", "binaries", "kernel_modules", "all_reduce_floors",
-    "shm_size",
+    "shm_size", "glibc",
 )  # fmt: skip
 #: Names a variant or group may not take: a pin's own keys (its override tables are named after
 #: variants and groups), the architectures' short names (override tables of their own), the
@@ -244,8 +245,24 @@ def _variant(r: Reader, name: str, spec: Mapping[str, Any], key: Key) -> Variant
         kernel_modules=_modules(r, spec, (*key, "kernel_modules")),
         all_reduce_floors=_floors(r, spec, (*key, "all_reduce_floors")),
         shm_size=_shm_size(r, spec, (*key, "shm_size")),
+        glibc=_glibc(r, spec, (*key, "glibc")),
         line=r.line_of(key),
     )
+
+
+#: A variant's glibc where the manifest does not say: manylinux_2_28 wheels run on every base here.
+DEFAULT_GLIBC = "2.28"
+
+
+def _glibc(r: Reader, spec: Mapping[str, Any], key: Key) -> str:
+    """The base's C library version (``2.39``): the manylinux wheels ``twinbuild lock`` takes."""
+    value = r.get_str(spec, key)
+    if value is None:
+        return DEFAULT_GLIBC
+    if not re.fullmatch(r"2\.[0-9]{1,3}", value):
+        r.error(key, f"{value!r} is not a glibc version like '2.39' (`ldd --version` in the base)")
+        return DEFAULT_GLIBC
+    return value
 
 
 def _archs(r: Reader, spec: Mapping[str, Any], key: Key) -> tuple[Arch, ...]:

@@ -13,6 +13,7 @@ and the report ``partial``; when nothing could be asked at all the command fails
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from typing import Any, Literal, get_args
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from twinbuild.closure.model import ImageLock
 from twinbuild.errors import EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, ResolvedPin
@@ -249,11 +251,55 @@ def _questions(
             ask, row = _pin_question(
                 first, tuple(i.name for i in on), images, options, index, clock
             )
+            if ask is not None and first.kind == "pypi" and first.values.version is None:
+                ask = _locked(ask, manifest, first, on)
             if ask is not None:
                 asks.append(ask)
             elif row is not None:
                 rows.append(row)
     return asks, rows
+
+
+def _lock_of(manifest: PinManifest, image: ImageKey) -> ImageLock | None:
+    """The image's lock beside the manifest (``pins/lock/``), where there is one."""
+    from twinbuild.closure.lockfile import read_if_there
+
+    path = manifest.path.parent / "lock" / f"{image.name}.toml"
+    with contextlib.suppress(TwinbuildError):  # an unreadable lock is the lint's to name
+        return read_if_there(path)
+    return None
+
+
+def _locked(ask: _Ask, manifest: PinManifest, pin: ResolvedPin, on: tuple[ImageKey, ...]) -> _Ask:
+    """A floating PyPI pin's row says the version its images' locks hold, and compares the
+    index's newest release with it: ``twinbuild lock --upgrade`` moves it."""
+    from twinbuild.closure.resolve import dist_name
+    from twinbuild.manifest.rendered import requirement
+
+    name = dist_name(requirement(pin))
+    held = set()
+    for image in on:
+        lock = _lock_of(manifest, image)
+        dist = lock.dist(name) if lock else None
+        if dist is not None and dist.version:
+            held.add(dist.version)
+    if not held:
+        return ask
+    shown = ", ".join(sorted(held))
+    row = _with(ask.row, current=f"{ask.row.current} (locked {shown})")
+    floating = ask.answer
+
+    def answer(current: str) -> tuple[str | None, Status, str]:
+        latest, status, note = floating(current)
+        if status != "floating" or latest is None:
+            return latest, status, note
+        with contextlib.suppress(InvalidVersion):
+            if any(Version(latest) > Version(v) for v in held):
+                why = f"the lock holds {shown}; `twinbuild lock --upgrade {pin.name}` moves it"
+                return latest, "outdated", "; ".join(x for x in (note, why) if x)
+        return latest, "current", note
+
+    return dataclasses.replace(ask, row=row, answer=answer)
 
 
 def _pin_question(

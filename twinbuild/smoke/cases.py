@@ -124,6 +124,20 @@ def gpu_case(
     )
 
 
+def closure_lock(root: Path, target: Target) -> tuple[str | None, str | None]:
+    """The lock the closure check holds the image to, or why there is none."""
+    from twinbuild.closure.lockfile import lock_path
+
+    if target.image_id is None:
+        return None, "host mode: no image closure to compare with a lock"
+    if target.profile != "production":
+        return None, NOT_PRODUCTION.format(what="locked closure (pins/lock/ locks production)")
+    path = lock_path(root, target.image.name)
+    if not path.is_file():
+        return None, f"no lock {path}: run `twinbuild lock` and commit it"
+    return str(path), None
+
+
 def build_spec(
     eng: EngineAPI | None,
     manifest: PinManifest,
@@ -158,7 +172,10 @@ def build_spec(
         pins = [PinCase(pin=c.pin, skip=BARE_HOST.format(what="pins")) for c in pins]
         binaries_skip = BARE_HOST.format(what="binaries (the GPU checks run all_reduce_perf)")
         imports = []
+    lock, lock_skip = closure_lock(root, target)
     return SuiteSpec(
+        lock=lock,
+        lock_skip=lock_skip,
         hostspec=hostspec,
         variant=target.image.variant,
         arch=target.image.arch,

@@ -70,6 +70,9 @@ class SuiteSpec:
     base_skip: str | None = None
     gpu: GpuCase | None = None
     rerun_failed_once: bool = False
+    #: The image's lock (pins/lock/<image>.toml) the closure check holds it to, or why none.
+    lock: str | None = None
+    lock_skip: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"schema": SCHEMA, **dataclasses.asdict(self)}, indent=1, sort_keys=True)

@@ -52,6 +52,21 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("binary", spec.binaries, ids=spec.binaries)
     if "module" in metafunc.fixturenames:
         metafunc.parametrize("module", spec.imports, ids=spec.imports)
+    if "closure_entry" in metafunc.fixturenames:
+        entries = closure_entries(spec)
+        metafunc.parametrize("closure_entry", entries, ids=entries)
+
+
+def closure_entries(spec: SuiteSpec) -> list[str]:
+    """One closure check per locked distribution, git pin and apt package of the image's lock
+    (one that is skipped where there is no lock)."""
+    if spec.lock is None:
+        return ["no-lock"]
+    from twinbuild.closure import lockfile
+
+    lock = lockfile.read(Path(spec.lock))
+    names = [d.name for d in lock.dists] + [g.dist for g in lock.git if g.dist]
+    return sorted(set(names) | {a.package for a in lock.apt})
 
 
 @pytest.fixture(scope="session")

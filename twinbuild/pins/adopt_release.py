@@ -1,4 +1,4 @@
-"""``twinbuild pins lock RELEASE_LOCK``: upstream's release lock as pins.
+"""``twinbuild pins adopt-release RELEASE_LOCK``: upstream's release lock as pins.
 
 Upstream cuts a release with ``release-lock.json`` (its ``write_release_lock.py``): the SGLang and
 Megatron-LM commits the release bakes, beside the branches they come from; the miles commit is the
@@ -37,8 +37,8 @@ KNOWN = (
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LockOptions:
-    """What ``twinbuild pins lock`` was asked for."""
+class AdoptOptions:
+    """What ``twinbuild pins adopt-release`` was asked for."""
 
     manifest: Path = DEFAULT_PATH
     lock: Path
@@ -48,7 +48,7 @@ class LockOptions:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class LockResult:
+class AdoptResult:
     path: Path
     moved: dict[str, str]  # pin -> commit
     rebuild: dict[ImageKey, tuple[Profile, ...]]
@@ -56,7 +56,7 @@ class LockResult:
     written: bool
 
     def to_dict(self) -> dict[str, object]:
-        """``pins lock --format json``: what moved, what rebuilds (not the manifest itself)."""
+        """``pins adopt-release --format json``: what moved, what rebuilds (not the manifest)."""
         return {
             "manifest": str(self.path), "moved": dict(self.moved), "written": self.written,
             "rebuild": {i.name: list(profiles) for i, profiles in self.rebuild.items()},
@@ -75,7 +75,7 @@ class LockResult:
         return "\n".join(lines) + "\n"
 
 
-def lock_pins(options: LockOptions) -> LockResult:
+def adopt_release(options: AdoptOptions) -> AdoptResult:
     """Move the locked pins to the lock's commits; write nothing unless all of them pass."""
     old = load(options.manifest)
     doc = strictjson.load(options.lock, what="release lock")
@@ -111,7 +111,7 @@ def lock_pins(options: LockOptions) -> LockResult:
         raise ConfigError(f"{old.path}: the lock would fail the lint, nothing written:\n{listed}")
     if not options.dry_run:
         write_atomic(options.manifest, text)
-    return LockResult(
+    return AdoptResult(
         path=options.manifest, moved=commits, rebuild=rebuild_needed(old, new), manifest=new,
         written=not options.dry_run,
     )  # fmt: skip

@@ -1,0 +1,115 @@
+"""Closure conformance (twinbuild/smoke/closure.py): each difference between the image and its
+lock is one failing check naming the package, both versions and what brought it."""
+
+from __future__ import annotations
+
+from twinbuild.closure.model import BaseState, ImageLock, LockedApt, LockedDist, LockedGit
+from twinbuild.smoke.closure import check_closure
+from twinbuild.smoke.conformance import Collected
+
+COMMIT = "b5588e83de86412a48689a6583a4b567e75f7acc"
+SOURCE = "pins/lock/cu13-amd64.toml"
+
+
+def lock(*, captured: bool = False) -> ImageLock:
+    return ImageLock(
+        image="cu13-amd64",
+        variant="cu13",
+        arch="linux/amd64",
+        python="3.12",
+        platform="x86_64-manylinux_2_39",
+        manifest_digest="sha256:" + "0" * 64,
+        base=BaseState(image="base", captured=captured),
+        resolver="uv",
+        dists=(
+            LockedDist(name="nvidia-cutlass-dsl", version="4.6.2", pins=("nvidia-cutlass-dsl",)),
+            LockedDist(name="dep-a", version="1.0", via=("solid",)),
+            LockedDist(name="numpy", version="2.1.0", origin="base"),
+        ),
+        git=(
+            LockedGit(
+                pin="torch-memory-saver", repo="r", ref="", commit=COMMIT, dist="torch_memory_saver"
+            ),
+        ),
+        apt=(
+            LockedApt(pin="tmux", package="tmux", version="3.4-1"),
+            LockedApt(pin="nvtop", package="nvtop", version="", note="no capture"),
+        ),
+    )
+
+
+def image(**over: object) -> Collected:
+    dists = {
+        "nvidia-cutlass-dsl": {"name": "nvidia-cutlass-dsl", "version": "4.6.2"},
+        "dep-a": {"name": "dep-a", "version": "1.0"},
+        "numpy": {"name": "numpy", "version": "2.1.0"},
+        "torch-memory-saver": {
+            "name": "torch_memory_saver", "version": "0.0.9",
+            "direct_url": {"url": "https://x", "vcs_info": {"vcs": "git", "commit_id": COMMIT}},
+        },
+    }  # fmt: skip
+    dists.update(over)
+    return Collected.from_json({
+        "python": "3.12", "distributions": [d for d in dists.values() if d],
+        "apt": {"tmux": "3.4-1", "nvtop": "3.0"},
+    })  # fmt: skip
+
+
+def test_the_image_of_the_lock_passes() -> None:
+    assert check_closure(lock(), image(), source=SOURCE) == []
+
+
+def test_a_layer_that_force_installs_an_older_locked_package_fails() -> None:
+    # the #2600 class: a later layer puts nvidia-cutlass-dsl 4.6.0 back over the locked 4.6.2
+    older = {"name": "nvidia-cutlass-dsl", "version": "4.6.0"}
+    (found,) = check_closure(lock(), image(**{"nvidia-cutlass-dsl": older}), source=SOURCE)
+    assert found.outcome == "failed"
+    assert (found.package, found.locked, found.found, found.brought_by) == (
+        "nvidia-cutlass-dsl",
+        "4.6.2",
+        "4.6.0",
+        "layer",
+    )
+    assert found.message == (
+        "pins/lock/cu13-amd64.toml: nvidia-cutlass-dsl: the image holds another version than "
+        "the lock's (lock 4.6.2, image 4.6.0, brought by layer)"
+    )
+
+
+def test_missing_extra_and_base_ones_are_each_one_check() -> None:
+    found = check_closure(
+        lock(),
+        image(
+            **{
+                "dep-a": {},
+                "stray": {"name": "stray", "version": "0.1"},
+                "numpy": {"name": "numpy", "version": "1.26.4"},
+            }
+        ),
+        source=SOURCE,
+    )
+    by = {f.package: (f.locked, f.found, f.brought_by) for f in found}
+    assert by == {
+        "dep-a": ("1.0", "", "layer"),
+        "numpy": ("2.1.0", "1.26.4", "base"),
+        "stray": ("", "0.1", "the base or a layer"),  # no capture: the lock cannot tell
+    }
+    (stray,) = check_closure(lock(captured=True), image(stray={"name": "stray", "version": "1"}),
+                             source=SOURCE)  # fmt: skip
+    assert stray.brought_by == "layer"
+
+
+def test_a_git_pin_at_another_commit_and_an_apt_version_fail() -> None:
+    other = "0" * 40
+    moved = {
+        "name": "torch_memory_saver", "version": "0.0.9",
+        "direct_url": {"url": "https://x", "vcs_info": {"vcs": "git", "commit_id": other}},
+    }  # fmt: skip
+    found = check_closure(lock(), image(**{"torch-memory-saver": moved}), source=SOURCE)
+    assert [(f.package, f.locked, f.found) for f in found] == [
+        ("torch-memory-saver", COMMIT, other)
+    ]
+    collected = image()
+    collected = Collected(python="3.12", dists=collected.dists, apt={"tmux": "3.3", "nvtop": "x"})
+    (apt,) = check_closure(lock(), collected, source=SOURCE)
+    assert (apt.package, apt.locked, apt.found) == ("tmux", "3.4-1", "3.3")  # nvtop: not locked

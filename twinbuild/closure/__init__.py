@@ -1,0 +1,1 @@
+"""``twinbuild lock``: the lock of every image's whole closure (pins/lock/), and its checks."""

@@ -1,0 +1,284 @@
+"""The resolver: ``uv pip compile``, run the one way twinbuild runs it, and its answer read back.
+
+uv resolves for a Python and platform other than this host's (``--python-version``,
+``--python-platform``), writes PEP 751 (``--format pylock.toml``: every file of the chosen version
+that platform may install, with its hash) and says which requirement brought each package (its
+``requirements.txt`` annotations, from a second run on the warm cache). It never downloads a
+Python here, reads no user or project configuration, keeps its cache under twinbuild's, and is
+bounded: each HTTP request by ``TWINBUILD_LOCK_TIMEOUT`` seconds (default 30; one retry), the
+whole run by ten times that. How it ends is mapped to one line and an exit code: a package or
+version the index lacks or a conflict (:class:`ResolutionFailed`), an index that does not answer
+or stalls (:class:`IndexUnreachable`), a resolver killed midway (:class:`ResolverFailed`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from packaging.utils import canonicalize_name
+
+from twinbuild.errors import ConfigError, IndexUnreachable, ResolutionFailed, ResolverFailed
+from twinbuild.util import environ
+from twinbuild.util.paths import cache_root
+
+DEFAULT_TIMEOUT_S = 30
+#: Environment uv would otherwise read: another index, a config file, a Python download.
+_DROPPED = (
+    "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_CONSTRAINT",
+    "UV_OVERRIDE", "UV_FIND_LINKS", "UV_CONFIG_FILE", "UV_OFFLINE", "UV_NO_CACHE",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Found:
+    """One package of uv's answer."""
+
+    name: str
+    version: str
+    files: tuple[tuple[str, str], ...]  # (file name, sha256)
+    via: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ask:
+    """One resolution: what to resolve, for which Python and platform, against which index."""
+
+    requirements: tuple[str, ...]
+    python: str
+    platform: str
+    overrides: tuple[str, ...] = ()
+    constraints: tuple[str, ...] = ()
+    no_deps: bool = False
+    index_url: str | None = None  # None: uv's default index
+    extra_index: str | None = None  # a pin's own index, before the default one
+    upgrade: bool = False
+    upgrade_packages: tuple[str, ...] = ()
+    #: From the cache alone (no index asked): tried first when nothing is to be upgraded.
+    offline: bool = False
+    refresh: bool = False  # revalidate every cached page with the index
+    source: str = "pins/lock"  # the lock file the messages name
+
+
+def binary() -> str:
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise ConfigError(
+            "uv: not installed; `pip install uv` (twinbuild depends on it: locks/gate.txt)"
+        ) from None
+    return str(find_uv_bin())
+
+
+def timeout_s() -> int:
+    found = environ.whole("TWINBUILD_LOCK_TIMEOUT", low=1, high=3600, hint="seconds")
+    return DEFAULT_TIMEOUT_S if found is None else found
+
+
+def version() -> str:
+    proc = subprocess.run([binary(), "--version"], capture_output=True, text=True, check=False)
+    words = proc.stdout.split()
+    return f"uv {words[1]}" if len(words) >= 2 else "uv"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED}
+    env.update(
+        UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1", UV_HTTP_TIMEOUT=str(timeout_s()),
+        UV_HTTP_RETRIES="1", UV_CACHE_DIR=str(cache_root() / "uv"), NO_COLOR="1",
+        UV_NO_PROGRESS="1",
+    )  # fmt: skip
+    return env
+
+
+def _base_args(ask: Ask) -> list[str]:
+    args = ["pip", "compile", "--quiet", "--python-version", ask.python,
+            "--python-platform", ask.platform, "--no-header", "--no-strip-extras"]  # fmt: skip
+    if ask.index_url:
+        args += ["--default-index", ask.index_url]
+    if ask.extra_index:
+        args += ["--index", ask.extra_index]
+    if ask.no_deps:
+        args.append("--no-deps")
+    if ask.offline:
+        args.append("--offline")
+    return args
+
+
+def resolve_cached_first(ask: Ask) -> list[Found]:
+    """:func:`resolve` from the cache alone, then, where the cache lacks something, asking the
+    index: a warm lock run asks no index at all. An upgrade always asks the index."""
+    if ask.upgrade or ask.upgrade_packages:
+        return resolve(ask)
+    try:
+        return resolve(replace(ask, offline=True))
+    except (ResolutionFailed, IndexUnreachable):
+        # the cache lacks something: ask the index afresh (a cached page may be fresh by
+        # its headers and still predate the release the manifest now names)
+        return resolve(replace(ask, refresh=True))
+
+
+def resolve(ask: Ask) -> list[Found]:
+    """Resolve ``ask``; every package with its files and what brought it."""
+    with tempfile.TemporaryDirectory(prefix="twinbuild-uv-") as work:
+        folder = Path(work)
+        req = _file(folder / "requirements.in", ask.requirements)
+        args = [*_base_args(ask), str(req)]
+        if ask.overrides:
+            args += ["--overrides", str(_file(folder / "overrides.txt", ask.overrides))]
+        if ask.constraints:
+            args += ["--constraints", str(_file(folder / "constraints.txt", ask.constraints))]
+        moving: list[str] = ["--upgrade", "--refresh"] if ask.upgrade else []
+        if ask.refresh and not ask.upgrade:
+            moving.append("--refresh")
+        for name in ask.upgrade_packages:
+            moving += ["--upgrade-package", name, "--refresh-package", name]
+        out = folder / "pylock.toml"
+        _run([*args, *moving, "--generate-hashes", "--format", "pylock.toml", "-o", str(out)], ask)
+        found = _read_pylock(out, ask.source)
+        if ask.no_deps:
+            return found
+        # Who brought what: the same resolution, pinned, written as requirements.txt with uv's
+        # annotations (on the cache the first run filled: no index is asked again).
+        pinned = _file(folder / "pinned.txt", [f"{f.name}=={f.version}" for f in found])
+        text_out = folder / "annotated.txt"
+        offline = [] if ask.offline else ["--offline"]
+        _run([*args, "--constraints", str(pinned), *offline, "--annotation-style", "line",
+              "-o", str(text_out)], ask)  # fmt: skip
+        via = _read_via(text_out)
+        return [
+            Found(name=f.name, version=f.version, files=f.files, via=via.get(f.name, ()))
+            for f in found
+        ]
+
+
+def _file(path: Path, lines: Sequence[str]) -> Path:
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _run(args: list[str], ask: Ask) -> None:
+    limit = timeout_s() * 10
+    with subprocess.Popen(
+        [binary(), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, errors="replace", env=_env(), start_new_session=True,
+    ) as child:  # fmt: skip
+        try:
+            _, stderr = child.communicate(timeout=limit)
+        except BaseException:
+            # a stall past the deadline, or Ctrl-C: uv and whatever it started go together
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
+                raise
+            timed_out = True
+        else:
+            timed_out = False
+    if timed_out:
+        raise IndexUnreachable(
+            f"{ask.source}: the resolver got no answer from the index within {limit} s; check "
+            "the index (--index-url) and the network, or raise TWINBUILD_LOCK_TIMEOUT; the lock "
+            "was left as it was"
+        ) from None
+    code = child.returncode
+    if code == 0:
+        return
+    if code < 0:
+        name = signal.Signals(-code).name
+        raise ResolverFailed(
+            f"{ask.source}: the resolver (uv) was killed by {name} midway; nothing was written, "
+            "the lock was left as it was; run `twinbuild lock` again"
+        )
+    raise _classify(stderr, ask)
+
+
+_NETWORK = re.compile(
+    r"error sending request|dns error|failed to lookup address|Connection refused|"
+    r"operation timed out|timed out|Request failed after|connection closed|"
+    r"Network connectivity is disabled|tcp connect error",
+    re.IGNORECASE,
+)
+_NOT_FOUND = re.compile(
+    r"Because ([A-Za-z0-9._-]+) was not found in the package registry|"
+    r"there is no version of ([A-Za-z0-9._-]+)(\S*)|"
+    r"Because only ([A-Za-z0-9._-]+)\S* is available"
+)
+
+
+def _classify(stderr: str, ask: Ask) -> Exception:
+    text = " ".join(stderr.split())
+    cut = text[:600] + (" ..." if len(text) > 600 else "")
+    if "No solution found" in text or "unsatisfiable" in text:
+        missing = _NOT_FOUND.search(text)
+        if missing and "incompatible" not in text and "depends on" not in text:
+            name = next(g for g in missing.groups() if g)
+            return ResolutionFailed(
+                f"{ask.source}: the index has no release of {name} that the manifest allows "
+                f"({cut}); fix its pin in pins/manifest.toml; the lock was left as it was"
+            )
+        return ResolutionFailed(
+            f"{ask.source}: no closure satisfies the requirements ({cut}); change one of the two "
+            "requirements it names in pins/manifest.toml; the lock was left as it was"
+        )
+    if _NETWORK.search(text):
+        where = ask.index_url or ask.extra_index or "the default index"
+        return IndexUnreachable(
+            f"{ask.source}: the package index {where} did not answer ({cut}); check the index "
+            "and the network, then run `twinbuild lock` again; the lock was left as it was"
+        )
+    return ResolutionFailed(
+        f"{ask.source}: the resolver failed ({cut}); fix what it names in pins/manifest.toml; "
+        "the lock was left as it was"
+    )
+
+
+def _read_pylock(path: Path, source: str) -> list[Found]:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ResolverFailed(
+            f"{source}: the resolver's output could not be read ({exc}); run `twinbuild lock` again"
+        ) from None
+    found = []
+    for package in raw.get("packages", []):
+        files: list[tuple[str, str]] = []
+        sdist = package.get("sdist")
+        for entry in [*package.get("wheels", []), *([sdist] if sdist else [])]:
+            url = entry.get("url") or entry.get("path") or entry.get("name") or ""
+            sha = entry.get("hashes", {}).get("sha256", "")
+            files.append((entry.get("name") or unquote(urlsplit(url).path.rsplit("/", 1)[-1]), sha))
+        found.append(
+            Found(
+                name=canonicalize_name(package["name"]),
+                version=str(package.get("version", "")),
+                files=tuple(sorted(files)),
+            )
+        )
+    return found
+
+
+_ENTRY = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)(?:\s+#\s*via\s+(.*))?$")
+
+
+def _read_via(path: Path) -> dict[str, tuple[str, ...]]:
+    via: dict[str, tuple[str, ...]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = _ENTRY.match(line.strip())
+        if not m:
+            continue
+        names = [w.strip() for w in (m.group(3) or "").split(",")]
+        via[canonicalize_name(m.group(1))] = tuple(
+            sorted({canonicalize_name(n) for n in names if n and not n.startswith("-")})
+        )
+    return via

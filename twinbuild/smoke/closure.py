@@ -1,0 +1,90 @@
+"""Closure conformance: every distribution in the image exactly the lock's, and nothing else.
+
+Pure functions over the collector's answer (:class:`Collected`) and the image's lock
+(``pins/lock/<image>.toml``): no container, no engine. One :class:`ClosureResult` per
+difference, each naming the package, the lock's version, the image's version and whether the
+base or a layer brought it:
+
+- a distribution the image holds at another version than the lock's (the #2600 class: a layer
+  that force-installs an older ``nvidia-cutlass-dsl`` over the locked one);
+- one the lock has and the image lacks; one the image has and the lock does not;
+- a git pin installed at another commit than the lock's (PEP 610 ``direct_url.json``);
+- an apt package at another version than the lock's (where the lock knows one).
+
+What the lock marks as not resolvable here (a git ref, an apt version without a capture) is
+not compared; a lock made without a capture of its base cannot tell the base's distributions
+from extra ones, so "not in the lock" is then said of them as "the base or a layer".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from twinbuild.closure.model import ImageLock
+from twinbuild.smoke.conformance import Collected, Outcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClosureResult:
+    package: str
+    outcome: Outcome
+    message: str
+    locked: str  # the lock's version or commit ("" where the lock has none)
+    found: str  # the image's ("" where it has none)
+    brought_by: str  # "base", "layer", or "the base or a layer"
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return Version(a) == Version(b)
+    except InvalidVersion:
+        return a == b
+
+
+def check_closure(lock: ImageLock, found: Collected, *, source: str) -> list[ClosureResult]:
+    """Every difference between ``found`` and ``lock`` (``source``: the lock file, for messages);
+    an empty list when the image holds exactly the lock's closure."""
+    out: list[ClosureResult] = []
+    git_dists = {canonicalize_name(g.dist): g for g in lock.git if g.dist}
+    locked = {d.name: d for d in lock.dists}
+
+    def fail(package: str, locked_v: str, found_v: str, by: str, what: str) -> None:
+        out.append(ClosureResult(
+            package=package, outcome="failed", locked=locked_v, found=found_v, brought_by=by,
+            message=f"{source}: {package}: {what} (lock {locked_v or '-'}, image "
+            f"{found_v or '-'}, brought by {by})",
+        ))  # fmt: skip
+
+    for name, dist in sorted(locked.items()):
+        held = found.dists.get(name)
+        if not dist.version:
+            continue
+        if held is None:
+            fail(name, dist.version, "", dist.origin, "locked but not in the image")
+        elif not _same(held.version, dist.version):
+            fail(name, dist.version, held.version, dist.origin,
+                 "the image holds another version than the lock's")  # fmt: skip
+    for name, git in sorted(git_dists.items()):
+        held = found.dists.get(name)
+        vcs = (held.direct_url or {}).get("vcs_info") if held is not None else None
+        commit = vcs.get("commit_id", "") if isinstance(vcs, dict) else ""
+        if git.commit and held is not None and commit and commit != git.commit:
+            fail(name, git.commit, commit, "layer", "installed from another commit than the lock's")
+    base_known = lock.base.captured
+    for name, held in sorted(found.dists.items()):
+        if name in locked or name in git_dists:
+            continue
+        # with a capture, the base's own are in the lock: what is left a layer brought
+        by = "layer" if base_known else "the base or a layer"
+        fail(name, "", held.version, by, "in the image but not in the lock")
+    for apt in lock.apt:
+        if not apt.version:
+            continue
+        got = found.apt.get(apt.package)
+        if got != apt.version:
+            fail(apt.package, apt.version, got or "", "layer",
+                 "the image's apt package is at another version than the lock's")  # fmt: skip
+    return out
