@@ -30,7 +30,7 @@ OUTPUT_DESTS = frozenset({"quiet", "verbose", "format"})
 # command words -> "module:function" the handler passes its options object to (first argument)
 LIBRARY: dict[tuple[str, ...], str] = {
     ("lint",): "twinbuild.lint.checks:lint_project",
-    ("lock",): "twinbuild.closure.run:lock_all",
+    ("lock",): "twinbuild.closure.lock_command:lock_all",
     ("render",): "twinbuild.builder.render_command:render_manifest",
     ("engine",): "twinbuild.engine.daemon:control",
     ("base",): "twinbuild.engine.base:base_for",

@@ -14,7 +14,7 @@ from tests.pyindex import PyIndex
 from tests.unit.test_lock import PINS, args, write_pins
 from twinbuild.cli.main import main
 from twinbuild.closure import lockfile
-from twinbuild.closure.model import LockedDist
+from twinbuild.closure.lock_model import LockedDist
 from twinbuild.closure.resolve import NO_FILE_NOTE
 from twinbuild.lint.checks import lint
 from twinbuild.lint.locks import lint_locks

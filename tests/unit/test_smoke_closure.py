@@ -3,7 +3,7 @@ lock is one failing check naming the package, both versions and what brought it.
 
 from __future__ import annotations
 
-from twinbuild.closure.model import BaseState, ImageLock, LockedApt, LockedDist, LockedGit
+from twinbuild.closure.lock_model import BaseState, ImageLock, LockedApt, LockedDist, LockedGit
 from twinbuild.smoke.closure import check_closure
 from twinbuild.smoke.conformance import Collected
 

@@ -82,7 +82,7 @@ def child_main(arg: str) -> None:
     # Import before the clock starts: the in-process figure is the work, not the interpreter's
     # imports (the whole-process figure, measured by the parent, has both).
     import twinbuild.builder.image
-    import twinbuild.closure.run
+    import twinbuild.closure.lock_command
     import twinbuild.engine.base
     import twinbuild.engine.client
     import twinbuild.importer.run
@@ -226,7 +226,7 @@ def _job_lint(job: dict[str, Any]) -> dict[str, Any]:
 def _job_lock(job: dict[str, Any]) -> dict[str, Any]:
     import resource
 
-    from twinbuild.closure.run import LockOptions, lock_all
+    from twinbuild.closure.lock_command import LockOptions, lock_all
 
     root = Path(job["root"])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -9,7 +9,7 @@ from twinbuild.util import output
 
 
 def cmd_lock(args: argparse.Namespace) -> int:
-    from twinbuild.closure.run import LockOptions, lock_all
+    from twinbuild.closure.lock_command import LockOptions, lock_all
 
     options = LockOptions(
         manifest=manifest_path(args), root=root(args),

@@ -18,7 +18,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, cast
 
-from twinbuild.closure.model import (
+from twinbuild.closure.lock_model import (
     FORMAT,
     BaseState,
     ImageLock,

@@ -23,8 +23,7 @@ from packaging.utils import canonicalize_name
 from twinbuild.closure import uv
 from twinbuild.closure.capture import BaseCapture, capture_command
 from twinbuild.closure.layers import no_deps_layers
-from twinbuild.closure.lockfile import LOCK_DIR
-from twinbuild.closure.model import (
+from twinbuild.closure.lock_model import (
     DEFAULT_INDEX,
     BaseState,
     ImageLock,
@@ -33,6 +32,7 @@ from twinbuild.closure.model import (
     LockedFile,
     LockedGit,
 )
+from twinbuild.closure.lockfile import LOCK_DIR
 from twinbuild.closure.refs import resolve_ref
 from twinbuild.errors import ConfigError, IndexUnreachable, ResolutionFailed
 from twinbuild.manifest.model import MACHINES, ImageKey, PinManifest, ResolvedPin

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from twinbuild.closure import lockfile
 from twinbuild.closure.capture import capture_path, read_capture
-from twinbuild.closure.model import ImageLock
+from twinbuild.closure.lock_model import ImageLock
 from twinbuild.closure.resolve import NO_FILE_NOTE, asked, dist_name
 from twinbuild.errors import LockInvalid
 from twinbuild.lint.findings import Finding

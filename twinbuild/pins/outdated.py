@@ -23,7 +23,7 @@ from typing import Any, Literal, get_args
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from twinbuild.closure.model import ImageLock
+from twinbuild.closure.lock_model import ImageLock
 from twinbuild.errors import EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest, ResolvedPin

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from twinbuild.closure.model import ImageLock
+from twinbuild.closure.lock_model import ImageLock
 from twinbuild.smoke.conformance import Collected, Outcome
 
 

@@ -19,7 +19,7 @@ from packaging.utils import canonicalize_name
 
 from twinbuild.closure import lockfile, uv
 from twinbuild.closure.capture import capture_path, read_capture
-from twinbuild.closure.model import ImageLock
+from twinbuild.closure.lock_model import ImageLock
 from twinbuild.closure.resolve import (
     NO_FILE_NOTE,
     ImageRequest,
