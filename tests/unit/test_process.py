@@ -182,8 +182,12 @@ def test_an_interrupted_stream_asks_the_command_to_stop_and_lets_it_finish(
     # SIGTERM reaches the whole group: the shell's own handler runs, its child goes too
     said = tmp_path / "said"
     pids = tmp_path / "pids"
+    # the child says its pid once it runs a program of its own (a forked shell not yet there
+    # would take SIGTERM as its parent's trap and carry on)
     script = (
-        f"trap 'echo cancelled > {said}; exit 5' TERM; sleep 60 & echo $! > {pids}; echo up; wait"
+        f"trap 'echo cancelled > {said}; exit 5' TERM; "
+        f"{SH} -c 'echo $$ > {pids}; exec sleep 60' & "
+        f"until [ -s {pids} ]; do sleep 0.1; done; echo up; wait"
     )
 
     def on_line(text: str) -> None:
