@@ -280,3 +280,53 @@ def test_build_in_github_actions_adopts_nothing_and_reads_no_registry_cache(
     )  # fmt: skip
     build_images(request, say=lambda _: None)
     assert engine2.builds[0].cache_from == ("127.0.0.1:5999/twinbuild-ci/rocm:production-amd64",)
+
+
+def test_ctrl_c_during_parallel_builds_stops_every_builds_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With --jobs the builds run in worker threads, their buildx in process groups of its own:
+    the terminal's Ctrl-C reaches the main thread alone, which stops each build's command. Each
+    command here would run 60 s; stopped, it ends by SIGTERM instead of exiting 0."""
+    import contextlib
+    import signal
+    import threading
+
+    from twinbuild.builder.build_options import BuildRequest
+    from twinbuild.builder.image import build_images
+    from twinbuild.engine import client
+    from twinbuild.engine.api import BuildOutcome, BuildTarget
+    from twinbuild.util import process
+
+    assert threading.current_thread() is threading.main_thread()  # where signals land
+    main = threading.get_ident()
+    started: list[str] = []
+    codes: list[int] = []
+    guard = threading.Lock()
+
+    class StreamingEngine(FakeEngine):
+        def build(
+            self, target: BuildTarget, *, line: object, mirror: str, say: object
+        ) -> BuildOutcome:
+            def on_line(text: str) -> None:
+                with guard:
+                    started.append(text)
+                    if len(started) == 2:  # both builds run: Ctrl-C
+                        signal.pthread_kill(main, signal.SIGINT)
+
+            code = process.stream(["sh", "-c", "echo up; exec sleep 60"], on_line=on_line,
+                                  stop_grace=30)  # fmt: skip
+            codes.append(code)
+            return BuildOutcome(exit_code=code, image_id=None)
+
+    root = mini_project(tmp_path)
+    engine = StreamingEngine()
+    monkeypatch.setattr(client, "connect", lambda: contextlib.nullcontext(engine))
+    request = BuildRequest(
+        manifest=root / "pins/manifest.toml", jobs=2,
+        options=BuildOptions(root=root, profile="production", lock_timeout=0.3),
+    )  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        build_images(request, say=lambda _: None)
+    assert codes == [-signal.SIGTERM, -signal.SIGTERM]
+    assert engine.tagged == []

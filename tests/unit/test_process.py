@@ -141,6 +141,103 @@ def test_a_detached_command_outlives_the_call_and_writes_its_log(tmp_path: Path)
     assert log.read_text() == "up\nwarn\n"
 
 
+def _gone(pid: int) -> bool:
+    """``pid`` ended (or is a zombie not reaped yet: SIGKILL lands when it next runs), waiting
+    for it at most 30 s."""
+    stat = Path(f"/proc/{pid}/stat")
+    for _ in range(300):
+        try:
+            if stat.read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                return True
+        except OSError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_a_streamed_command_hands_over_each_line_as_it_is_written(tmp_path: Path) -> None:
+    # the program writes its second line only once the first was handed over: lines that came
+    # at the end (or in a buffer) would leave it waiting out its 60 s, then exit 9
+    seen = tmp_path / "seen"
+    script = (
+        f"echo one; echo >&2 err; i=0; while [ ! -e {seen} ]; do i=$((i+1)); "
+        "[ $i -gt 600 ] && exit 9; sleep 0.1; done; printf 'two\\r\\ncaf\\377\\n'; "
+        'echo "$TB_ADDED $PWD"; exit 3'
+    )
+    lines: list[str] = []
+
+    def on_line(text: str) -> None:
+        lines.append(text)
+        seen.touch()
+
+    code = process.stream([SH, "-c", script], on_line=on_line, stop_grace=30,
+                          env={"TB_ADDED": "on top"}, cwd=tmp_path)  # fmt: skip
+    assert code == 3
+    assert lines == ["one", "err", "two", "caf\ufffd", f"on top {tmp_path}"]
+
+
+def test_an_interrupted_stream_asks_the_command_to_stop_and_lets_it_finish(
+    tmp_path: Path,
+) -> None:
+    # SIGTERM reaches the whole group: the shell's own handler runs, its child goes too
+    said = tmp_path / "said"
+    pids = tmp_path / "pids"
+    # the child says its pid once it runs a program of its own (a forked shell not yet there
+    # would take SIGTERM as its parent's trap and carry on)
+    script = (
+        f"trap 'echo cancelled > {said}; exit 5' TERM; "
+        f"{SH} -c 'echo $$ > {pids}; exec sleep 60' & "
+        f"until [ -s {pids} ]; do sleep 0.1; done; echo up; wait"
+    )
+
+    def on_line(text: str) -> None:
+        raise KeyboardInterrupt  # Ctrl-C while the build runs
+
+    with pytest.raises(KeyboardInterrupt):
+        process.stream([SH, "-c", script], on_line=on_line, stop_grace=30)
+    assert said.read_text(encoding="utf-8") == "cancelled\n"  # its grace, used
+    assert _gone(int(pids.read_text(encoding="utf-8")))
+
+
+def test_a_streamed_command_that_will_not_stop_is_killed_after_its_grace(tmp_path: Path) -> None:
+    # both the shell and its sleep ignore SIGTERM: only the SIGKILL after the grace ends them
+    pids = tmp_path / "pids"
+    script = f"trap '' TERM; sleep 60 & echo $! > {pids}; echo up; wait"
+
+    def on_line(text: str) -> None:
+        raise RuntimeError("the reader failed")
+
+    with pytest.raises(RuntimeError, match="the reader failed"):
+        process.stream([SH, "-c", script], on_line=on_line, stop_grace=1)
+    assert _gone(int(pids.read_text(encoding="utf-8")))
+
+
+def test_stop_streams_stops_a_stream_a_worker_thread_runs(tmp_path: Path) -> None:
+    # a Ctrl-C reaches the main thread alone; the worker's command ends, and its status says so
+    import signal
+    import threading
+
+    started = threading.Event()
+    codes: list[int] = []
+
+    def worker() -> None:
+        codes.append(process.stream([SH, "-c", "echo up; exec sleep 60"],
+                                    on_line=lambda _: started.set(), stop_grace=30))  # fmt: skip
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    assert started.wait(30)
+    process.stop_streams()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert codes == [-signal.SIGTERM]
+
+
+def test_a_streamed_program_that_is_missing_is_the_same_one_line() -> None:
+    with pytest.raises(process.CommandMissing, match=r"^tb-no-such-program: not found on PATH"):
+        process.stream(["tb-no-such-program"], on_line=print, stop_grace=1)
+
+
 def _starts_processes(path: Path) -> list[int]:
     """Lines of ``path`` that call subprocess.run, Popen or check_output (by any spelling)."""
     starters = {"run", "Popen", "check_output", "call"}
@@ -165,8 +262,8 @@ def _starts_processes(path: Path) -> list[int]:
 #: Modules that still start a process themselves, and why each may. Each must still do so: an
 #: entry that no longer applies fails, so the list only shrinks.
 ELSEWHERE = {
-    # issue 42's first item replaces this module with the one buildx build path
-    "twinbuild/builder/bake_build.py": "bake --build: its own buildx calls, until one build path",
+    "twinbuild/closure/uv.py": "uv's environment drops the caller's UV_* settings, which run's "
+    "env (set on top of this environment) cannot; moves here when run can empty variables",
 }
 
 

@@ -16,7 +16,6 @@ Each image built is recorded as ``twinbuild build`` records it, so ``twinbuild s
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,6 +29,7 @@ from twinbuild.engine.api import EngineAPI
 from twinbuild.engine.buildx_build import buildx_env, docker_cli
 from twinbuild.errors import ConfigError, EngineError
 from twinbuild.manifest.model import PinManifest
+from twinbuild.util import process
 from twinbuild.util.activity import Say
 
 PRINT_TIMEOUT_S = 120
@@ -37,18 +37,17 @@ PRINT_TIMEOUT_S = 120
 
 def resolve(docker: str, bake_file: Path, root: Path, env: Mapping[str, str]) -> dict[str, Any]:
     """``docker buildx bake --print -f FILE``: the file as buildx reads it."""
-    proc = subprocess.run(
+    proc = process.run(
         [docker, "buildx", "bake", "--print", "-f", str(bake_file)],
-        cwd=root, env=dict(env), capture_output=True, text=True, timeout=PRINT_TIMEOUT_S,
-        check=False, stdin=subprocess.DEVNULL,
+        cwd=root, env=env, timeout=PRINT_TIMEOUT_S,
     )  # fmt: skip
-    if proc.returncode != 0:
-        tail = " | ".join(proc.stderr.strip().splitlines()[-3:])
+    if proc.code != 0:
+        tail = " | ".join(proc.err.strip().splitlines()[-3:])
         raise ConfigError(f"{bake_file}: docker buildx bake --print refused it: {tail}")
     try:
-        doc = json.loads(proc.stdout)
+        doc = json.loads(proc.out)
     except ValueError:
-        raise EngineError(f"docker buildx bake --print: not JSON: {proc.stdout[:200]!r}") from None
+        raise EngineError(f"docker buildx bake --print: not JSON: {proc.out[:200]!r}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("target"), dict):
         raise EngineError("docker buildx bake --print: no targets in its answer")
     return doc

@@ -34,6 +34,7 @@ from twinbuild.errors import ConfigError, EngineError, TwinbuildError
 from twinbuild.manifest.loader import load
 from twinbuild.manifest.model import Arch, ImageKey, PinManifest, Profile
 from twinbuild.manifest.rendered import Rendered, check_mirrors, render
+from twinbuild.util import process
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
 
@@ -408,5 +409,9 @@ def build_images(request: BuildRequest, say: Say = print) -> list[BuildResult]:
             from concurrent.futures import ThreadPoolExecutor  # not on the usual path: logging
 
             with ThreadPoolExecutor(max_workers=request.jobs) as pool:
-                return list(pool.map(one, wanted))
+                try:
+                    return list(pool.map(one, wanted))
+                except KeyboardInterrupt:  # reaches this thread alone: stop the workers' builds
+                    process.stop_streams()
+                    raise
         return [one(i) for i in wanted]

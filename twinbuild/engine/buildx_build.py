@@ -11,7 +11,6 @@ tagged until the whole build succeeded: buildx names the image only when it expo
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
@@ -21,6 +20,7 @@ from typing import Any
 from twinbuild.engine.api import BuildOutcome, BuildTarget
 from twinbuild.engine.buildx import ensure_buildx
 from twinbuild.errors import EngineError
+from twinbuild.util import process
 from twinbuild.util.activity import Say
 from twinbuild.util.paths import cache_root
 
@@ -97,27 +97,11 @@ def run(
     with tempfile.TemporaryDirectory(prefix="buildx-") as work:
         iidfile = Path(work) / "iid"
         try:
-            proc = subprocess.Popen(
-                build_argv(docker, target, iidfile=iidfile), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=buildx_env(docker_host),
-                text=True, encoding="utf-8", errors="replace",
+            code = process.stream(
+                build_argv(docker, target, iidfile=iidfile), on_line=line,
+                stop_grace=STOP_GRACE_S, env=buildx_env(docker_host),
             )  # fmt: skip
-        except OSError as exc:
-            raise EngineError(f"{docker}: cannot run buildx ({exc.strerror or exc})") from None
-        try:
-            assert proc.stdout is not None  # noqa: S101 (PIPE above)
-            for text in proc.stdout:
-                line(text.rstrip("\n"))
-            code = proc.wait()
-        finally:
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(STOP_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
+        except process.CommandMissing as exc:
+            raise EngineError(f"{docker}: cannot run buildx ({exc})") from None
         built = iidfile.read_text(encoding="utf-8").strip() if iidfile.is_file() else ""
     return BuildOutcome(exit_code=code, image_id=built if code == 0 and built else None)

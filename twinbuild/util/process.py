@@ -13,15 +13,20 @@ naming the command; a non-zero exit is an answer, never an error: the caller kno
 Ctrl-C (or SIGTERM, taken as one) stops a command at once, except one run ``to_the_end``: an
 install that dpkg would leave half-done finishes first, then the stop goes on. The terminal's
 Ctrl-C reaches this process alone (the command is in a group of its own), so this module decides.
+A :func:`stream`'s command (a build, whose progress is read line by line as it comes) is asked
+to stop (SIGTERM to its group) and given a grace period to cancel cleanly before it is killed;
+one run by a worker thread, which no signal interrupts, is stopped by :func:`stop_streams`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Generic, Literal, TypeVar, overload
@@ -138,6 +143,69 @@ def run_to_log(
         with child:
             _wait(child, argv, None, timeout, False, what)
     return child.returncode
+
+
+def stream(
+    argv: Sequence[str], *, on_line: Callable[[str], None], stop_grace: float,
+    env: Mapping[str, str] | None = None, cwd: Path | None = None,
+) -> int:  # fmt: skip
+    """Run ``argv``, its output and errors merged, and hand each line (decoded as UTF-8, U+FFFD
+    for what is not; any newline, ``\\r`` too, ends a line and is dropped) to ``on_line`` as
+    the program writes it; its exit status. An exception (Ctrl-C, SIGTERM, or one ``on_line``
+    raises) stops the command: SIGTERM to its process group, SIGKILL after ``stop_grace``
+    seconds, then the exception goes on. ``env`` and ``cwd`` are :func:`run`'s, and so is the
+    error for a program that cannot be started."""
+    argv = tuple(argv)
+    child = _start(argv, env, cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                   stderr=subprocess.STDOUT)  # fmt: skip
+    with _streaming_lock:
+        _streaming.add(child)
+    assert child.stdout is not None  # noqa: S101 (PIPE above)
+    out = io.TextIOWrapper(child.stdout, encoding="utf-8", errors="replace")
+    try:
+        for text in out:
+            on_line(text.rstrip("\n"))
+        return child.wait()
+    finally:
+        try:
+            _stop(child, stop_grace)
+        finally:
+            out.close()  # after the stop: the command never writes into a closed pipe
+            with _streaming_lock:
+                _streaming.discard(child)
+
+
+_streaming: set[subprocess.Popen[bytes]] = set()
+_streaming_lock = threading.Lock()
+
+
+def stop_streams() -> None:
+    """Ask every running :func:`stream` command to stop (SIGTERM to its group): each ``stream``
+    call then sees its command end. For a Ctrl-C that reached the main thread while worker
+    threads stream builds (a terminal's Ctrl-C reaches this process alone)."""
+    with _streaming_lock:
+        running = list(_streaming)
+    for child in running:
+        if child.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGTERM)
+
+
+def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
+    """A command still running asked to stop (SIGTERM to its group), killed after ``grace``
+    seconds, or at once on a second interrupt; waited for either way."""
+    if child.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGTERM)
+    try:
+        child.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        if child.poll() is None:
+            _kill(child)
+            child.wait()
 
 
 def _start(
