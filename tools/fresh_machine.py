@@ -184,8 +184,17 @@ def undo_plan(machine: Machine, run: Runner, root: Path = ROOT) -> list[Step]:
     if machine.cache.exists():
         mounts = _mounts_under(machine.cache, machine.proc)
         if mounts:
+            # Read when the plan is made, before the engines stop: stopping dockerd unmounts its
+            # own, so each is unmounted only if it is still a mount point when the step runs.
+            only_mounted = (
+                'for m in "$@"; do ! mountpoint -q "$m" || umount --lazy "$m" || exit 1; done'
+            )
             steps.append(
-                Step(name="unmount in the cache", kind="undo", argv=("umount", "--lazy", *mounts))
+                Step(
+                    name="unmount in the cache",
+                    kind="undo",
+                    argv=("sh", "-c", only_mounted, "sh", *mounts),
+                )
             )
         steps.append(
             Step(
