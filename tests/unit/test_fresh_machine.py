@@ -146,8 +146,8 @@ def test_the_dry_run_says_what_it_would_undo_and_run_and_runs_nothing(
         f"would undo: unregister qemu-aarch64: sh -c 'echo -1 > {machine.binfmt}/qemu-aarch64'",
         f"would undo: unregister qemu-x86_64: sh -c 'echo -1 > {machine.binfmt}/qemu-x86_64'",
         f"would undo: unmount binfmt_misc: umount {machine.binfmt}",
-        "would undo: unmount in the cache: sh -c 'for m in \"$@\"; do ! mountpoint -q \"$m\" || "
-        f"umount --lazy \"$m\" || exit 1; done' sh {cache}/engine/data/overlay2/x/merged",
+        'would undo: unmount in the cache: sh -c \'for m in "$@"; do ! mountpoint -q "$m" || '
+        f'umount --lazy "$m" || exit 1; done\' sh {cache}/engine/data/overlay2/x/merged',
         f"would undo: remove the cache: rm -rf --one-file-system {cache}",
         "would undo: uninstall nox (pip): python3 -m pip uninstall -q -y argcomplete attrs "
         "colorlog dependency-groups distlib filelock humanize nox packaging platformdirs "

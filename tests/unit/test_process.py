@@ -261,10 +261,7 @@ def _starts_processes(path: Path) -> list[int]:
 
 #: Modules that still start a process themselves, and why each may. Each must still do so: an
 #: entry that no longer applies fails, so the list only shrinks.
-ELSEWHERE = {
-    "twinbuild/closure/uv.py": "uv's environment drops the caller's UV_* settings, which run's "
-    "env (set on top of this environment) cannot; moves here when run can empty variables",
-}
+ELSEWHERE: dict[str, str] = {}
 
 
 def test_only_the_runner_starts_processes() -> None:
@@ -296,3 +293,17 @@ def test_a_script_run_elsewhere_is_text_not_a_call() -> None:
     assert "subprocess.run(" in gpu_scripts.KERNELS
     assert "subprocess.run(" in path.read_text(encoding="utf-8")
     assert _starts_processes(path) == []
+
+
+def test_only_env_is_the_whole_environment_the_command_gets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """uv's resolution must not be steered by the caller's UV_* variables: ``only_env`` hands the
+    command exactly the mapping given, nothing of this process's environment."""
+    monkeypatch.setenv("UV_INDEX_URL", "http://steered.invalid/simple")
+    env = shutil.which("env") or "/usr/bin/env"
+    shown = process.run([env], timeout=30, env={"ONLY": "this"}, only_env=True).out
+    assert shown.splitlines() == ["ONLY=this"]
+    on_top = process.run([env], timeout=30, env={"ONLY": "this"}).out.splitlines()
+    assert "ONLY=this" in on_top
+    assert "UV_INDEX_URL=http://steered.invalid/simple" in on_top

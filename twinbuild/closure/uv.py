@@ -13,12 +13,9 @@ or stalls (:class:`IndexUnreachable`), a resolver killed midway (:class:`Resolve
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
 import tempfile
 import tomllib
 from collections.abc import Sequence
@@ -29,7 +26,7 @@ from urllib.parse import unquote, urlsplit
 from packaging.utils import canonicalize_name
 
 from twinbuild.errors import ConfigError, IndexUnreachable, ResolutionFailed, ResolverFailed
-from twinbuild.util import environ
+from twinbuild.util import environ, process
 from twinbuild.util.paths import cache_root
 
 DEFAULT_TIMEOUT_S = 30
@@ -86,8 +83,7 @@ def timeout_s() -> int:
 
 
 def version() -> str:
-    proc = subprocess.run([binary(), "--version"], capture_output=True, text=True, check=False)
-    words = proc.stdout.split()
+    words = process.run([binary(), "--version"], timeout=60).out.split()
     return f"uv {words[1]}" if len(words) >= 2 else "uv"
 
 
@@ -169,29 +165,15 @@ def _file(path: Path, lines: Sequence[str]) -> Path:
 
 def _run(args: list[str], ask: Ask) -> None:
     limit = timeout_s() * 10
-    with subprocess.Popen(
-        [binary(), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, errors="replace", env=_env(), start_new_session=True,
-    ) as child:  # fmt: skip
-        try:
-            _, stderr = child.communicate(timeout=limit)
-        except BaseException:
-            # a stall past the deadline, or Ctrl-C: uv and whatever it started go together
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
-            if not isinstance(sys.exc_info()[1], subprocess.TimeoutExpired):
-                raise
-            timed_out = True
-        else:
-            timed_out = False
-    if timed_out:
+    try:  # a stall past the deadline, or Ctrl-C: uv and whatever it started go together
+        done = process.run([binary(), *args], timeout=limit, env=_env(), only_env=True)
+    except process.CommandTimedOut:
         raise IndexUnreachable(
             f"{ask.source}: the resolver got no answer from the index within {limit} s; check "
             "the index (--index-url) and the network, or raise TWINBUILD_LOCK_TIMEOUT; the lock "
             "was left as it was"
         ) from None
-    code = child.returncode
+    code, stderr = done.code, done.err
     if code == 0:
         return
     if code < 0:

@@ -92,6 +92,7 @@ def run(
     merged: bool = False,
     to_the_end: bool = False,
     what: str = "",
+    only_env: bool = False,
 ) -> Finished[str]: ...
 @overload
 def run(
@@ -105,21 +106,25 @@ def run(
     merged: bool = False,
     to_the_end: bool = False,
     what: str = "",
+    only_env: bool = False,
 ) -> Finished[bytes]: ...
 def run(
     argv: Sequence[str], *, timeout: float | None, binary: bool = False,
     env: Mapping[str, str] | None = None, cwd: Path | None = None, input: bytes | None = None,
-    merged: bool = False, to_the_end: bool = False, what: str = "",
+    merged: bool = False, to_the_end: bool = False, what: str = "", only_env: bool = False,
 ) -> Finished[str] | Finished[bytes]:  # fmt: skip
     """Run ``argv`` and wait for it (at most ``timeout`` seconds; None: as long as it takes).
 
-    ``env`` is set on top of this process's environment. ``binary`` keeps the output as bytes;
-    text is decoded as UTF-8, U+FFFD for what is not. ``merged`` sends stderr into ``out``, in
-    the order the program wrote. ``what`` names the command in messages (default: its argv).
+    ``env`` is set on top of this process's environment (``only_env``: it is the whole
+    environment, for a tool whose own variables the caller's must not steer). ``binary`` keeps
+    the output as bytes; text is decoded as UTF-8, U+FFFD for what is not. ``merged`` sends
+    stderr into ``out``, in the order the program wrote. ``what`` names the command in messages
+    (default: its argv).
     """
     argv = tuple(argv)
     child = _start(
-        argv, env, cwd, stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+        argv, env, cwd, only_env=only_env,
+        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
     )  # fmt: skip
     with child:
@@ -210,10 +215,10 @@ def _stop(child: subprocess.Popen[bytes], grace: float) -> None:
 
 def _start(
     argv: tuple[str, ...], env: Mapping[str, str] | None, cwd: Path | None, *,
-    stdin: int, stdout: int | IO[bytes], stderr: int,
+    stdin: int, stdout: int | IO[bytes], stderr: int, only_env: bool = False,
 ) -> subprocess.Popen[bytes]:  # fmt: skip
     """``argv`` started in a process group of its own (its timeout kills the whole group)."""
-    full_env = {**os.environ, **env} if env else None
+    full_env = dict(env or {}) if only_env else {**os.environ, **env} if env else None
     try:
         return subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=stdin, stdout=stdout,
                                 stderr=stderr, process_group=0)  # fmt: skip
