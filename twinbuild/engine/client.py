@@ -54,16 +54,7 @@ _MISSING_WORDS = ("manifest unknown", "not found", "does not exist")
 def stored_credentials(registry: str) -> Credentials | None:
     """The login stored for ``registry`` in ``$DOCKER_CONFIG/config.json`` (or the credential
     helper it names), read by the Docker SDK as the docker CLI writes it; None when none is."""
-    import docker.auth
-    import docker.errors
-
-    try:
-        found = docker.auth.load_config().resolve_authconfig(registry)
-    except docker.errors.DockerException as exc:
-        raise CredentialsMissing(
-            f"the login stored for {registry} cannot be read ({_one_line(str(exc))[:160]}); "
-            f"run `docker login {registry}` again"
-        ) from None
+    found = _stored_login(registry)
     if not found:
         return None
     username = found.get("username") or found.get("Username") or ""
@@ -77,6 +68,14 @@ def _auth_header(registry: str) -> str:
     """``X-Registry-Auth``: the login stored for ``registry`` as the Docker SDK resolves it (an
     identity token too), or an empty one, as the docker CLI sends."""
     import docker.auth
+
+    return docker.auth.encode_header(_stored_login(registry) or {}).decode("ascii")
+
+
+def _stored_login(registry: str) -> dict[str, Any] | None:
+    """The login ``$DOCKER_CONFIG`` holds for ``registry`` (its credential helper asked), as the
+    Docker SDK resolves it; None when it holds none."""
+    import docker.auth
     import docker.errors
 
     try:
@@ -86,7 +85,7 @@ def _auth_header(registry: str) -> str:
             f"the login stored for {registry} cannot be read ({_one_line(str(exc))[:160]}); "
             f"run `docker login {registry}` again"
         ) from None
-    return docker.auth.encode_header(found or {}).decode("ascii")
+    return dict(found) if found else None
 
 
 def _stream(docker_host: str, call: transfer.Call) -> Iterator[dict[str, Any]]:
