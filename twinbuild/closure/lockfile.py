@@ -246,8 +246,7 @@ class _Reader:
         return lock
 
     def dist(self, e: dict[str, Any], i: int) -> LockedDist:
-        name = e.get("name")
-        where = f"dist {name}" if isinstance(name, str) else f"dist[{i}]"
+        where = _where("dist", e.get("name"), i)
         files = []
         raw_files = e.get("files", [])
         if not isinstance(raw_files, list):
@@ -279,8 +278,7 @@ class _Reader:
         return d
 
     def git(self, e: dict[str, Any], i: int) -> LockedGit:
-        pin = e.get("pin")
-        where = f"git {pin}" if isinstance(pin, str) else f"git[{i}]"
+        where = _where("git", e.get("pin"), i)
         g = LockedGit(
             pin=self.text(e, "pin", where),
             repo=self.text(e, "repo", where),
@@ -293,8 +291,7 @@ class _Reader:
         return g
 
     def apt(self, e: dict[str, Any], i: int) -> LockedApt:
-        pin = e.get("pin")
-        where = f"apt {pin}" if isinstance(pin, str) else f"apt[{i}]"
+        where = _where("apt", e.get("pin"), i)
         a = LockedApt(
             pin=self.text(e, "pin", where),
             package=self.text(e, "package", where),
@@ -303,3 +300,8 @@ class _Reader:
         )
         self.checked(e, where, a.check, f"its version {a.version or '(none)'}")
         return a
+
+
+def _where(kind: str, named: object, i: int) -> str:
+    """How a message names an entry: by its name where it has one, else by its place."""
+    return f"{kind} {named}" if isinstance(named, str) else f"{kind}[{i}]"
