@@ -294,10 +294,11 @@ def _mismatch(name: str, req: str, arch: Arch, err: str) -> str:
     """pip's several lines about a file of other bytes, as one."""
     import re
 
-    got = re.search(r"from (\S+?):?\s*\n\s*Expected sha256 .*\n\s*Got\s+(\w+)", err)
+    got = re.search(r" from (\S+)[^\n]*\n\s*Expected sha256 .*\n\s*Got\s+(\w+)", err)
     what = "a downloaded file has a sha256"
     if got:
-        what = f"{got.group(1).rsplit('/', 1)[-1]} has sha256 {got.group(2)}"
+        shown = got.group(1).split("#", 1)[0].rsplit("/", 1)[-1]
+        what = f"{shown} has sha256 {got.group(2)}"
     pinned = req.split(" ", 1)[0]
     return (
         f"pins.{name}: {what}, not one the local lock holds for {pinned} ({ARCH_NAMES[arch]}); "
