@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from twinbuild.closure import lockfile
-from twinbuild.closure.capture import capture_path, read_capture
+from twinbuild.closure.capture import capture_command, capture_path, read_capture
 from twinbuild.closure.lock_model import ImageLock
 from twinbuild.closure.resolve import NO_FILE_NOTE, asked, dist_name
 from twinbuild.errors import LockInvalid
@@ -150,15 +150,21 @@ def _image(
                 path=shown, line=line_of("[[git]]", f'pin = "{g.pin}"'), code="TB205",
                 message=f"git {g.pin}: {g.note}",
             ))  # fmt: skip
+    # what to run where the base can be pulled, said by this twinbuild (not the note the lock
+    # was written with, which may name a command of an older one)
+    to_capture = capture_command(image.name, manifest.variant(image.variant).base.ref)
     for a in lock.apt:
         if not a.version:
             out.append(Finding(
                 path=shown, line=line_of("[[apt]]", f'pin = "{a.pin}"'), code="TB205",
-                message=f"apt {a.pin}: {a.note}",
+                message=f"apt {a.pin}: the version the base's archive installs is known only "
+                f"from a capture of the base: {to_capture}",
             ))  # fmt: skip
     if not lock.base.captured:
-        out.append(Finding(path=shown, line=line_of("[base]"), code="TB205",
-                           message=f"base: {lock.base.note}"))  # fmt: skip
+        out.append(Finding(
+            path=shown, line=line_of("[base]"), code="TB205",
+            message=f"base: no capture of its installed set; {to_capture}, and commit both",
+        ))  # fmt: skip
     return out
 
 
