@@ -5,7 +5,8 @@ Run where a repository keeps locks (a ``pins/lock/`` folder). Each finding names
 - TB201 a floating PyPI pin with no lock entry (no lock for the image, or none for the pin);
 - TB202 a lock entry no pin, dependency or base capture explains;
 - TB203 a lock older than the manifest (the image's pins or settings, what it asks the resolver)
-  or than the base capture it was made from;
+  or than the base capture it was made from, and a base capture of another digest than the
+  manifest's base (a base digest bump makes it stale: capture it again);
 - TB204 a lock that does not parse, or whose entry was edited by hand (its check says so);
 - TB205 what the lock could not resolve here (a git branch or tag, a base capture, an apt
   version, a pin's own index): the command to run where the source is reachable;
@@ -19,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from twinbuild.closure import lockfile
-from twinbuild.closure.capture import capture_command, capture_path, read_capture
+from twinbuild.closure.capture import CAPTURE_DIR, capture_command, capture_path, read_capture
 from twinbuild.closure.lock_model import ImageLock
 from twinbuild.closure.resolve import NO_FILE_NOTE, asked, dist_name
 from twinbuild.errors import LockInvalid
@@ -112,6 +113,13 @@ def _image(
             "--no-deps); run `twinbuild lock` and commit it",
         ))  # fmt: skip
     capture = read_capture(capture_path(root, image.name))
+    base = manifest.variant(image.variant).base
+    if capture is not None and base.digest and not capture.image.endswith(f"@{base.digest}"):
+        out.append(Finding(
+            path=f"{CAPTURE_DIR}/{image.name}.toml", line=0, code="TB203",
+            message=f"captures {capture.image}, not the base {base.ref} (the base moved); "
+            f"{capture_command(image.name, base.ref)}",
+        ))  # fmt: skip
     if (capture.digest if capture else "") != lock.base.capture_digest:
         out.append(Finding(
             path=shown, line=line_of("[base]"), code="TB203",
