@@ -241,7 +241,9 @@ def test_the_nox_sessions_forward_to_those_commands() -> None:
 #: Commands a workflow calls that land with another branch's twinbuild (base-capture.yml calls
 #: wt/locallock's `twinbuild base capture`): skipped while this parser does not have them, and
 #: checked like every other line as soon as it does.
-LANDING = {("base", "capture"): "`twinbuild base capture` lands with wt/locallock"}
+LANDING: dict[tuple[str, ...], str] = {
+    ("base", "capture"): "`twinbuild base capture` lands with wt/locallock"
+}
 
 
 @pytest.mark.parametrize("invocation", [i for i in ALL if not i.synopsis], ids=str)
