@@ -269,3 +269,19 @@ def test_every_pip_install_of_a_production_recipe_takes_the_constraints(family: 
     made = text.index(f"/tmp/tb/base_constraints.py /tmp/tb/constraints.txt {TARGET}")
     assert made < text.index("pip install --no-cache-dir")
     assert "source=.twinbuild/pip/constraints.txt" in text
+
+
+def test_a_production_render_refuses_a_lock_edited_by_hand(
+    project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lock(project, index)
+    path = lockfile.lock_path(project, "cuda-amd64")
+    before = path.read_text(encoding="utf-8")
+    path.write_text(before.replace('version = "1.0"', 'version = "0.9"', 1), encoding="utf-8")
+    capsys.readouterr()
+    argv = ["render", "cuda", "--profile", "production", "--root", str(project)]
+    assert main(argv) == 20
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "pins/lock/cuda-amd64.toml" in err[0]
+    assert "edited by hand" in err[0]
