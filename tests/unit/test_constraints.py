@@ -237,6 +237,8 @@ def test_the_constraints_name_every_locked_version_but_what_a_git_pin_installs()
         assert (CAPTURED in lines) == captured
         assert (NOT_CAPTURED in lines) != captured
         assert all("--hash" not in x for x in lines)
+    by_url = constraints_text(_lock(False), "x", frozenset({"ray"})).splitlines()
+    assert not [x for x in by_url if x.startswith("ray")]  # a url pin's name: never a version
     nothing = constraints_text(None, "pins/lock/cuda-amd64.toml").splitlines()
     assert not [x for x in nothing if "==" in x]
     assert "no lock" in nothing[0]

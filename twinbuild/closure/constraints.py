@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from packaging.utils import canonicalize_name
+
 from twinbuild.closure import lockfile
 from twinbuild.closure.lock_model import ImageLock
 from twinbuild.manifest.rendered import GENERATED, Rendered
@@ -35,15 +37,18 @@ CAPTURED = "# twinbuild-base: captured"
 NOT_CAPTURED = "# twinbuild-base: not captured"
 
 
-def constraints_text(lock: ImageLock | None, source: str) -> str:
-    """The constraints file of the image whose lock is ``lock`` (read from ``source``)."""
+def constraints_text(
+    lock: ImageLock | None, source: str, by_url: frozenset[str] = frozenset()
+) -> str:
+    """The constraints file of the image whose lock is ``lock`` (read from ``source``);
+    ``by_url``: the normalised names the image's git and url pins install."""
     if lock is None:
         return (
             f"# {source}: no lock, so nothing is constrained: run `twinbuild lock` and commit "
             "it (docs/pins.md)\n"
             f"{NOT_CAPTURED}\n"
         )
-    by_url = {g.dist.replace("_", "-").lower() for g in lock.git if g.dist}
+    by_url = by_url | {canonicalize_name(g.dist) for g in lock.git if g.dist}
     head = [
         f"# Generated from {source} by twinbuild: every pip install of a layer takes it (-c).",
         "# Exact versions, no hashes: docs/pins.md, 'Production builds install under the lock'.",
@@ -72,5 +77,10 @@ def with_lock(root: Path, rendered: Rendered) -> Rendered:
         return rendered
     path = lockfile.lock_path(root, rendered.image.name)
     source = path.relative_to(root).as_posix()
-    text = constraints_text(lockfile.read_if_there(path), source)
+    by_url = frozenset(
+        canonicalize_name(pin.values.dist or pin.name)
+        for pin in rendered.installed
+        if pin.kind in ("git", "url")
+    )
+    text = constraints_text(lockfile.read_if_there(path), source, by_url)
     return replace(rendered, files={**rendered.files, CONSTRAINTS: text})
