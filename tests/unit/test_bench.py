@@ -193,7 +193,7 @@ def test_only_an_unknown_benchmark_is_one_line_exit_2_before_anything_runs(
     err = capsys.readouterr().err
     assert code == 2
     assert err.startswith("twinbuild: --only 'emulaton': no such benchmark; one of: cold builds, ")
-    assert err.rstrip().endswith(", emulation, growth, registry deadline, lock")
+    assert err.rstrip().endswith(", emulation, growth, registry deadline, lock, constraints")
     assert err.count("\n") == 1
     assert not (tmp_path / "out").exists()  # nothing written
 

@@ -88,7 +88,10 @@ def test_megatron_is_installed_with_its_dependencies_and_submodules(platform: st
     step = _run_with(platform, "/root/Megatron-LM &&")
     assert 'checkout.sh --submodules="${MEGATRON_SUBMODULES}" "${MEGATRON_LM_REPO}"' in step
     with_deps = step.split('"${MEGATRON_INSTALL_DEPS}" = 1', 1)[1].split("else", 1)[0]
-    assert "pip install --no-cache-dir -e /root/Megatron-LM" in with_deps
+    assert (
+        "pip install --no-cache-dir -c /opt/twinbuild/constraints.txt -e /root/Megatron-LM"
+        in with_deps
+    )
     args = render(MANIFEST, repo_image(platform), "production").args
     assert (args["MEGATRON_SUBMODULES"], args["MEGATRON_INSTALL_DEPS"]) == ("1", "1")
 
@@ -100,7 +103,10 @@ def test_the_router_binding_is_built_with_vendored_openssl_by_the_pinned_maturin
     step = _run_with(platform, "/opt/sgl-router/bindings/python")
     assert 'MATURIN_PEP517_ARGS="--features vendored-openssl"' in step
     assert "--no-build-isolation /opt/sgl-router/bindings/python" in step
-    assert "pip install --no-cache-dir -r /tmp/tb/router-build.txt" in step
+    assert (
+        "pip install --no-cache-dir -c /opt/twinbuild/constraints.txt -r /tmp/tb/router-build.txt"
+        in step
+    )
     files = render(MANIFEST, repo_image(platform), "production").files
     assert files[".twinbuild/pip/router-build.txt"].startswith("maturin==")
 

@@ -31,7 +31,7 @@ def write(tmp_path: Path, text: str) -> Path:
 def test_our_workflows_pass_the_trust_check() -> None:
     names = sorted(p.name for p in OURS.iterdir())
     assert names == [
-        "gate.yml", "nightly-rerun.yml", "nightly.yml", "pr.yml", "release.yml",
+        "base-capture.yml", "gate.yml", "nightly-rerun.yml", "nightly.yml", "pr.yml", "release.yml",
         "validate-gpu.yml",
         "validate.yml",
     ]  # fmt: skip

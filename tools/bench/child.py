@@ -244,9 +244,14 @@ def _job_inputs(job: dict[str, Any]) -> dict[str, Any]:
     root = Path(job["root"])
     manifest = load(root / "pins/manifest.toml")
     hashes = {}
+    lines = 0
     for image in manifest.images():
         rendered = render(manifest, image, "production")
         hashes[image.name] = inputs_hash(
             root, rendered, base_id="sha256:" + "0" * 64, builder=builder_settings(rendered)
         )
-    return {"hashes": hashes}
+        if job.get("constraints"):  # what a production build adds after the hash
+            from twinbuild.closure.constraints import CONSTRAINTS, with_lock
+
+            lines += with_lock(root, rendered).files[CONSTRAINTS].count("==")
+    return {"hashes": hashes, "constraints": lines}

@@ -27,6 +27,7 @@ from tools.bench.builds import (
     bench_noop,
     bench_noop_real,
 )
+from tools.bench.constraints import bench_constraints
 from tools.bench.deadlines import bench_deadlines
 from tools.bench.emulation import bench_emulation
 from tools.bench.growth import bench_growth
@@ -93,6 +94,7 @@ STEPS: list[tuple[str, Callable[[Session], None]]] = [
     ("growth", bench_growth),
     ("registry deadline", bench_deadlines),
     ("lock", bench_lock),
+    ("constraints", bench_constraints),
 ]
 
 

@@ -201,9 +201,13 @@ def plan_image(
     digest = inputs_hash(
         options.root, rendered, base_id=base_info.id, builder=builder_settings(rendered)
     )
+    # the constraints come from the image's lock, a file the hash has just covered
+    from twinbuild.closure.constraints import with_lock
+
     return PlannedImage(
-        key=image, profile=options.profile, rendered=rendered, inputs_hash=digest, base=base_info
-    )
+        key=image, profile=options.profile, rendered=with_lock(options.root, rendered),
+        inputs_hash=digest, base=base_info,
+    )  # fmt: skip
 
 
 def _cache_from(options: BuildOptions, image: ImageKey) -> tuple[str, ...]:

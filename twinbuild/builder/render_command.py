@@ -1,5 +1,7 @@
 """``twinbuild render``: what a build of one image receives, with the base tag this host's
-build would give it (the manifest alone decides everything else: ``manifest/rendered.py``)."""
+build would give it and, in production, the constraints from the image's lock
+(``closure/constraints.py``); the manifest alone decides everything else
+(``manifest/rendered.py``)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from twinbuild.closure.constraints import with_lock
 from twinbuild.engine.base import base_tag
 from twinbuild.errors import TwinbuildError
 from twinbuild.manifest.loader import load
@@ -19,6 +22,7 @@ class RenderOptions:
     """What ``twinbuild render`` was asked for."""
 
     manifest: Path = DEFAULT_PATH
+    root: Path = Path()  # the repository root: where the image's lock lies (pins/lock/)
     variant: str
     arch: Arch | None = None  # None: the variant's first architecture
     profile: Profile = "local"  # build's default: both describe the same build
@@ -38,7 +42,8 @@ def render_manifest(options: RenderOptions) -> Rendered:
     variant = manifest.variant(options.variant)
     image = manifest.image(variant.name, options.arch or variant.archs[0])
     if options.profile != "local":
-        return render(manifest, image, options.profile, mirrors=options.mirrors)
+        rendered = render(manifest, image, options.profile, mirrors=options.mirrors)
+        return with_lock(options.root, rendered)
     local = manifest.local
     try:
         tag = base_tag(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from twinbuild.cli.common import add_common, add_format, manifest_path, mirrors
+from twinbuild.cli.common import add_common, add_format, manifest_path, mirrors, root
 from twinbuild.manifest.model import ARCHS, PROFILES
 from twinbuild.util import output
 
@@ -15,7 +15,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     from twinbuild.builder.render_command import RenderOptions, render_manifest
 
     options = RenderOptions(
-        manifest=manifest_path(args), variant=args.variant, arch=args.arch,
+        manifest=manifest_path(args), root=root(args), variant=args.variant, arch=args.arch,
         profile=args.profile, mirrors=mirrors(args.mirrors),
     )  # fmt: skip
     output.report(render_manifest(options), args.format)
@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=cmd_variants)
 
     p = sub.add_parser("render", help="print exactly what a build of one image of VARIANT receives")
-    add_common(p, root=False)  # a render reads the manifest alone
+    add_common(p)  # the manifest, and (production) the image's lock under the root
     p.add_argument("variant", metavar="VARIANT", help="a variant (`twinbuild variants`)")
     p.add_argument("--arch", choices=ARCHS, help="default: the variant's first architecture")
     # The same default as `twinbuild build`, so both describe the same build.

@@ -16,6 +16,7 @@ from typing import Literal
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import Version
 
+from twinbuild.closure.constraints import CONSTRAINTS
 from twinbuild.lint import locks, renovate_layout
 from twinbuild.lint.findings import Finding
 from twinbuild.manifest import url_version
@@ -524,7 +525,7 @@ def _inputs(
                        f"for {image.name}; add the pin to pins/ or remove the ARG")  # fmt: skip
     copied = {src for _, src in parsed.copies}
     for line, src in parsed.copies:
-        if src.startswith(GENERATED + "/pip/") and src not in rendered.files:
+        if src.startswith(GENERATED + "/pip/") and src not in (*rendered.files, CONSTRAINTS):
             out.add_at(rel, line, "TB103",
                        f"copies {src}, which the manifest does not generate (no pin has that "
                        "layer); fix the layer name")  # fmt: skip

@@ -6,7 +6,8 @@ and its local lock (``pins/lock/local/<image>.toml``). Each finding names the lo
 - TB201 a floating PyPI pin with no lock entry (no lock for the image, or none for the pin);
 - TB202 a lock entry no pin, dependency or base capture explains;
 - TB203 a lock older than the manifest (the image's pins or settings, what it asks the resolver)
-  or than the base capture it was made from;
+  or than the base capture it was made from, and a base capture of another digest than the
+  manifest's base (a base digest bump makes it stale: capture it again);
 - TB204 a lock that does not parse, or whose entry was edited by hand (its check says so);
 - TB205 what the lock could not resolve here (a git branch or tag, a base capture, an apt
   version, a pin's own index): the command to run where the source is reachable;
@@ -20,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from twinbuild.closure import lockfile
-from twinbuild.closure.capture import capture_path, read_capture
+from twinbuild.closure.capture import CAPTURE_DIR, capture_command, capture_path, read_capture
 from twinbuild.closure.local import local_asked, local_stale_reason
 from twinbuild.closure.lock_model import ImageLock
 from twinbuild.closure.resolve import NO_FILE_NOTE, asked, dist_name
@@ -161,6 +162,13 @@ def _image(
             "--no-deps); run `twinbuild lock` and commit it",
         ))  # fmt: skip
     capture = read_capture(capture_path(root, image.name))
+    base = manifest.variant(image.variant).base
+    if capture is not None and base.digest and not capture.image.endswith(f"@{base.digest}"):
+        out.append(Finding(
+            path=f"{CAPTURE_DIR}/{image.name}.toml", line=0, code="TB203",
+            message=f"captures {capture.image}, not the base {base.ref} (the base moved); "
+            f"{capture_command(image.name, base.ref)}",
+        ))  # fmt: skip
     if (capture.digest if capture else "") != lock.base.capture_digest:
         out.append(Finding(
             path=shown, line=line_of("[base]"), code="TB203",
@@ -199,15 +207,21 @@ def _image(
                 path=shown, line=line_of("[[git]]", f'pin = "{g.pin}"'), code="TB205",
                 message=f"git {g.pin}: {g.note}",
             ))  # fmt: skip
+    # what to run where the base can be pulled, said by this twinbuild (not the note the lock
+    # was written with, which may name a command of an older one)
+    to_capture = capture_command(image.name, manifest.variant(image.variant).base.ref)
     for a in lock.apt:
         if not a.version:
             out.append(Finding(
                 path=shown, line=line_of("[[apt]]", f'pin = "{a.pin}"'), code="TB205",
-                message=f"apt {a.pin}: {a.note}",
+                message=f"apt {a.pin}: the version the base's archive installs is known only "
+                f"from a capture of the base: {to_capture}",
             ))  # fmt: skip
     if not lock.base.captured:
-        out.append(Finding(path=shown, line=line_of("[base]"), code="TB205",
-                           message=f"base: {lock.base.note}"))  # fmt: skip
+        out.append(Finding(
+            path=shown, line=line_of("[base]"), code="TB205",
+            message=f"base: no capture of its installed set; {to_capture}, and commit both",
+        ))  # fmt: skip
     return out
 
 
