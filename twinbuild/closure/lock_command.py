@@ -169,9 +169,16 @@ def lock_all(options: LockOptions) -> LockReport:
             )
         )  # fmt: skip
 
-    with ThreadPoolExecutor(max_workers=max(1, min(6, len(todo)))) as pool:
-        futures = {image: pool.submit(one, image) for image in todo}
-        made = {image: future.result() for image, future in futures.items()}
+    made: dict[ImageKey, ImageLock] = {}
+    if todo:
+        uv.forget_old_pages()
+        # The first image alone: the index pages it asks for are the others' too (the same
+        # projects on another platform), so they find them in the cache instead of each asking.
+        first, *rest = todo
+        made[first] = one(first)
+        with ThreadPoolExecutor(max_workers=max(1, min(6, len(rest)))) as pool:
+            futures = {image: pool.submit(one, image) for image in rest}
+            made |= {image: future.result() for image, future in futures.items()}
     outcomes: list[ImageOutcome] = []
     changed: list[ImageKey] = []
     written: list[str] = []
