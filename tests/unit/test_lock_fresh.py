@@ -96,3 +96,20 @@ def test_a_window_that_is_not_whole_seconds_is_one_line(
     assert "$TWINBUILD_LOCK_FRESH" in err
     assert locks(project) == {}
     assert index.served == []
+
+
+def test_a_noop_lock_starts_no_resolver(
+    project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from twinbuild.closure import uv
+
+    assert main(args(project, index.url)) == 0
+
+    def no_uv() -> str:
+        raise AssertionError("a no-op lock looked for uv")
+
+    monkeypatch.setattr(uv, "binary", no_uv)
+    capsys.readouterr()
+    assert main(args(project, index.url)) == 0
+    assert "rebuild: nothing" in capsys.readouterr().out
