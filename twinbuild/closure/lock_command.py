@@ -188,7 +188,7 @@ def lock_all(options: LockOptions) -> LockReport:
                                          unresolved=_unresolved(previous[image])))  # fmt: skip
             continue
         new, old = made[image], previous[image]
-        moved = _moved(old, new)
+        moved = moved_between(old, new)
         same = old is not None and old.content_digest() == new.content_digest()
         state = "created" if old is None else ("unchanged" if same else "updated")
         outcomes.append(ImageOutcome(image=image.name, state=state, why=todo[image][0],
@@ -213,7 +213,8 @@ def _touches(
     return any(lock.dist(n) for n in moving) or bool(moving & names)
 
 
-def _moved(old: ImageLock | None, new: ImageLock) -> tuple[Moved, ...]:
+def moved_between(old: ImageLock | None, new: ImageLock) -> tuple[Moved, ...]:
+    """Every distribution version and git commit that differs from ``old`` to ``new``."""
     before = old.versions() if old else {}
     after = new.versions()
     moved = [
