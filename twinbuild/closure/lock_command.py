@@ -4,9 +4,11 @@ A lock is stale when the image's slice of the manifest (``PinManifest.image_dige
 the resolver (its pins' requirements, split by the recipe's ``--no-deps`` layers) or the base
 capture it was made from changed. ``--upgrade`` re-resolves every image for the newest releases
 the manifest allows; ``--upgrade NAME...`` moves only those pins (or distributions), keeping
-every other version. The stale images resolve in parallel; the locks are written only once all
-of them resolved (each atomically), so a failure leaves every lock as it was. The report says
-per image what moved (old -> new) and which images rebuild: exactly those whose lock changed.
+every other version. The first stale image resolves alone, then the others in parallel on the
+index pages it fetched (``uv.forget_old_pages`` first drops the pages past the window); the
+locks are written only once all of them resolved (each atomically), so a failure leaves every
+lock as it was. The report says per image what moved (old -> new) and which images rebuild:
+exactly those whose lock changed.
 """
 
 from __future__ import annotations
