@@ -113,3 +113,21 @@ def test_a_noop_lock_starts_no_resolver(
     capsys.readouterr()
     assert main(args(project, index.url)) == 0
     assert "rebuild: nothing" in capsys.readouterr().out
+
+
+def test_the_cache_never_answers_with_a_release_older_than_its_page_lists(
+    index: PyIndex,
+) -> None:
+    """uv from the cache alone skips, without a word at its default level, a release its
+    cached page lists but whose metadata it never fetched, and resolves an older one. The
+    page of floaty asked afresh on its own (``--no-deps``: no metadata) lists 1.1; the
+    resolution must still be 1.1, asked of the index, never the cached 1.0."""
+    from twinbuild.closure import uv
+
+    index.publish("floaty-b", "1.0", ("dep-a>=1.0",))
+    ask = uv.Ask(requirements=("floaty-b",), python="3.11", platform="x86_64-manylinux_2_28",
+                 index_url=index.url)  # fmt: skip
+    assert {f.name: f.version for f in uv.resolve(ask)}["floaty-b"] == "1.0"
+    index.publish("floaty-b", "1.1", ("dep-a>=1.0",))
+    uv._refresh_page(ask, "floaty-b")  # the page now lists 1.1; 1.1's metadata is not cached
+    assert {f.name: f.version for f in uv.resolve(ask)}["floaty-b"] == "1.1"

@@ -113,7 +113,7 @@ def _env() -> dict[str, str]:
     env.update(
         UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1", UV_HTTP_TIMEOUT=str(timeout_s()),
         UV_HTTP_RETRIES="1", UV_CACHE_DIR=str(cache_root() / "uv"), NO_COLOR="1",
-        UV_NO_PROGRESS="1",
+        UV_NO_PROGRESS="1", RUST_LOG="warn",
     )  # fmt: skip
     return env
 
@@ -162,9 +162,10 @@ def resolve(ask: Ask) -> list[Found]:
     """Resolve ``ask``; every package with its files and what brought it.
 
     From the cache first (its pages younger than :func:`fresh_s`: :func:`forget_old_pages`
-    ran before); where it lacks a page, asking the index for every page. Where a cached page
-    lacks the release asked for, that one page is asked afresh and the cache tried again (up
-    to :data:`_ROUNDS` pages). An upgrade asks the index for every page it moves."""
+    ran before). Where the cache lacks a page, or the data of a release a page lists, the
+    index is asked (every page uv's caching rules call stale). Where a cached page lacks the
+    release asked for, that one page is asked afresh and the cache tried again, up to
+    :data:`_ROUNDS` pages. An upgrade asks the index for every page it moves."""
     if ask.upgrade or ask.upgrade_packages:
         return _online(ask)
     asked: list[str] = []
@@ -245,6 +246,9 @@ def _file(path: Path, lines: Sequence[str]) -> Path:
 
 
 def _run(args: list[str], ask: Ask) -> None:
+    """Run uv; from the cache alone (``ask.offline``), a release uv skipped because its data
+    is not cached is a miss (:class:`_Missed`), never an answer: uv would otherwise resolve
+    an older release and say nothing at its default level."""
     limit = timeout_s() * 10
     try:  # a stall past the deadline, or Ctrl-C: uv and whatever it started go together
         done = process.run([binary(), *args], timeout=limit, env=_env(), only_env=True)
@@ -256,6 +260,9 @@ def _run(args: list[str], ask: Ask) -> None:
         ) from None
     code, stderr = done.code, done.err
     if code == 0:
+        skipped = _SKIPPED.search(stderr) if ask.offline else None
+        if skipped:
+            raise _Missed(f"{ask.source}: {skipped.group(0)}", "")
         return
     if code < 0:
         name = signal.Signals(-code).name
@@ -274,10 +281,6 @@ _NETWORK = re.compile(
 )
 
 
-class _Missed(ResolutionFailed):
-    """uv, kept from the index, named a package whose page the cache does not hold."""
-
-
 class _Lacking(ResolutionFailed):
     """uv named one package the index, as cached, has no fitting release of."""
 
@@ -286,15 +289,23 @@ class _Lacking(ResolutionFailed):
         self.package = package
 
 
+class _Missed(_Lacking):
+    """uv, kept from the index, needed a page or a release's data the cache does not hold."""
+
+
 _LACKING = re.compile(
     r"Because ([A-Za-z0-9._-]+) was not found in the package registry|"
     r"there is no version of ([A-Za-z0-9._-]+)|"
     r"Because only ([A-Za-z0-9._-]+)\S* is available|"
     r"Because ([A-Za-z0-9._-]+)==\S+ has no wheels with a matching platform"
 )
+#: What uv says (at its warning level, ``RUST_LOG=warn``) of a release it skipped offline.
+_SKIPPED = re.compile(r"`?[A-Za-z0-9._-]+==\S+`? needs to be downloaded from a registry")
 _MISSED = re.compile(
-    r"was not found in the cache|network was disabled|Network connectivity is disabled"
+    r"was not found in the cache|network was disabled|Network connectivity is disabled|"
+    r"needs to be downloaded from a registry"
 )
+_MISSED_PAGE = re.compile(r"Because ([A-Za-z0-9._-]+) was not found in the cache")
 _NOT_FOUND = re.compile(
     r"Because ([A-Za-z0-9._-]+) was not found in the package registry|"
     r"there is no version of ([A-Za-z0-9._-]+)(\S*)|"
@@ -307,7 +318,8 @@ def _classify(stderr: str, ask: Ask) -> Exception:
     cut = text[:600] + (" ..." if len(text) > 600 else "")
     failed = _classified(text, cut, ask)
     if ask.offline and _MISSED.search(text):
-        return _Missed(str(failed))
+        named = _MISSED_PAGE.search(text)
+        return _Missed(str(failed), canonicalize_name(named.group(1)) if named else "")
     lacking = _LACKING.search(text)
     if isinstance(failed, ResolutionFailed) and lacking:
         package = canonicalize_name(next(g for g in lacking.groups() if g))
