@@ -51,7 +51,7 @@ LIBRARY: dict[tuple[str, ...], str] = {
     ("evidence", "trigger"): "twinbuild.cli.evidence_handlers:trigger",
     ("evidence", "check-push"): "twinbuild.evidence.push_check:check_push",
     ("evidence", "keygen"): "twinbuild.cli.evidence_handlers:keygen",
-    ("pins", "table"): "twinbuild.manifest.table:table",
+    ("pins", "table"): "twinbuild.pins.locked_table:locked_table",
     ("pins", "bump"): "twinbuild.pins.bump:bump_pin",
     ("pins", "diff"): "twinbuild.pins.diff:diff_pins",
     ("pins", "adopt-release"): "twinbuild.pins.adopt_release:adopt_release",

@@ -327,7 +327,7 @@ def test_plan_and_the_inputs_hash_follow_exactly_the_images_whose_lock_moved(
     assert main(args(project, index.url, "--upgrade", "floaty")) == 0
     result = plan(project, "HEAD")
     assert {i.name: r for i, r in result.reasons.items()} == {
-        "cuda-amd64": ["pins/lock/cuda-amd64.toml changed (its lock)"]
+        "cuda-amd64": ["pins/lock/cuda-amd64.toml changed (its lock): floaty 1.0 -> 1.1"]
     }
     after = hashes()
     assert after["cuda-amd64"] != before["cuda-amd64"]

@@ -16,11 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from twinbuild.errors import ConfigError
-from twinbuild.inputs_rule import families_fed_by, lock_owner
+from twinbuild.errors import ConfigError, TwinbuildError
+from twinbuild.inputs_rule import LOCKS, families_fed_by, lock_owner
 from twinbuild.manifest.loader import load, load_bytes
 from twinbuild.manifest.model import DEFAULT_PATH, ImageKey, PinManifest
 from twinbuild.pins.diff import bytes_at, compare
+from twinbuild.pins.lock_diff import lock_change
 from twinbuild.util import github
 from twinbuild.util.git import rev_arg, run_git
 
@@ -157,7 +158,7 @@ def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAU
         if owner is not None:  # an image's lock feeds that image alone
             for image in images:
                 if image.name == owner:
-                    reasons[image].append(f"{path} changed (its lock)")
+                    reasons[image].append(_lock_reason(root, base, path))
             continue
         fed = families_fed_by(path, families)
         for image in images:
@@ -167,6 +168,20 @@ def plan(root: Path = Path(), base: str | None = None, *, manifest: Path = DEFAU
         base=base, base_note=note, images=images, local=local,
         reasons={i: r for i, r in reasons.items() if r},
     )  # fmt: skip
+
+
+def _lock_reason(root: Path, base: str, path: str) -> str:
+    """``pins/lock/cu13-amd64.toml changed (its lock): ray 2.54.0 -> 2.55.1``: the packages that
+    moved in it; a base capture beside the locks is named as such."""
+    if Path(path).parent.as_posix() != LOCKS.rstrip("/"):
+        return f"{path} changed (its base capture)"
+    try:
+        change = lock_change(base, None, path, repo=root)
+    except TwinbuildError:  # it rebuilds all the same; the lint names what is wrong with it
+        return f"{path} changed (its lock, which does not read back: `twinbuild lint` says why)"
+    if change is None:
+        return f"{path} changed (its lock)"
+    return f"{path} {change.status} (its lock): {change.summary()}"
 
 
 def _everything(

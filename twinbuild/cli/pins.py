@@ -21,9 +21,10 @@ SOURCES = ("pypi", "git", "registry")
 
 
 def cmd_pins_table(args: argparse.Namespace) -> int:
-    from twinbuild.manifest.table import TableOptions, table
+    from twinbuild.pins.locked_table import LockedTableOptions, locked_table
 
-    output.report(table(TableOptions(manifest=manifest_path(args))), args.format)
+    options = LockedTableOptions(manifest=manifest_path(args), closure=args.closure)
+    output.report(locked_table(options), args.format)
     return 0
 
 
@@ -95,7 +96,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="pins_command", required=True, metavar="PINS_COMMAND"
     )
     p = pins.add_parser("table", help="markdown table of every variant's pins, side by side")
-    add_common(p, root=False)  # the table reads the manifest alone
+    add_common(p, root=False)  # the table reads the manifest and the locks beside it
+    p.add_argument(
+        "--closure", metavar="IMAGE",
+        help="list one image's whole closure from its lock instead (e.g. cu13-amd64): every "
+        "distribution with its version, origin and what brought it, git pins, apt packages",
+    )  # fmt: skip
     add_format(p, "markdown", default="markdown", what="the table")
     p.set_defaults(func=cmd_pins_table)
 

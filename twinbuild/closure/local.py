@@ -115,7 +115,7 @@ def resolve_local(
             upgrade_packages=tuple(sorted(upgrade)), source=source,
             constraints=tuple(kept.get(dist_name(r), "") for r in reqs if dist_name(r) in kept),
         )  # fmt: skip
-        for one in uv.resolve_cached_first(ask):
+        for one in uv.resolve(ask):
             dists[one.name] = LockedDist(
                 name=one.name, version=one.version, origin="layer",
                 index=index or DEFAULT_INDEX,

@@ -4,9 +4,11 @@ A lock is stale when the image's slice of the manifest (``PinManifest.image_dige
 the resolver (its pins' requirements, split by the recipe's ``--no-deps`` layers) or the base
 capture it was made from changed. ``--upgrade`` re-resolves every image for the newest releases
 the manifest allows; ``--upgrade NAME...`` moves only those pins (or distributions), keeping
-every other version. The stale images resolve in parallel; the locks are written only once all
-of them resolved (each atomically), so a failure leaves every lock as it was. The report says
-per image what moved (old -> new) and which images rebuild: exactly those whose lock changed.
+every other version. The first stale image resolves alone, then the others in parallel on the
+index pages it fetched (``uv.forget_old_pages`` first drops the pages past the window); the
+locks are written only once all of them resolved (each atomically), so a failure leaves every
+lock as it was. The report says per image what moved (old -> new) and which images rebuild:
+exactly those whose lock changed.
 """
 
 from __future__ import annotations
@@ -196,10 +198,19 @@ def lock_all(options: LockOptions) -> LockReport:
             upgrade=_upgrade_set(manifest, image, options.upgrade_names), resolver=resolver,
         )  # fmt: skip
 
-    with ThreadPoolExecutor(max_workers=max(1, min(6, len(todo) + len(local_todo)))) as pool:
-        futures = {image: pool.submit(one, image) for image in todo}
+    made: dict[ImageKey, ImageLock] = {}
+    if todo or local_todo:
+        uv.forget_old_pages()
+    rest = list(todo)
+    if rest:
+        # The first image alone: the index pages it asks for are the others' too (the same
+        # projects on another platform), so they find them in the cache instead of each asking.
+        first = rest.pop(0)
+        made[first] = one(first)
+    with ThreadPoolExecutor(max_workers=max(1, min(6, len(rest) + len(local_todo)))) as pool:
+        futures = {image: pool.submit(one, image) for image in rest}
         local_futures = {image: pool.submit(one_local, image) for image in local_todo}
-        made = {image: future.result() for image, future in futures.items()}
+        made |= {image: future.result() for image, future in futures.items()}
         local_made = {image: future.result() for image, future in local_futures.items()}
     outcomes: list[ImageOutcome] = []
     changed: list[ImageKey] = []
@@ -210,7 +221,7 @@ def lock_all(options: LockOptions) -> LockReport:
                                          unresolved=_unresolved(previous[image])))  # fmt: skip
             continue
         new, old = made[image], previous[image]
-        moved = _moved(old, new)
+        moved = moved_between(old, new)
         same = old is not None and old.content_digest() == new.content_digest()
         state = "created" if old is None else ("unchanged" if same else "updated")
         outcomes.append(ImageOutcome(image=image.name, state=state, why=todo[image][0],
@@ -227,7 +238,7 @@ def lock_all(options: LockOptions) -> LockReport:
         same = old is not None and old.content_digest() == new.content_digest()
         state = "created" if old is None else ("unchanged" if same else "updated")
         outcomes.append(ImageOutcome(image=name, state=state, why=local_todo[image],
-                                     moved=_moved(old, new)))  # fmt: skip
+                                     moved=moved_between(old, new)))  # fmt: skip
         if not same:
             local_changed.append(image)
     if not options.dry_run:
@@ -252,7 +263,8 @@ def _touches(
     return any(lock.dist(n) for n in moving) or bool(moving & names)
 
 
-def _moved(old: ImageLock | None, new: ImageLock) -> tuple[Moved, ...]:
+def moved_between(old: ImageLock | None, new: ImageLock) -> tuple[Moved, ...]:
+    """Every distribution version and git commit that differs from ``old`` to ``new``."""
     before = old.versions() if old else {}
     after = new.versions()
     moved = [

@@ -184,7 +184,7 @@ def resolve_image(request: ImageRequest) -> ImageLock:
         if not reqs:
             return []
         try:
-            return uv.resolve_cached_first(ask(reqs, constraints=(*base, *kept), **kw))
+            return uv.resolve(ask(reqs, constraints=(*base, *kept), **kw))
         except ResolutionFailed as exc:
             missing = _NO_FILE.search(str(exc))
             if missing and canonicalize_name(missing.group(1)) in what.pins_of:
@@ -195,7 +195,7 @@ def resolve_image(request: ImageRequest) -> ImageLock:
             if not kept:
                 raise
         # the previous versions cannot all stay: resolve afresh within the manifest
-        return uv.resolve_cached_first(ask(reqs, constraints=tuple(base), **kw))
+        return uv.resolve(ask(reqs, constraints=tuple(base), **kw))
 
     alone = with_kept(what.no_deps, no_deps=True)
     own: list[tuple[str, uv.Found | None, str]] = []
@@ -216,7 +216,7 @@ def resolve_image(request: ImageRequest) -> ImageLock:
             own.append((index, None, req))
             continue
         try:
-            found = uv.resolve_cached_first(ask((req,), no_deps=True, extra_index=index))
+            found = uv.resolve(ask((req,), no_deps=True, extra_index=index))
             own += [(index, f, "") for f in found]
         except IndexUnreachable:
             request.unreachable.add(index)  # asked once per run, not once per image

@@ -3,12 +3,27 @@
 uv resolves for a Python and platform other than this host's (``--python-version``,
 ``--python-platform``), writes PEP 751 (``--format pylock.toml``: every file of the chosen version
 that platform may install, with its hash) and says which requirement brought each package (its
-``requirements.txt`` annotations, from a second run on the warm cache). It never downloads a
-Python here, reads no user or project configuration, keeps its cache under twinbuild's, and is
-bounded: each HTTP request by ``TWINBUILD_LOCK_TIMEOUT`` seconds (default 30; one retry), the
-whole run by ten times that. How it ends is mapped to one line and an exit code: a package or
-version the index lacks or a conflict (:class:`ResolutionFailed`), an index that does not answer
-or stalls (:class:`IndexUnreachable`), a resolver killed midway (:class:`ResolverFailed`).
+``requirements.txt`` annotations, from a second run on the cache the first filled). It never
+downloads a Python here, reads no user or project configuration, keeps its cache under
+twinbuild's, and is bounded: each HTTP request by ``TWINBUILD_LOCK_TIMEOUT`` seconds (default
+30; one retry), the whole run by ten times that. How it ends is mapped to one line and an exit
+code: a package or version the index lacks or a conflict (:class:`ResolutionFailed`), an index
+that does not answer or stalls (:class:`IndexUnreachable`), a resolver killed midway
+(:class:`ResolverFailed`).
+
+What the cache may hold back: nothing older than ``TWINBUILD_LOCK_FRESH`` seconds (default
+600). A lock run that resolves anything first removes from uv's cache every index page older
+than that (:func:`forget_old_pages`; a page lists a project's releases); then each resolution
+runs from the cache alone, and only where the cache lacks a page does uv ask the index, for
+every page the index's own caching headers no longer call fresh (an index that sends none, like
+this machine's, has each asked again). So a release published more than that window before the
+run is always seen, one published within it may not be until the window passes or ``--upgrade``
+asks again; a cached page that lacks the very release the manifest names is asked afresh at
+once (:func:`resolve`). ``--upgrade`` asks the index for every page it moves. uv is handed the
+interpreter running twinbuild (``--python``): it builds source distributions for their metadata
+only (the target is ``--python-version`` and ``--python-platform``), and left to find one
+itself it queried every Python on PATH, which on a machine of pyenv shims took a second and a
+half a run, ten times the resolution (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -16,7 +31,9 @@ from __future__ import annotations
 import os
 import re
 import signal
+import sys
 import tempfile
+import time
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -30,10 +47,13 @@ from twinbuild.util import environ, process
 from twinbuild.util.paths import cache_root
 
 DEFAULT_TIMEOUT_S = 30
+DEFAULT_FRESH_S = 600
+_ROUNDS = 8  # pages asked afresh, one at a time, before a resolution is called failed
 #: Environment uv would otherwise read: another index, a config file, a Python download.
 _DROPPED = (
     "UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_DEFAULT_INDEX", "UV_INDEX", "UV_CONSTRAINT",
     "UV_OVERRIDE", "UV_FIND_LINKS", "UV_CONFIG_FILE", "UV_OFFLINE", "UV_NO_CACHE",
+    "UV_REFRESH", "UV_REFRESH_PACKAGE", "UV_PYTHON", "UV_EXCLUDE_NEWER",
 )  # fmt: skip
 
 
@@ -61,9 +81,10 @@ class Ask:
     extra_index: str | None = None  # a pin's own index, before the default one
     upgrade: bool = False
     upgrade_packages: tuple[str, ...] = ()
-    #: From the cache alone (no index asked): tried first when nothing is to be upgraded.
+    #: From the cache alone, no index asked (:func:`resolve` tries this first).
     offline: bool = False
-    refresh: bool = False  # revalidate every cached page with the index
+    #: Asked of the index afresh whatever their cached pages' headers say.
+    refresh_packages: tuple[str, ...] = ()
     source: str = "pins/lock"  # the lock file the messages name
 
 
@@ -92,14 +113,15 @@ def _env() -> dict[str, str]:
     env.update(
         UV_PYTHON_DOWNLOADS="never", UV_NO_CONFIG="1", UV_HTTP_TIMEOUT=str(timeout_s()),
         UV_HTTP_RETRIES="1", UV_CACHE_DIR=str(cache_root() / "uv"), NO_COLOR="1",
-        UV_NO_PROGRESS="1",
+        UV_NO_PROGRESS="1", RUST_LOG="warn",
     )  # fmt: skip
     return env
 
 
 def _base_args(ask: Ask) -> list[str]:
-    args = ["pip", "compile", "--quiet", "--python-version", ask.python,
-            "--python-platform", ask.platform, "--no-header", "--no-strip-extras"]  # fmt: skip
+    args = ["pip", "compile", "--quiet", "--python", sys.executable, "--python-version",
+            ask.python, "--python-platform", ask.platform, "--no-header",
+            "--no-strip-extras"]  # fmt: skip
     if ask.index_url:
         args += ["--default-index", ask.index_url]
     if ask.extra_index:
@@ -111,21 +133,81 @@ def _base_args(ask: Ask) -> list[str]:
     return args
 
 
-def resolve_cached_first(ask: Ask) -> list[Found]:
-    """:func:`resolve` from the cache alone, then, where the cache lacks something, asking the
-    index: a warm lock run asks no index at all. An upgrade always asks the index."""
-    if ask.upgrade or ask.upgrade_packages:
-        return resolve(ask)
-    try:
-        return resolve(replace(ask, offline=True))
-    except (ResolutionFailed, IndexUnreachable):
-        # the cache lacks something: ask the index afresh (a cached page may be fresh by
-        # its headers and still predate the release the manifest now names)
-        return resolve(replace(ask, refresh=True))
+def fresh_s() -> int:
+    """How old a cached index page may be and still answer a lock run (seconds)."""
+    found = environ.whole("TWINBUILD_LOCK_FRESH", low=0, high=86400, hint="seconds")
+    return DEFAULT_FRESH_S if found is None else found
+
+
+def forget_old_pages(now: float | None = None) -> int:
+    """Remove from uv's cache every index page older than :func:`fresh_s`; how many went.
+
+    A page lists a project's releases and changes when one is published; a file's metadata,
+    kept beside it, never changes (a file is immutable on an index), so it stays."""
+    cutoff = (time.time() if now is None else now) - fresh_s()
+    gone = 0
+    root = cache_root() / "uv"
+    for bucket in (*root.glob("simple-v*"), *root.glob("flat-index-v*")):
+        for path in bucket.rglob("*"):
+            try:
+                if path.is_file() and path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    gone += 1
+            except FileNotFoundError:  # another run removed or replaced it
+                continue
+    return gone
 
 
 def resolve(ask: Ask) -> list[Found]:
-    """Resolve ``ask``; every package with its files and what brought it."""
+    """Resolve ``ask``; every package with its files and what brought it.
+
+    From the cache first (its pages younger than :func:`fresh_s`: :func:`forget_old_pages`
+    ran before). Where the cache lacks a page, or the data of a release a page lists, the
+    index is asked (every page uv's caching rules call stale). Where a cached page lacks the
+    release asked for, that one page is asked afresh and the cache tried again, up to
+    :data:`_ROUNDS` pages. An upgrade asks the index for every page it moves."""
+    if ask.upgrade or ask.upgrade_packages:
+        return _online(ask)
+    asked: list[str] = []
+    while True:
+        try:
+            return _resolve(replace(ask, offline=True))
+        except _Missed:
+            return _online(ask)
+        except _Lacking as exc:
+            if exc.package in asked or len(asked) >= _ROUNDS:
+                raise ResolutionFailed(str(exc)) from None
+            asked.append(exc.package)
+            _refresh_page(ask, exc.package)
+
+
+def _online(ask: Ask) -> list[Found]:
+    """Resolve asking the index; a page fresh by its headers that lacks the release asked for
+    is asked again once."""
+    try:
+        return _resolve(ask)
+    except _Lacking as exc:
+        if ask.upgrade:
+            raise ResolutionFailed(str(exc)) from None
+        try:
+            return _resolve(replace(ask, refresh_packages=(exc.package,)))
+        except _Lacking as again:
+            raise ResolutionFailed(str(again)) from None
+
+
+def _refresh_page(ask: Ask, name: str) -> None:
+    """Ask the index for ``name``'s page afresh, into the cache (the answer itself unused)."""
+    with tempfile.TemporaryDirectory(prefix="twinbuild-uv-") as work:
+        req = _file(Path(work) / "requirements.in", [name])
+        one = replace(ask, no_deps=True)
+        try:
+            _run([*_base_args(one), str(req), "--refresh-package", name, "-o",
+                  str(Path(work) / "out.txt")], one)  # fmt: skip
+        except ResolutionFailed:
+            return  # no release of it fits this platform at all: the page is cached all the same
+
+
+def _resolve(ask: Ask) -> list[Found]:
     with tempfile.TemporaryDirectory(prefix="twinbuild-uv-") as work:
         folder = Path(work)
         req = _file(folder / "requirements.in", ask.requirements)
@@ -135,10 +217,10 @@ def resolve(ask: Ask) -> list[Found]:
         if ask.constraints:
             args += ["--constraints", str(_file(folder / "constraints.txt", ask.constraints))]
         moving: list[str] = ["--upgrade", "--refresh"] if ask.upgrade else []
-        if ask.refresh and not ask.upgrade:
-            moving.append("--refresh")
         for name in ask.upgrade_packages:
             moving += ["--upgrade-package", name, "--refresh-package", name]
+        for name in ask.refresh_packages:
+            moving += ["--refresh-package", name]
         out = folder / "pylock.toml"
         _run([*args, *moving, "--generate-hashes", "--format", "pylock.toml", "-o", str(out)], ask)
         found = _read_pylock(out, ask.source)
@@ -164,6 +246,9 @@ def _file(path: Path, lines: Sequence[str]) -> Path:
 
 
 def _run(args: list[str], ask: Ask) -> None:
+    """Run uv; from the cache alone (``ask.offline``), a release uv skipped because its data
+    is not cached is a miss (:class:`_Missed`), never an answer: uv would otherwise resolve
+    an older release and say nothing at its default level."""
     limit = timeout_s() * 10
     try:  # a stall past the deadline, or Ctrl-C: uv and whatever it started go together
         done = process.run([binary(), *args], timeout=limit, env=_env(), only_env=True)
@@ -175,6 +260,9 @@ def _run(args: list[str], ask: Ask) -> None:
         ) from None
     code, stderr = done.code, done.err
     if code == 0:
+        skipped = _SKIPPED.search(stderr) if ask.offline else None
+        if skipped:
+            raise _Missed(f"{ask.source}: {skipped.group(0)}", "")
         return
     if code < 0:
         name = signal.Signals(-code).name
@@ -191,6 +279,33 @@ _NETWORK = re.compile(
     r"Network connectivity is disabled|tcp connect error",
     re.IGNORECASE,
 )
+
+
+class _Lacking(ResolutionFailed):
+    """uv named one package the index, as cached, has no fitting release of."""
+
+    def __init__(self, message: str, package: str) -> None:
+        super().__init__(message)
+        self.package = package
+
+
+class _Missed(_Lacking):
+    """uv, kept from the index, needed a page or a release's data the cache does not hold."""
+
+
+_LACKING = re.compile(
+    r"Because ([A-Za-z0-9._-]+) was not found in the package registry|"
+    r"there is no version of ([A-Za-z0-9._-]+)|"
+    r"Because only ([A-Za-z0-9._-]+)\S* is available|"
+    r"Because ([A-Za-z0-9._-]+)==\S+ has no wheels with a matching platform"
+)
+#: What uv says (at its warning level, ``RUST_LOG=warn``) of a release it skipped offline.
+_SKIPPED = re.compile(r"`?[A-Za-z0-9._-]+==\S+`? needs to be downloaded from a registry")
+_MISSED = re.compile(
+    r"was not found in the cache|network was disabled|Network connectivity is disabled|"
+    r"needs to be downloaded from a registry"
+)
+_MISSED_PAGE = re.compile(r"Because ([A-Za-z0-9._-]+) was not found in the cache")
 _NOT_FOUND = re.compile(
     r"Because ([A-Za-z0-9._-]+) was not found in the package registry|"
     r"there is no version of ([A-Za-z0-9._-]+)(\S*)|"
@@ -201,6 +316,18 @@ _NOT_FOUND = re.compile(
 def _classify(stderr: str, ask: Ask) -> Exception:
     text = " ".join(stderr.split())
     cut = text[:600] + (" ..." if len(text) > 600 else "")
+    failed = _classified(text, cut, ask)
+    if ask.offline and _MISSED.search(text):
+        named = _MISSED_PAGE.search(text)
+        return _Missed(str(failed), canonicalize_name(named.group(1)) if named else "")
+    lacking = _LACKING.search(text)
+    if isinstance(failed, ResolutionFailed) and lacking:
+        package = canonicalize_name(next(g for g in lacking.groups() if g))
+        return _Lacking(str(failed), package)
+    return failed
+
+
+def _classified(text: str, cut: str, ask: Ask) -> Exception:
     if "No solution found" in text or "unsatisfiable" in text:
         missing = _NOT_FOUND.search(text)
         if missing and "incompatible" not in text and "depends on" not in text:

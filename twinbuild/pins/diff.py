@@ -3,12 +3,14 @@
 Both sides are read with ``git show REV:pins/manifest.toml`` and loaded by the manifest model, so a
 pin is compared by its effective values per image (a variant on one architecture, overrides
 applied), not by its TOML text. Images that move the same way are named together, by variant.
+Each image's lock (``pins/lock/IMAGE.toml``) is compared too (``lock_diff.py``): the packages
+that moved in it, old -> new, and the image rebuilds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -24,6 +26,7 @@ from twinbuild.manifest.model import (
     ResolvedPin,
     Variant,
 )
+from twinbuild.pins.lock_diff import LockChange, lock_changes
 from twinbuild.util import shown
 from twinbuild.util.git import rev_arg, run_git
 
@@ -68,6 +71,8 @@ class ManifestDiff:
     settings: list[SettingChange]
     rebuild: dict[ImageKey, tuple[Profile, ...]]
     new: PinManifest | None = None  # names the images (by variant) in what is printed
+    #: Each image's lock that moved between the two revisions (``pins/lock/``).
+    locks: tuple[LockChange, ...] = ()
 
     def label(self, images: list[ImageKey]) -> str:
         if self.new is None:
@@ -95,6 +100,9 @@ class ManifestDiff:
             out.append(f"{pin.status} {pin.name}")
             for images, (old, new) in pin.grouped():
                 out.append(f"  {self.label(images)}: {old or '(absent)'} -> {new or '(absent)'}")
+        for lock in self.locks:
+            out.append(f"lock {lock.image} {lock.status} ({lock.path}): {len(lock.moved)} moved")
+            out += [f"  {m.name}: {m.old or '(new)'} -> {m.new or '(gone)'}" for m in lock.moved]
         out.append(f"rebuild: {self.rebuild_line()}")
         return "\n".join(out) + "\n"
 
@@ -111,6 +119,16 @@ class ManifestDiff:
                     out.append(f"| `{pin.name}` | {pin.status} (why/floating only) | | | |")
                 for images, (old, new) in pin.grouped():
                     row = (f"`{pin.name}`", pin.status, self.label(images), _cell(old), _cell(new))
+                    out.append("| " + " | ".join(row) + " |")
+            out.append("")
+        if self.locks:
+            out += ["| lock | change | package | old | new |", "|---|---|---|---|---|"]
+            for lock in self.locks:
+                if not lock.moved:
+                    out.append(f"| `{lock.path}` | {lock.status} | | | |")
+                for m in lock.moved:
+                    row = (f"`{lock.path}`", lock.status, f"`{m.name}`", _cell(m.old or None),
+                           _cell(m.new or None))  # fmt: skip
                     out.append("| " + " | ".join(row) + " |")
             out.append("")
         out.append(f"**Images to rebuild:** {self.rebuild_line()}")
@@ -314,4 +332,21 @@ def diff_revs(
         new = load(path)
     else:
         new = manifest_at(rev_b, manifest, repo=repo)
-    return compare(old, new, rev_a=rev_a, rev_b=rev_b or WORKTREE, label=str(manifest))
+    diff = compare(old, new, rev_a=rev_a, rev_b=rev_b or WORKTREE, label=str(manifest))
+    if manifest.is_absolute():
+        return diff  # revisions of a manifest git does not name relative to the repository
+    locks = lock_changes(rev_a, rev_b, folder=(manifest.parent / "lock").as_posix(), repo=repo)
+    return with_locks(diff, locks, new)
+
+
+def with_locks(diff: ManifestDiff, locks: tuple[LockChange, ...], new: PinManifest) -> ManifestDiff:
+    """``diff`` with the locks that moved: each image whose lock is there and moved rebuilds
+    (its lock is an input of its every build)."""
+    rebuild = dict(diff.rebuild)
+    by_name = {i.name: i for i in new.images()}
+    for lock in locks:
+        image = by_name.get(lock.image)
+        if image is not None and lock.status != "removed":
+            rebuild[image] = PROFILES[::-1]
+    ordered = {i: rebuild[i] for i in new.images() if i in rebuild}
+    return replace(diff, locks=locks, rebuild=ordered)
