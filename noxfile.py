@@ -44,7 +44,11 @@ def _install(session: nox.Session, lock: str) -> None:
         session.log(f"{locked} unchanged since this environment's install: nothing to install")
         return
     session.install("--require-hashes", "-r", str(locked))
-    session.install("--no-deps", "--no-build-isolation", "-e", ".")
+    # compat: one path line in a .pth, not setuptools' import finder, which every interpreter
+    # start imports (pathlib, re, fnmatch: half of `python -c pass`, docs/benchmarks.md #42)
+    session.install(
+        "--no-deps", "--no-build-isolation", "--config-settings", "editable_mode=compat", "-e", "."
+    )
     stamp.write_text(wanted)
 
 

@@ -47,7 +47,13 @@ def test_a_checkout_or_its_git_archive_unpacks_only_at_the_pinned_commit(tmp_pat
     assert str(err.value) == f"{tmp_path / 'nope.tar'}: no such checkout or tarball"
 
 
-def _gone_or_dead(pid: int, within_s: float = 30) -> bool:
+#: How long the build's processes would run if nothing killed them, and the bound the test holds
+#: the kill to: 150x the 2 s limit, so no load on the machine reaches it, and half the sleeps, so a
+#: run that waited for them can never pass.
+SLEEP_S, ENDS_WITHIN_S = 600, 300
+
+
+def _gone_or_dead(pid: int, within_s: float = ENDS_WITHIN_S) -> bool:
     """The process is gone, or a zombie its new parent has not reaped yet, within ``within_s``
     (SIGKILL is delivered when the process next runs, later on a loaded machine)."""
     deadline = time.monotonic() + within_s
@@ -67,10 +73,11 @@ def test_a_build_past_its_limit_is_killed_with_its_children(tmp_path: Path) -> N
     pids = tmp_path / "pids"
     started = time.monotonic()
     rc = gpu_build.run_logged(
-        ["sh", "-c", f"sleep 60 & echo $! > {pids}; sleep 60"], log=tmp_path / "b.log", limit_s=2
-    )
+        ["sh", "-c", f"sleep {SLEEP_S} & echo $! > {pids}; sleep {SLEEP_S}"],
+        log=tmp_path / "b.log", limit_s=2,
+    )  # fmt: skip
     assert rc == 124
-    assert time.monotonic() - started < 30  # the 60 s sleeps did not run out
+    assert time.monotonic() - started < ENDS_WITHIN_S  # the sleeps did not run out
     child = int(pids.read_text(encoding="utf-8"))
     assert _gone_or_dead(child)
     assert (tmp_path / "b.log").read_text(encoding="utf-8").endswith("killed at its limit of 2s\n")

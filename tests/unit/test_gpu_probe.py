@@ -7,8 +7,10 @@ from __future__ import annotations
 import ast
 import json
 import stat
+import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from twinbuild.manifest.model import BandwidthFloor
@@ -243,3 +245,38 @@ def test_a_command_past_its_steps_deadline_goes_with_its_children(tmp_path: Path
     late = gpu_host.local_shell(clock, clock.now() - 1, tmp_path / "step.log")
     assert late(["touch", str(tmp_path / "never")]).rc == 124
     assert not (tmp_path / "never").exists()
+
+
+def test_the_kernel_tool_runs_through_the_shell_on_each_file_the_script_found(
+    tmp_path: Path,
+) -> None:
+    """The kernel script (this machine's Python) finds the files and the tool on PATH and starts
+    nothing; the check runs the tool once per file through its shell, under its timeout, with the
+    probe's environment. A file that is not there is never handed to the tool."""
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    tool = tools / "cuobjdump"
+    tool.write_text('#!/bin/sh\necho "ELF file    1: $(basename "$2").1.$(cat "$2").cubin"\n',
+                    encoding="utf-8")  # fmt: skip
+    tool.chmod(0o755)
+    ok, wrong = tmp_path / "ok.so", tmp_path / "wrong.so"
+    ok.write_text("sm_90", encoding="utf-8")
+    wrong.write_text("sm_80", encoding="utf-8")
+    shell, ran = local_shell(60), []
+
+    def recorded(argv: Sequence[str]) -> Ran:
+        ran.append(list(argv))
+        return shell(argv)
+
+    probe = _probe(sys.executable, env={"PATH": f"{tools}:/usr/bin:/bin"})
+    reading = {"archs": ["9.0"]}
+    good = gpu_probe.kernel_arch(recorded, probe, reading, files=[str(ok)], modules=[])
+    assert (good.outcome, good.readings["targets"]) == ("passed", {"ok.so": ["sm_90"]})
+    assert ran[1][-3:] == [str(tool), "--list-elf", str(ok)]
+    assert ran[1][:4] == ["timeout", "-k", "10", str(gpu_probe.KERNEL_TOOL_TIMEOUT_S)]
+    ran.clear()
+    bad = gpu_probe.kernel_arch(recorded, probe, reading, files=[str(wrong), "/nonexistent.so"],
+                                modules=[])  # fmt: skip
+    assert bad.outcome == "failed"
+    assert len(ran) == 2  # the script, and the tool on the one file that is there
+    assert bad.reasons[0].startswith(f"wrong.so ({wrong}) is built for sm_80")

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import socket
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from urllib.parse import unquote
 import pytest
 
 from twinbuild.builder import noop
+from twinbuild.util import process
 
 ARGV = ["build", "--root", "."]
 TAG, IMAGE = "twinbuild/cuda:local-amd64", "sha256:" + "a" * 64
@@ -171,8 +173,9 @@ def test_an_unreadable_memo_decides_again(
     checkout: Path, engine: Engine, env: dict[str, str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     _remember(checkout, engine, env)
-    path = noop.memo_path(ARGV, env, str(checkout))
-    assert path is not None
+    found = noop.memo_path(ARGV, env, str(checkout))
+    assert found is not None
+    path = Path(found)
     for garbled in (b"", b"{", b"[]", json.dumps({"format": 0}).encode(), b"\xff"):
         path.write_bytes(garbled)
         assert _replayed(checkout, env, capsys) is None
@@ -228,3 +231,63 @@ def test_build_offers_a_memo_only_when_every_image_was_up_to_date(
     record = root / "build/production/rocm/amd64/image.json"
     assert again.stats is not None
     assert again.stats[str(record)] == noop._stat(str(record))
+
+
+def test_a_memo_answers_only_for_its_own_command_line(
+    checkout: Path, engine: Engine, env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The memo's file name is a 64-bit hash of its key; the memo holds the key, so a command
+    line whose name collides with another's (made so here by copying the file) decides again."""
+    _remember(checkout, engine, env)
+    mine, other = (
+        noop.memo_path(ARGV, env, str(checkout)),
+        noop.memo_path([*ARGV, "-v"], env, str(checkout)),
+    )
+    assert mine is not None
+    assert other is not None
+    assert mine != other
+    Path(other).write_bytes(Path(mine).read_bytes())
+    assert not noop.replay([*ARGV, "-v"], env, str(checkout))
+    assert _replayed(checkout, env, capsys) == "up to date\n"
+
+
+def test_a_base_two_images_share_is_asked_once(
+    checkout: Path, engine: Engine, env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base, base_id = "twinbuild/base:7f45fa8f6c5d", "sha256:" + "c" * 64
+    engine.images[base] = base_id
+    pending = noop.Pending(ARGV, env, str(checkout))
+    pending.before(str(checkout), _files(checkout), [])
+    images = [(TAG, IMAGE), (base, base_id), (base, base_id)]
+    pending.after(engine.host, images, "up\n", root=str(checkout), outputs=[])
+    pending.save()
+    assert _replayed(checkout, env, capsys) == "up\n"
+    assert engine.asked == [TAG, base]
+
+
+def test_a_reference_that_would_need_quoting_is_never_replayed(
+    checkout: Path, engine: Engine, env: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    odd = "twinbuild/cuda:local amd64?x"
+    engine.images[odd] = IMAGE
+    pending = noop.Pending(ARGV, env, str(checkout))
+    pending.before(str(checkout), _files(checkout), [])
+    pending.after(engine.host, [(odd, IMAGE)], "up\n", root=str(checkout), outputs=[])
+    pending.save()
+    assert _replayed(checkout, env, capsys) is None
+    assert engine.asked == []
+
+
+def test_the_replay_loads_only_what_it_uses() -> None:
+    """What a replayed no-op imports, in a fresh interpreter without site (so no installed
+    package's start-up hook adds its own): none of the modules that cost it milliseconds."""
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import twinbuild.__main__, "
+        "twinbuild.cli.entry; print(' '.join(sorted(sys.modules)))"
+    )
+    loaded = set(process.run([sys.executable, "-S", "-c", code, str(root)], timeout=60).out.split())
+    assert "twinbuild.builder.noop" in loaded
+    costly = {"typing", "hashlib", "socket", "pathlib", "threading", "urllib.parse", "dataclasses",
+              "subprocess", "argparse", "twinbuild.cli.main", "twinbuild.util.values"}  # fmt: skip
+    assert loaded & costly == set()

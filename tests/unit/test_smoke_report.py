@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -11,7 +12,8 @@ import pytest
 
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import ImageKey
-from twinbuild.smoke import smoke_report
+from twinbuild.smoke import run_summary, smoke_report
+from twinbuild.smoke.gpu import GpuInfo
 from twinbuild.smoke.smoke_report import SmokeReport
 from twinbuild.util.strictjson import Fields
 
@@ -112,8 +114,26 @@ def test_a_report_saves_and_loads_back_as_the_same_record(tmp_path: Path) -> Non
     made = _report(_summary())
     paths = made.save(tmp_path)
     assert SmokeReport.load(paths["json"]) == made
-    assert made.counts == smoke_report.Counts(passed=2, failed=1, skipped=1, flaky=1)
+    assert made.counts == run_summary.Counts(passed=2, failed=1, skipped=1, flaky=1)
     assert [t.id for t in made.failures] == ["test_conformance.py::test_pin[fla]"]
+
+
+def test_a_report_of_a_run_that_saw_gpus_loads_back_whole(tmp_path: Path) -> None:
+    """A GPU run's report holds what nvidia-smi said of each GPU (``archs``): it loads back as
+    the same record, the archs included, where it used to be refused as an unknown key."""
+    h200 = GpuInfo(vendor="nvidia", model="NVIDIA H200", driver="580.95.05", runtime="13.0",
+                   count=2, archs=("9.0", "9.0"))  # fmt: skip
+    made = dataclasses.replace(_report(_summary()), gpu=h200)
+    paths = made.save(tmp_path)
+    assert json.loads(paths["json"].read_text())["gpu"]["archs"] == ["9.0", "9.0"]
+    assert SmokeReport.load(paths["json"]) == made
+    written = json.loads(paths["json"].read_text())
+    older = {**written, "gpu": {k: v for k, v in written["gpu"].items() if k != "archs"}}
+    loaded = _report(older).gpu
+    assert loaded is not None
+    assert loaded.archs == ()
+    with pytest.raises(ConfigError, match=r"report\.gpu\.cores: unknown key"):
+        _report({**written, "gpu": {**written["gpu"], "cores": 1}})
 
 
 def test_a_report_whose_counts_disagree_is_refused(tmp_path: Path) -> None:

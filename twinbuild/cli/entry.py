@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import sys
-from pathlib import Path
 
 from twinbuild.builder import noop
 
@@ -14,7 +13,7 @@ from twinbuild.builder import noop
 def main() -> int:
     argv = sys.argv[1:]
     try:
-        cwd = str(Path.cwd())
+        cwd = os.getcwd()  # not pathlib: the replay loads nothing it does not use
     except OSError:  # a folder removed under the shell: the command says so in its own words
         cwd = ""
     if cwd and noop.replay(argv, os.environ, cwd):

@@ -2,13 +2,16 @@
 before anything is built (ping, inspect, list, tag).
 
 Not ``http.client``: it brings ``email`` and ``ssl`` along, and on a no-op build those imports
-cost more than the questions. HTTP/1.0 keeps the answer simple: the engine sends the body whole,
-without chunks, and closes the connection.
+cost more than the questions. Not even ``socket``: its Python layer brings ``selectors``,
+``array`` and the address-family enums along (3-4 ms of a 40 ms replayed no-op,
+:mod:`twinbuild.builder.noop`), where the C type it wraps, ``_socket.socket``, does all this asks.
+HTTP/1.0 keeps the answer simple: the engine sends the body whole, without chunks, and closes the
+connection.
 """
 
 from __future__ import annotations
 
-import socket
+import _socket
 
 from twinbuild.errors import EngineError
 
@@ -23,8 +26,8 @@ def request(
     Raises OSError when nothing answers (the caller words the message).
     """
     family, address = _address(docker_host)
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    with sock:
+    sock = _socket.socket(family, _socket.SOCK_STREAM)
+    try:
         sock.settimeout(timeout)
         sock.connect(address)
         sock.sendall(f"{method} {path} HTTP/1.0\r\nHost: docker\r\n\r\n".encode("ascii"))
@@ -35,6 +38,8 @@ def request(
             size += len(chunk)
             if size > MAX_ANSWER:
                 raise EngineError(f"{method} {path}: the engine's answer passed {MAX_ANSWER} bytes")
+    finally:
+        sock.close()
     head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
     status_line = head.split(b"\r\n", 1)[0].split()
     if len(status_line) < 2 or not status_line[1].isdigit():
@@ -42,20 +47,20 @@ def request(
     return int(status_line[1]), body
 
 
-def _address(docker_host: str) -> tuple[socket.AddressFamily, str | tuple[str, int]]:
+def _address(docker_host: str) -> tuple[int, str | tuple[str, int]]:
     """The socket family and address of ``docker_host``. A plain ``unix:///path`` is read here;
     any other form is parsed and checked by :func:`values.engine_address` (a ConfigError naming
     it), imported only then: it brings ``dataclasses`` along, a third of a replayed no-op's
     start (:mod:`twinbuild.builder.noop`)."""
     plain = docker_host.removeprefix("unix://")
     if plain != docker_host and plain.startswith("/") and not set(plain) & set("?#%\0"):
-        return socket.AF_UNIX, plain
+        return _socket.AF_UNIX, plain
     from twinbuild.util import values
 
     where = values.engine_address(docker_host)
-    family = socket.AF_UNIX if where.scheme == "unix" else socket.AF_INET
+    family = _socket.AF_UNIX if where.scheme == "unix" else _socket.AF_INET
     if where.scheme == "tcp" and ":" in where.host:
-        family = socket.AF_INET6
+        family = _socket.AF_INET6
     return family, where.address
 
 

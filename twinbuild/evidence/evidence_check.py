@@ -23,8 +23,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from twinbuild.errors import EvidenceRefused
 from twinbuild.evidence.record_statement import SAFE_REF_RE
 from twinbuild.evidence.signing import Blob, Verified, verify
-from twinbuild.evidence.statement import Counts, Statement, format_time
+from twinbuild.evidence.statement import Statement, format_time
 from twinbuild.manifest.model import ImageKey, Profile, Vendor
+from twinbuild.smoke.run_summary import Counts
 
 #: The only run that signs evidence: the default branch's validation workflow, which GitHub runs
 #: from the default branch's copy (``workflow_run``), so the PR under test never wrote it.

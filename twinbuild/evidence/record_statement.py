@@ -24,8 +24,6 @@ from twinbuild.evidence.statement import (
     IMAGE_REF_RE,
     MANIFEST_SUBJECT,
     Build,
-    Counts,
-    Gpu,
     Predicate,
     Results,
     Run,
@@ -37,6 +35,7 @@ from twinbuild.evidence.statement import (
     Verdict,
 )
 from twinbuild.manifest.model import Vendor
+from twinbuild.smoke.run_summary import Counts, Gpu
 from twinbuild.smoke.smoke_report import SmokeReport
 from twinbuild.util import github, strictjson, values
 from twinbuild.util.atomic import write_atomic

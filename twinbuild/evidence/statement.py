@@ -16,6 +16,7 @@ from typing import Any, Literal, get_args
 
 from twinbuild.errors import ConfigError, EvidenceRefused
 from twinbuild.manifest.model import ARCHS, NAME_RE, VENDORS, Arch, ImageKey, Profile, Vendor
+from twinbuild.smoke.run_summary import Counts, Gpu, read_counts, read_gpu
 from twinbuild.util.strictjson import Fields
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -100,15 +101,6 @@ class Build:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Gpu:
-    vendor: str
-    model: str
-    driver: str
-    runtime: str  # CUDA or ROCm version the smoke run read
-    count: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class TestResult:
     __test__ = False  # a data record, not a pytest class
 
@@ -122,24 +114,6 @@ class TestResult:
     @property
     def gpu(self) -> bool:
         return "gpu" in self.markers
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Counts:
-    passed: int
-    failed: int
-    skipped: int
-    flaky: int
-
-    @classmethod
-    def of(cls, tests: tuple[TestResult, ...]) -> Counts:
-        outcomes = [t.outcome for t in tests]
-        return cls(
-            passed=outcomes.count("passed"),
-            failed=outcomes.count("failed"),
-            skipped=outcomes.count("skipped"),
-            flaky=sum(1 for t in tests if t.flaky),
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -307,10 +281,10 @@ def _predicate(p: Fields) -> Predicate:
         lock_digest=b.opt_match("lock_digest", DIGEST_RE, digest),
     )
     b.done()
-    gpu = parse_gpu(p.opt_obj("gpu"))
+    gpu = read_gpu(p.opt_obj("gpu"))
     res = p.obj("results")
     tests = tuple(parse_test(t) for t in res.items("tests"))
-    counts = parse_counts(res.obj("counts"))
+    counts = read_counts(res.obj("counts"))
     results = Results(
         verdict=res.choice("verdict", ("passed", "failed")), tests=tests, counts=counts
     )
@@ -328,33 +302,6 @@ def _predicate(p: Fields) -> Predicate:
         results=results,
         created_at=created_at,
     )
-
-
-def parse_gpu(g: Fields | None) -> Gpu | None:
-    """The GPU a run saw, as the smoke report and the statement both write it."""
-    if g is None:
-        return None
-    gpu = Gpu(
-        vendor=g.text("vendor"),
-        model=g.text("model"),
-        driver=g.text("driver"),
-        runtime=g.text("runtime"),
-        count=g.integer("count"),
-    )
-    g.done()
-    return gpu
-
-
-def parse_counts(c: Fields) -> Counts:
-    """A run's counts, as the smoke report and the statement both write them."""
-    counts = Counts(
-        passed=c.integer("passed"),
-        failed=c.integer("failed"),
-        skipped=c.integer("skipped"),
-        flaky=c.integer("flaky"),
-    )
-    c.done()
-    return counts
 
 
 def parse_test(t: Fields, *, ignore: tuple[str, ...] = ()) -> TestResult:

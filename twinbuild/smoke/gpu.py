@@ -14,18 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from twinbuild.engine.api import GpuAccess
+from twinbuild.smoke.run_summary import Gpu
 from twinbuild.util import process
 
 Runner = Callable[[Sequence[str]], str | None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class GpuInfo:
-    vendor: str  # "nvidia" | "amd"
-    model: str
-    driver: str
-    runtime: str  # CUDA version the driver supports, or the ROCm version
-    count: int
+class GpuInfo(Gpu):
+    """The GPUs of this machine: what a smoke report and the evidence say of them, and more."""
+
     archs: tuple[str, ...] = ()  # NVIDIA: each GPU's compute capability ("9.0"), from nvidia-smi
 
     def to_json(self) -> dict[str, Any]:

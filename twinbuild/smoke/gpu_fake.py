@@ -28,7 +28,9 @@ from twinbuild.smoke import gpu_scripts
 STANDIN = "TB_STANDIN"
 #: Seconds each script takes on the modelled host (one H200, 16 cores): torch's import included.
 SECONDS = {"backend": 6, "matmul": 8, "devices": 8, "preload": 4, "free": 15, "torch": 15,
-           "tags": 15, "backup": 20, "kernels": 2}  # fmt: skip
+           "tags": 15, "backup": 20, "kernels": 1, "cuobjdump": 1}  # fmt: skip
+#: The folder of the rehearsal's launchers (set by each): the kernel script's cuobjdump lies there.
+HOME = "TB_FAKE_HOME"
 GIB = 1 << 30
 MIB = 1 << 20
 LIBCUDA = "/usr/lib/x86_64-linux-gnu/libcuda.so.580.95.05"
@@ -114,16 +116,15 @@ def _answer(which: str, args: list[str]) -> int:
         _out(_devices())
         return 0
     if which == "kernels":
-        listings = []
+        files = []
         for what in args[1:]:
             path = what.removeprefix("file:")
-            arch = Path(path).read_text(encoding="utf-8").strip() if Path(path).is_file() else ""
-            name = Path(path).name
-            listed = f"ELF file    1: {name}.1.{arch}.cubin\n" if arch else ""
-            listings.append({"what": name, "path": path if arch else None, "rc": 0,
-                             "output": listed})  # fmt: skip
-        _out({"tool": "cuobjdump --list-elf", "tool_path": "(rehearsal) cuobjdump",
-              "listings": listings})  # fmt: skip
+            found = Path(path).is_file()
+            files.append({"what": Path(path).name if found else what,
+                          "path": path if found else None})  # fmt: skip
+        tool = Path(env.get(HOME, "/nonexistent"), "fake-cuobjdump")
+        _out({"tool": "cuobjdump --list-elf", "tool_args": ["--list-elf"],
+              "tool_path": str(tool) if tool.is_file() else None, "files": files})  # fmt: skip
         return 0
     role = _package()
     if role is None:
@@ -198,9 +199,25 @@ def all_reduce_perf(argv: list[str]) -> int:
     return 0
 
 
+def cuobjdump(argv: list[str]) -> int:
+    """``cuobjdump --list-elf FILE`` on the rehearsal's kernels: each holds the one ``sm_NN`` it
+    stands for, listed as cuobjdump lists a cubin of that architecture."""
+    print(f"tb-fake-seconds: {SECONDS['cuobjdump']}", file=sys.stderr)
+    if argv[:1] != ["--list-elf"] or len(argv) != 2:
+        print("cuobjdump (rehearsal): usage: --list-elf FILE", file=sys.stderr)
+        return 2
+    path = Path(argv[1])
+    arch = path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+    if arch:
+        print(f"ELF file    1: {path.name}.1.{arch}.cubin")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--all-reduce-perf"]:
         return all_reduce_perf(argv[1:])
+    if argv[:1] == ["--cuobjdump"]:
+        return cuobjdump(argv[1:])
     if len(argv) < 2 or argv[0] != "-c":
         print("gpu_fake: usage: -c SCRIPT [ARGS]", file=sys.stderr)
         return 2

@@ -20,6 +20,8 @@ from twinbuild.smoke import gpu_arch, gpu_checks, gpu_collective, gpu_scripts
 from twinbuild.smoke.gpu_checks import SCRIPT_TIMEOUT_S, TIMED_OUT
 
 Outcome = Literal["passed", "failed", "skipped"]
+#: How long the vendor's tool may take to list one module's device code.
+KERNEL_TOOL_TIMEOUT_S = 120
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -254,9 +256,11 @@ def kernel_arch(
     if isinstance(got, Verdict):
         return got
     tool = str(got.get("tool") or "")
-    if not tool or not isinstance(got.get("listings"), list):
+    files, tool_args = got.get("files"), got.get("tool_args")
+    if not tool or not isinstance(files, list) or not isinstance(tool_args, list):
         return failed("kernel-arch", f"kernel listing: incomplete reading {got}")
-    if not got.get("tool_path"):
+    tool_path = got.get("tool_path")
+    if not tool_path:
         where = "/usr/local/cuda/bin" if probe.vendor == "nvidia" else "/opt/rocm/bin"
         name = tool.split(" ", 1)[0]
         return skipped(
@@ -265,19 +269,29 @@ def kernel_arch(
             got,
         )
     listings = [
-        gpu_arch.Listing(
-            what=str(i.get("what")),
-            path=i.get("path"),
-            tool=tool,
-            rc=int(i.get("rc") or 0),
-            output=str(i.get("output") or ""),
-        )
-        for i in got.get("listings") or []
-        if isinstance(i, dict)
+        _listing(shell, probe, [str(tool_path), *map(str, tool_args)], tool, item)
+        for item in files
+        if isinstance(item, dict)
     ]
     problems = gpu_arch.kernels(vendor=probe.vendor, listings=listings, found=_found(reading))
     readings = {"archs": _found(reading), "targets": gpu_arch.summary(listings)}
     return passed_or_failed("kernel-arch", problems, readings)
+
+
+def _listing(
+    shell: Shell, probe: Probe, argv: Sequence[str], tool: str, item: Mapping[str, Any]
+) -> gpu_arch.Listing:
+    """The tool's listing of one file the kernel script found (none where it found no file)."""
+    path = item.get("path")
+    what = str(item.get("what"))
+    if not isinstance(path, str):
+        return gpu_arch.Listing(what=what, path=None, tool=tool, rc=0, output="")
+    ran = shell(timed([*argv, path], KERNEL_TOOL_TIMEOUT_S, probe.env))
+    if ran.hung:
+        output = f"{tool.split(' ', 1)[0]} did not finish within {KERNEL_TOOL_TIMEOUT_S} s"
+        return gpu_arch.Listing(what=what, path=path, tool=tool, rc=124, output=output)
+    return gpu_arch.Listing(what=what, path=path, tool=tool, rc=ran.rc,
+                            output=ran.stdout + ran.stderr)  # fmt: skip
 
 
 # -- torch_memory_saver ---------------------------------------------------------------------------

@@ -152,7 +152,8 @@ def _launcher(path: Path, *first: str, gpus: int | None = None) -> Path:
     count = f"TB_FAKE_GPUS={gpus} " if gpus is not None else ""
     path.write_text(
         "#!/bin/sh\n"
-        f'{count}PYTHONPATH="{root}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{sys.executable}" -S '
+        f'{count}{gpu_fake.HOME}="{path.parent}" PYTHONPATH="{root}${{PYTHONPATH:+:$PYTHONPATH}}" '
+        f'exec "{sys.executable}" -S '
         f'-m twinbuild.smoke.gpu_fake {" ".join(first)} "$@"\n',
         encoding="utf-8",
     )
@@ -161,7 +162,9 @@ def _launcher(path: Path, *first: str, gpus: int | None = None) -> Path:
 
 
 def fake_python(work: Path, gpus: int = 1) -> Path:
-    """An interpreter stand-in: this Python answering the GPU scripts for ``gpus`` H200s."""
+    """An interpreter stand-in: this Python answering the GPU scripts for ``gpus`` H200s, and
+    beside it the ``cuobjdump`` its kernel script finds."""
+    _launcher(work / "fake-cuobjdump", "--cuobjdump")
     return _launcher(work / "fake-python", gpus=gpus)
 
 

@@ -2,7 +2,8 @@
 
 Each prints JSON lines; its last line is the reading ``gpu_checks`` / ``gpu_arch`` judge. They
 are plain strings so the checks can run them through testinfra or a subprocess, and the unit
-tests can run the very same text against the real torch_memory_saver built on a CPU machine.
+tests can run the very same text against the real torch_memory_saver built on a CPU machine. No
+script starts a program: what a check runs, it runs through its shell.
 Each torch_memory_saver script prints a ``{"stage": "configured", ...}`` line before its first
 call that needs a GPU. The ``TB_*`` variables select a script's broken case (gpu_probe.BROKEN).
 """
@@ -303,12 +304,14 @@ print(json.dumps({
 }))
 """
 
-#: The device code of each module named on the command line (``file:PATH`` names a file), as
-#: the vendor's tool lists it: ``cuobjdump --list-elf`` or ``roc-obj-ls``. A module is found
-#: with importlib (its origin, without importing it where it is top-level); the tool on PATH,
-#: else in the toolkit's bin folder; "tool" is null when there is none.
+#: Where the device code of each module named on the command line (``file:PATH`` names a file)
+#: lies, and the vendor's tool that lists it: ``cuobjdump --list-elf`` or ``roc-obj-ls``. A module
+#: is found with importlib (its origin, without importing it where it is top-level); the tool on
+#: PATH, else in the toolkit's bin folder; "tool_path" is null when there is none. The script
+#: starts nothing: the check runs the tool on each file through its own shell
+#: (:func:`twinbuild.smoke.gpu_probe.kernel_arch`), as it runs every command.
 KERNELS = """
-import importlib.util, json, os, shutil, subprocess, sys
+import importlib.util, json, os, shutil, sys
 vendor = sys.argv[1]
 if vendor == "nvidia":
     name, argv, homes = "cuobjdump", ["--list-elf"], ["/usr/local/cuda/bin"]
@@ -316,7 +319,7 @@ else:
     name, argv, homes = "roc-obj-ls", [], ["/opt/rocm/bin", "/opt/rocm/llvm/bin"]
 tool = shutil.which(name) or next(
     (os.path.join(h, name) for h in homes if os.access(os.path.join(h, name), os.X_OK)), None)
-listings = []
+files = []
 for what in sys.argv[2:]:
     if what.startswith("file:"):
         path = what[len("file:"):]
@@ -329,14 +332,7 @@ for what in sys.argv[2:]:
             spec = None
         origin = getattr(spec, "origin", None)
         path = origin if origin and os.path.isfile(origin) else None
-    item = {"what": what, "path": path, "rc": 0, "output": ""}
-    if path is not None and tool is not None:
-        try:
-            proc = subprocess.run([tool, *argv, path], capture_output=True, text=True,
-                                  timeout=120, check=False)
-            item.update(rc=proc.returncode, output=proc.stdout + proc.stderr)
-        except subprocess.TimeoutExpired:
-            item.update(rc=124, output=name + " did not finish within 120 s")
-    listings.append(item)
-print(json.dumps({"tool": " ".join([name, *argv]), "tool_path": tool, "listings": listings}))
+    files.append({"what": what, "path": path})
+print(json.dumps({"tool": " ".join([name, *argv]), "tool_path": tool, "tool_args": argv,
+                  "files": files}))
 """

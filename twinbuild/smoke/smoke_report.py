@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from twinbuild.errors import ConfigError
 from twinbuild.manifest.model import ARCHS, NAME_RE, PROFILES, Arch, ImageKey, Profile
 from twinbuild.smoke.gpu import GpuInfo
+from twinbuild.smoke.run_summary import Counts, read_counts, read_gpu
 from twinbuild.util import strictjson
 from twinbuild.util.strictjson import Fields
 
@@ -79,30 +80,6 @@ class SmokeTest:
         )
         t.done()
         return test
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Counts:
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
-    flaky: int = 0
-
-    @classmethod
-    def of(cls, tests: Sequence[SmokeTest]) -> Counts:
-        outcomes = [t.outcome for t in tests]
-        return cls(
-            passed=outcomes.count("passed"),
-            failed=outcomes.count("failed"),
-            skipped=outcomes.count("skipped"),
-            flaky=sum(1 for t in tests if t.flaky),
-        )
-
-    def describe(self) -> str:
-        return (
-            f"{self.passed} passed, {self.failed} failed, {self.skipped} skipped, "
-            f"{self.flaky} flaky"
-        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,7 +147,7 @@ class SmokeReport:
         gpu = _gpu(top.opt_obj("gpu"))
         tests = tuple(SmokeTest.from_json(t) for t in top.items("tests"))
         holds = _holds(top.obj("holds")) if "holds" in top.data else {}
-        claimed = _counts(top.obj("counts"))
+        claimed = read_counts(top.obj("counts"))
         top.done()
         counts = Counts.of(tests)
         if claimed != counts:
@@ -322,28 +299,13 @@ def _opt_text(fields: Fields, key: str) -> str | None:
 
 
 def _gpu(g: Fields | None) -> GpuInfo | None:
+    """The keys the evidence shares (:func:`run_summary.read_gpu`), and first the one only a smoke
+    report writes: each GPU's compute capability (none in a report of an AMD run)."""
     if g is None:
         return None
-    gpu = GpuInfo(
-        vendor=g.text("vendor"),
-        model=g.text("model"),
-        driver=g.text("driver"),
-        runtime=g.text("runtime"),
-        count=g.integer("count"),
-    )
-    g.done()
-    return gpu
-
-
-def _counts(c: Fields) -> Counts:
-    counts = Counts(
-        passed=c.integer("passed"),
-        failed=c.integer("failed"),
-        skipped=c.integer("skipped"),
-        flaky=c.integer("flaky"),
-    )
-    c.done()
-    return counts
+    archs = tuple(g.strings("archs")) if "archs" in g.data else ()
+    seen = read_gpu(g)
+    return None if seen is None else GpuInfo(**asdict(seen), archs=archs)
 
 
 def _holds(h: Fields) -> dict[str, str]:

@@ -16,7 +16,6 @@ that belong together, or a cleanup, run.
 from __future__ import annotations
 
 import signal
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -46,6 +45,12 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
     raise Stopped(signum)
 
 
+def _main_thread() -> bool:
+    import threading  # only where a block asks: a replayed no-op starts without it (2 ms)
+
+    return threading.current_thread() is threading.main_thread()
+
+
 def install() -> None:
     """SIGINT and SIGTERM raise :class:`Stopped` from now on, for the whole process: the first
     thing ``twinbuild/__main__.py`` does, before anything heavy is imported."""
@@ -57,7 +62,7 @@ def install() -> None:
 def held() -> Iterator[None]:
     """SIGINT and SIGTERM wait until the block is done (a cleanup, or two renames that belong
     together, never cut in half); one that came meanwhile is delivered after it."""
-    if threading.current_thread() is not threading.main_thread():
+    if not _main_thread():
         yield
         return
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
@@ -79,7 +84,7 @@ def stopping(make: Callable[[str], BaseException] | None = None) -> Iterator[Non
         else:
             raise make(signal.Signals(signum).name)
 
-    if threading.current_thread() is not threading.main_thread():
+    if not _main_thread():
         yield
         return
     previous = {s: signal.signal(s, stop) for s in STOPPING}
