@@ -32,6 +32,7 @@ from tools.bench.emulation import bench_emulation
 from tools.bench.growth import bench_growth
 from tools.bench.lint import bench_lint
 from tools.bench.lock import bench_lock
+from tools.bench.lock_index import bench_lock_index
 from tools.bench.recipes import bench_recipes
 from tools.bench.registry_cache import bench_registry_cache
 from tools.bench.session import Session
@@ -93,6 +94,7 @@ STEPS: list[tuple[str, Callable[[Session], None]]] = [
     ("growth", bench_growth),
     ("registry deadline", bench_deadlines),
     ("lock", bench_lock),
+    ("lock, local index", bench_lock_index),
 ]
 
 
