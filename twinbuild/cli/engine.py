@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from twinbuild.cli.common import add_common, add_format, manifest_path, whole_number
+from twinbuild.cli.common import add_common, add_format, manifest_path, root, whole_number
 from twinbuild.manifest.model import ARCHS
 from twinbuild.util import output
 
@@ -39,9 +39,18 @@ def cmd_engine(args: argparse.Namespace) -> int:
 
 
 def cmd_base(args: argparse.Namespace) -> int:
+    """``base``: make or find the embedded base; ``base capture``: a base's installed set."""
     from twinbuild.engine.base import BaseOptions, base_for
+    from twinbuild.engine.base_capture import CaptureResult
 
-    output.report(base_for(BaseOptions(manifest=manifest_path(args), arch=args.arch)), args.format)
+    options = BaseOptions(
+        manifest=manifest_path(args), arch=args.arch, action=args.action,
+        root=root(args), image=args.image, variant=args.variant, output=args.output,
+    )  # fmt: skip
+    result = base_for(options)
+    output.report(
+        result, args.format, text=result.text() if isinstance(result, CaptureResult) else None
+    )
     return 0
 
 
@@ -98,11 +107,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_format(p, what="what was removed and kept")
     p.set_defaults(func=cmd_prune)
 
-    p = sub.add_parser("base", help="build (or reuse) the embedded Debian base image")
-    add_common(p, root=False)  # the base needs the manifest's [local] table alone
+    p = sub.add_parser(
+        "base",
+        help="build (or reuse) the embedded Debian base image; `base capture`: capture a base "
+        "image's installed set (Python distributions, dpkg packages)",
+    )
+    add_common(p)
+    p.add_argument(
+        "action", nargs="?", choices=("capture",),
+        help="capture: a variant's production base (--variant, --arch) into "
+        "pins/lock/base/<image>.toml, or any --image (printed, or --output FILE)",
+    )  # fmt: skip
     p.add_argument(
         "--arch", choices=ARCHS,
         help="the base's architecture (default: this host's); another one is made under QEMU",
     )  # fmt: skip
-    add_format(p, what="the base image")
+    p.add_argument("--variant", metavar="NAME", help="capture: the variant whose base to capture")
+    p.add_argument(
+        "--image", metavar="REF", help="capture: any image of the engine, by id, digest or tag"
+    )
+    p.add_argument("--output", metavar="FILE", help="capture --image: write the capture here")
+    add_format(p, what="the base image, or the capture")
     p.set_defaults(func=cmd_base)

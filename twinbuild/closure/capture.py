@@ -3,17 +3,17 @@
 A production base (lmsysorg/sglang, rocm/sgl-dev) brings hundreds of distributions the layers
 build on; the lock takes them as constraints and marks them as the base's. Where the base can be
 pulled, what ``importlib.metadata`` and ``dpkg-query`` list in it (run by digest, without
-network) goes into that file (docs/pins.md, "The base's closure", gives the commands; a
-twinbuild command that makes it is not built yet); a base digest bump makes the capture stale
-(its ``image`` names the digest). Here, where the production bases cannot be pulled, no capture
-exists: the lock says so and names what to make where the base can be pulled.
+network) goes into that file (``twinbuild base capture``, ``engine/base_capture.py``); a base
+digest bump makes the capture stale (its ``image`` names the digest). The embedded base's
+capture is per machine and lives in the cache, never here. Where a production base cannot be
+pulled, no capture exists: the lock says so and names the command to run where it can.
 """
 
 from __future__ import annotations
 
 import hashlib
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,8 @@ class BaseCapture:
     digest: str  # sha256 of the capture file
     dists: dict[str, str]  # normalised name -> version
     apt: dict[str, str]  # package -> version
+    #: normalised name -> the PEP 610 commit of a distribution installed from git
+    commits: dict[str, str] = field(default_factory=dict)
 
 
 def capture_path(root: Path, image: str) -> Path:
@@ -40,9 +42,10 @@ def capture_path(root: Path, image: str) -> Path:
 
 def capture_command(image: str, base_ref: str) -> str:
     """What to do where ``base_ref`` can be pulled, for a note or a finding."""
+    variant, _, arch = image.rpartition("-")
     return (
-        f"capture the installed set of {base_ref} into {CAPTURE_DIR}/{image}.toml where it can "
-        "be pulled (docs/pins.md, 'The base's closure'), then `twinbuild lock`"
+        f"where {base_ref} can be pulled run `twinbuild base capture --variant {variant} --arch "
+        f"linux/{arch}` (it writes {CAPTURE_DIR}/{image}.toml), then `twinbuild lock`"
     )
 
 
@@ -72,7 +75,20 @@ def read_capture(path: Path) -> BaseCapture | None:
         digest="sha256:" + hashlib.sha256(data).hexdigest(),
         dists=_pairs(raw, "dist", "name", path, normalise=True),
         apt=_pairs(raw, "apt", "package", path, normalise=False),
+        commits=_commits(raw, path),
     )
+
+
+def _commits(raw: dict[str, Any], path: Path) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for entry in raw.get("dist", []):
+        commit = entry.get("commit") if isinstance(entry, dict) else None
+        if commit is None:
+            continue
+        if not isinstance(commit, str):
+            raise LockInvalid(f"{path}: dist {entry.get('name')!r}: commit is not a string")
+        out[canonicalize_name(str(entry.get("name")))] = commit
+    return out
 
 
 def _pairs(
@@ -90,7 +106,9 @@ def _pairs(
     return out
 
 
-def render_capture(image: str, dists: dict[str, str], apt: dict[str, str]) -> str:
+def render_capture(
+    image: str, dists: dict[str, str], apt: dict[str, str], *, commits: dict[str, str] | None = None
+) -> str:
     import json
 
     out = [
@@ -105,6 +123,8 @@ def render_capture(image: str, dists: dict[str, str], apt: dict[str, str]) -> st
             f"name = {json.dumps(name)}",
             f"version = {json.dumps(dists[name])}",
         ]
+        if (commits or {}).get(name):
+            out.append(f"commit = {json.dumps((commits or {})[name])}")
     for package in sorted(apt):
         out += ["", "[[apt]]", f"package = {json.dumps(package)}",
                 f"version = {json.dumps(apt[package])}"]  # fmt: skip

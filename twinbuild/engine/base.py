@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,7 @@ from twinbuild.util.process import scrubbed
 
 if TYPE_CHECKING:  # the no-op build reaches here; importing the docker SDK costs it 0.15 s
     from twinbuild.engine.api import EngineAPI
+    from twinbuild.engine.base_capture import CaptureResult
 
 REPOSITORY = "twinbuild/base"
 INPUTS_LABEL = "org.twinbuild.base-inputs"
@@ -107,6 +108,7 @@ class BaseResult:
     import_s: float = 0.0
     total_s: float = 0.0
     saved: str | None = None  # imported from this saved root filesystem: no mmdebstrap ran
+    capture: str | None = None  # the cache file of its installed set (``twinbuild base``)
 
     def describe(self) -> str:
         mib = self.size / 2**20
@@ -319,22 +321,46 @@ class BaseOptions:
 
     manifest: Path
     arch: Arch | None = None
+    #: "capture" (``base capture``): a base's installed set instead (``engine/base_capture.py``)
+    action: str | None = None
+    root: Path = Path()
+    image: str | None = None
+    variant: str | None = None
+    output: str | None = None
 
 
-def base_for(options: BaseOptions) -> BaseResult:
+def base_for(options: BaseOptions) -> BaseResult | CaptureResult:
     """Make sure the base of the manifest's ``[local]`` table is in the engine; for an
-    architecture this host emulates, register QEMU's interpreter first (as root)."""
+    architecture this host emulates, register QEMU's interpreter first (as root). With
+    ``action`` "capture", capture a base's installed set (``engine/base_capture.py``)."""
+    from twinbuild.engine.base_capture import CaptureOptions, capture
     from twinbuild.engine.client import connect
     from twinbuild.manifest.loader import load
+
+    if options.action == "capture":
+        return capture(
+            CaptureOptions(
+                manifest=options.manifest, root=options.root, image=options.image,
+                variant=options.variant, arch=options.arch, output=options.output,
+            )
+        )  # fmt: skip
+    if options.image or options.variant or options.output:
+        raise ConfigError("base: --variant, --image and --output go with `twinbuild base capture`")
 
     local = load(options.manifest).local  # a bad manifest fails before the engine is asked
     arch = options.arch or binfmt.host_arch()
     if binfmt.emulated(arch):
         binfmt.ensure(arch, run=run_command, which=which)
     with connect() as engine:
-        return ensure_base(
+        made = ensure_base(
             engine, suite=local.suite, mirror=local.mirror, packages=local.packages, arch=arch
         )
+        # The embedded base is this machine's own (Debian's archive on the day): its installed
+        # set is captured here, by image id, into the cache (the local smoke's closure check).
+        from twinbuild.engine.base_capture import embedded_capture, embedded_path
+
+        embedded_capture(engine, made.tag, cache_root())
+        return replace(made, capture=str(embedded_path(cache_root(), made.image_id)))
 
 
 def ensure_base(

@@ -1,0 +1,60 @@
+"""The base capture's reading of the image's answer, and its file, without an engine.
+
+The capture against a real image is tests/docker/test_base_capture.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from twinbuild.closure.capture import read_capture
+from twinbuild.engine.base_capture import _MARK, Captured, embedded_path, parse_output
+from twinbuild.errors import EngineError
+
+COMMIT = "b" * 40
+
+
+def _answer(rows: list[list[str]], dpkg: str) -> str:
+    return "a sitecustomize line\n" + json.dumps(rows) + f"\n{_MARK}\n" + dpkg
+
+
+def test_the_first_distribution_of_a_name_counts_and_commits_are_kept() -> None:
+    out = _answer(
+        [["PyYAML", "6.0.1", ""], ["pyyaml", "5.0", ""], ["gitdist", "0.1", COMMIT]],
+        "ii \tpython3\t3.11.2-1+b1\nrc \tgone\t1.0\nii \tlibc6\t2.36-9\n",
+    )
+    got = parse_output(out, ok=True, ref="r", image="r@sha256:x")
+    assert got.dists == {"pyyaml": "6.0.1", "gitdist": "0.1"}
+    assert got.commits == {"gitdist": COMMIT}
+    assert got.apt == {"python3": "3.11.2-1+b1", "libc6": "2.36-9"}  # "rc": removed, not here
+
+
+@pytest.mark.parametrize(
+    "output",
+    ["sh: 1: python3: not found\n", "[]\n", "Traceback ...\nSyntaxError: bad\n"],
+)
+def test_an_image_that_cannot_list_is_one_line(output: str) -> None:
+    with pytest.raises(EngineError) as err:
+        parse_output(output, ok=False, ref="some/image:1", image="x")
+    assert "\n" not in str(err.value)
+    assert "some/image:1" in str(err.value)
+    assert "python3" in str(err.value)
+
+
+def test_the_capture_file_reads_back_with_its_commits(tmp_path: Path) -> None:
+    captured = Captured(
+        image="twinbuild/base:1@sha256:" + "1" * 64,
+        dists={"pip": "23.0.1", "gitdist": "0.1"}, commits={"gitdist": COMMIT},
+        apt={"python3": "3.11.2-1+b1"},
+    )  # fmt: skip
+    path = embedded_path(tmp_path, "sha256:" + "1" * 64)
+    assert path == tmp_path / "base-capture" / f"{'1' * 64}.toml"
+    path.parent.mkdir()
+    path.write_text(captured.text())
+    back = read_capture(path)
+    assert back is not None
+    assert (back.image, back.dists, back.apt, back.commits) == (
+        captured.image, captured.dists, captured.apt, captured.commits,
+    )  # fmt: skip
