@@ -99,6 +99,12 @@ class ResolverFailed(TwinbuildError):
     exit_code = 23
 
 
+class HashMismatch(TwinbuildError):
+    """A downloaded file's sha256 is not one the lock holds for it: refused, nothing kept."""
+
+    exit_code = 24
+
+
 class CredentialsMissing(ConfigError):
     """A registry wants credentials that are not stored for it (`docker login` fixes it)."""
 

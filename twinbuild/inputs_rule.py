@@ -11,7 +11,8 @@ So every file a commit holds is an input of every image, except:
   image's evidence from one commit, so each file still counts in some gated image's hash);
 - the pin manifest, which each image's hash covers through its own rendered slice;
 - another image's lock, ``pins/lock/<other image>.toml`` (and its base capture,
-  ``pins/lock/base/<other image>.toml``): each image's own lock is its input, so a lock change
+  ``pins/lock/base/<other image>.toml``), and the local profile's ``pins/lock/local/<image>.toml``
+  for any image but that local one: each image's own lock is its input, so a lock change
   rebuilds exactly the images whose closure moved.
 
 This list is the judging side's code: the gate runs the base's twinbuild, so a PR that edits it
@@ -62,11 +63,21 @@ LOCKS = "pins/lock/"
 
 
 def lock_owner(path: str) -> str | None:
-    """The image whose lock (or base capture) ``path`` is, ``cu13-amd64``; None for another path."""
+    """The image whose lock (or base capture) ``path`` is, ``cu13-amd64`` (a local lock's:
+    ``local/cu13-amd64``, :func:`lock_name`); None for another path."""
     if not path.startswith(LOCKS) or not path.endswith(".toml"):
         return None
     name = path[len(LOCKS) : -len(".toml")].removeprefix("base/")
-    return None if "/" in name else name
+    local = name.startswith("local/")
+    name = name.removeprefix("local/")
+    if "/" in name:
+        return None
+    return f"local/{name}" if local else name
+
+
+def lock_name(image: str, profile: str) -> str:
+    """How :func:`lock_owner` names the image ``image`` (``cu13-amd64``) of ``profile``."""
+    return f"local/{image}" if profile == "local" else image
 
 
 def is_input(

@@ -35,10 +35,12 @@ def _left_out(rel: str, family: str, families: tuple[str, ...], image: str | Non
     parts = rel.split("/")
     if ".git" in parts or "__pycache__" in parts:
         return True
-    # another image's lock or base capture: pins/lock/[base/]<image>.toml
+    # another image's lock or base capture: pins/lock/[base/|local/]<image>.toml (``image`` of a
+    # local build: local/<image>)
     if image is not None and rel.startswith("pins/lock/") and rel.endswith(".toml"):
         owner = rel.removeprefix("pins/lock/").removeprefix("base/").removesuffix(".toml")
-        if "/" not in owner and owner != image:
+        mine = owner.count("/") == 0 or (owner.startswith("local/") and owner.count("/") == 1)
+        if mine and owner != image:
             return True
     for prefix in (*NOT_INPUTS, *NEVER):
         if rel.startswith(prefix) if prefix.endswith("/") else rel == prefix:
@@ -124,7 +126,12 @@ def reference(root: Path, rendered: Rendered, base_id: str, builder: Mapping[str
 
     copied = copied_by_regex(root, root / rendered.recipe)
     files = sorted(
-        every_input(root, rendered.family, families=rendered.families, image=rendered.image.name)
+        every_input(
+            root,
+            rendered.family,
+            families=rendered.families,
+            image=("local/" if rendered.profile == "local" else "") + rendered.image.name,
+        )
         | copied
         | set(_attributes(root, sorted(copied)))
     )

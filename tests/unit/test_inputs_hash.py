@@ -386,6 +386,22 @@ def test_the_hashed_files_are_every_file_but_the_list(repo: Path) -> None:
         assert not {p for p in found if p.startswith("pins/lock/")} - {f"pins/lock/{own}.toml"}
 
 
+def test_a_local_image_hashes_its_local_lock_and_no_production_lock(repo: Path) -> None:
+    """The local lock is the local image's input and no other image's: a lock change rebuilds
+    exactly that local image (issue #38)."""
+    manifest = load(repo / MANIFEST)
+    local = render(manifest, repo_image("cuda"), "local")
+    own = local.image.name
+    found = {e.path for e in image_inputs(repo, local)}
+    assert {p for p in found if p.startswith("pins/lock/")} == {f"pins/lock/local/{own}.toml"}
+    production = render(manifest, repo_image("cuda"), "production")
+    assert f"pins/lock/local/{own}.toml" not in {e.path for e in image_inputs(repo, production)}
+    before = inputs_hash(repo, local, base_id="b", builder=builder_settings(local))
+    lock = repo / f"pins/lock/local/{own}.toml"
+    lock.write_text(lock.read_text() + "# moved\n")
+    assert inputs_hash(repo, local, base_id="b", builder=builder_settings(local)) != before
+
+
 def test_the_executable_bit_of_an_input_moves_the_hash(repo: Path) -> None:
     script = repo / "images/common/checkout.sh"
     before = _hash(repo, "cuda")

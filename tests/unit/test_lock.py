@@ -110,7 +110,7 @@ def test_upgrade_moves_exactly_the_new_release(
     out = capsys.readouterr().out
     assert "  floaty: 1.0 -> 1.1" in out
     assert "dep-a" not in out
-    assert "rebuild: cuda\n" in out
+    assert "rebuild: cuda, local cuda\n" in out  # the production and the local lock moved
     assert versions(project, "cuda-amd64") == {"floaty": "1.1", "dep-a": "1.0", "solid": "1.0"}
     assert locks(project)["rocm-amd64.toml"] == before["rocm-amd64.toml"]
 
@@ -350,3 +350,38 @@ def test_pins_outdated_reads_the_lock_of_a_floating_pin(
     assert floaty["current"] == "(unpinned) (locked 1.0)"
     assert (floaty["latest"], floaty["status"]) == ("1.1", "outdated")
     assert "twinbuild lock --upgrade floaty" in floaty["note"]
+
+
+def test_local_locks_hold_each_pin_alone_with_hashes_until_upgrade(
+    project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The local profile installs every pin --no-deps on the embedded base (CPython 3.11): its
+    lock names those pins alone, each file's sha256, and moves only on --upgrade."""
+    assert main(args(project, index.url)) == 0
+    capsys.readouterr()
+    path = lockfile.lock_path(project, "cuda-amd64", "local")
+    assert path == project / "pins/lock/local/cuda-amd64.toml"
+    local = lockfile.read(path)
+    assert (local.profile, local.python, local.platform) == (
+        "local", "3.11", "x86_64-manylinux_2_36",
+    )  # fmt: skip
+    assert local.versions() == {"floaty": "1.0", "solid": "1.0"}  # no dep-a: --no-deps
+    floaty = local.dist("floaty")
+    assert floaty is not None
+    assert floaty.no_deps
+    wheel = next((index.root / "files").glob("floaty-1.0-*.whl"))
+    assert [(f.name, f.sha256) for f in floaty.files] == [
+        (wheel.name, hashlib.sha256(wheel.read_bytes()).hexdigest())
+    ]
+    before = path.read_bytes()
+
+    index.publish("floaty", "1.1")
+    assert main(args(project, index.url)) == 0
+    assert "local/cuda-amd64: up to date" in capsys.readouterr().out
+    assert path.read_bytes() == before  # a new release changes nothing
+
+    assert main(args(project, index.url, "--upgrade", "floaty")) == 0
+    out = capsys.readouterr().out
+    assert "local/cuda-amd64: updated" in out
+    assert lockfile.read(path).versions() == {"floaty": "1.1", "solid": "1.0"}
+    assert "local cuda" in out.splitlines()[-1]

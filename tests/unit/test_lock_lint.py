@@ -66,7 +66,8 @@ def test_fresh_locks_leave_only_what_cannot_be_resolved_here(project: Path) -> N
     assert len(found) == 2
     assert found[0].startswith("pins/lock/cuda-amd64.toml:")
     assert "TB205 base:" in found[0]
-    assert "into pins/lock/base/cuda-amd64.toml where it can be pulled" in found[0]
+    assert "twinbuild base capture --variant cuda --arch linux/amd64" in found[0]
+    assert "(it writes pins/lock/base/cuda-amd64.toml)" in found[0]
 
 
 def test_a_floating_pin_with_no_lock(project: Path) -> None:

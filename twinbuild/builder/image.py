@@ -316,15 +316,20 @@ def build_image(
         )
         log_path = folder / "build.log"
         with context.workspace(folder) as work, guard.signals():
+            locked = None
             if options.profile == "local":
+                from twinbuild.builder.locked import locked_pins  # here: a no-op never needs it
+
                 # Every image's missing wheels in one parallel round: the next images' builds
                 # then find them all cached instead of starting pip again.
                 renders = [
                     render(manifest, i, "local", mirrors=options.mirrors)
                     for i in (prefetch or (image,))
                 ]
-                prefetch_wheels(renders, options.cache or cache_root(), say)
-            context.assemble(options, planned.rendered, work, say)
+                lockeds = {r.image: locked_pins(manifest, options.root, r) for r in renders}
+                prefetch_wheels(renders, options.cache or cache_root(), say, locked=lockeds)
+                locked = locked_pins(manifest, options.root, planned.rendered)
+            context.assemble(options, planned.rendered, work, say, locked)
             target = planned.target(
                 work, labels, tags=(planned.tag,), cache_from=_cache_from(options, image)
             )

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from twinbuild.errors import ConfigError
-from twinbuild.inputs_rule import RULE, check_name, is_input
+from twinbuild.inputs_rule import RULE, check_name, is_input, lock_name
 from twinbuild.manifest.model import DEFAULT_PATH, Profile
 from twinbuild.manifest.rendered import GENERATED, Rendered
 from twinbuild.util import bounded
@@ -141,7 +141,9 @@ def image_inputs(
         if (
             entry.path not in found
             and entry.path != manifest
-            and is_input(entry.path, own, families, rendered.image.name)
+            and is_input(
+                entry.path, own, families, lock_name(rendered.image.name, rendered.profile)
+            )
         ):
             found[entry.path] = _files(tree, [entry], what=RULE)[0]
     for entry in _attributes(tree, copied):

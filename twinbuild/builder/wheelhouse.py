@@ -5,6 +5,11 @@ host's pip (with the host's configuration) fills a wheelhouse per layer in the b
 git pins come from local mirrors copied into the context, installed as ``git+file://...@COMMIT`` so
 pip records the commit (PEP 610) exactly as a production install from GitHub would.
 
+Where the repository keeps locks, each pin is fetched as its local lock holds it
+(``builder/locked.py``): ``name==version`` with the sha256 of every file the lock allows, by
+``pip download --require-hashes``; a file of other bytes is refused in one line
+(:class:`~twinbuild.errors.HashMismatch`) and nothing of it is kept.
+
 Wheels are kept per architecture (``<cache>/wheels/<amd64|arm64>/<requirement>/``): for an image
 of an architecture this host does not run, the host's pip downloads that architecture's wheels
 (``--platform manylinux_2_*_aarch64 --python-version 3.11``: the Debian base's CPython).
@@ -18,14 +23,17 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from twinbuild.errors import BuildFailed, ConfigError, DiskFull
-from twinbuild.manifest.model import ARCH_NAMES, MACHINES, Arch, ResolvedPin
+from twinbuild.errors import BuildFailed, ConfigError, DiskFull, HashMismatch
+from twinbuild.manifest.model import ARCH_NAMES, MACHINES, Arch, ImageKey, ResolvedPin
 from twinbuild.manifest.rendered import GENERATED, Rendered, requirement
 from twinbuild.util import process
 from twinbuild.util.activity import Say, step, to_stderr
 from twinbuild.util.git import run_git
+
+if TYPE_CHECKING:
+    from twinbuild.builder.locked import LockedReq
 
 T = TypeVar("T")
 #: The local base's CPython (Debian bookworm's), for wheels of an architecture pip cannot ask.
@@ -48,6 +56,7 @@ def prefetch_wheels(
     *,
     jobs: int | None = None,
     per_call: int | None = None,
+    locked: Mapping[ImageKey, Mapping[str, LockedReq]] | None = None,
 ) -> int:
     """Fetch into the cache, in one parallel round, what every rendering in ``renders`` misses.
 
@@ -55,6 +64,7 @@ def prefetch_wheels(
     cost a second round of pip starts after the first build. Returns how many were fetched.
     ``jobs`` and ``per_call`` are there for the benchmark, which sets them to 1 to measure the
     one-pin-at-a-time fetch this replaced (None: ``DOWNLOAD_JOBS`` and ``PER_CALL``).
+    ``locked``: per image, each pin as its local lock holds it (``builder/locked.py``).
     """
     import filelock  # here, not at the top: a no-op build never fetches
 
@@ -71,9 +81,10 @@ def prefetch_wheels(
     try:
         missing: dict[tuple[Arch, str], tuple[ResolvedPin, str]] = {}
         for rendered in renders:
+            mine = (locked or {}).get(rendered.image, {})
             for pin in rendered.installed:
                 if pin.install == "pip" and pin.kind != "git":
-                    req = requirement(pin)
+                    req = wanted_line(pin, mine)
                     if (pin.arch, req) not in missing and not _cached(store(cache, pin.arch, req)):
                         missing[(pin.arch, req)] = (pin, req)
         if missing:
@@ -90,8 +101,18 @@ def prefetch_wheels(
         lock.release()
 
 
+def wanted_line(pin: ResolvedPin, locked: Mapping[str, LockedReq]) -> str:
+    """What is fetched for ``pin``: its lock's hashed line, or (no locks kept) the pin itself."""
+    found = locked.get(pin.name)
+    return found.line if found is not None else requirement(pin)
+
+
 def download_wheels(
-    rendered: Rendered, context: Path, cache: Path, say: Say = to_stderr
+    rendered: Rendered,
+    context: Path,
+    cache: Path,
+    say: Say = to_stderr,
+    locked: Mapping[str, LockedReq] | None = None,
 ) -> dict[str, int]:
     """Fill ``<context>/.twinbuild/wheels/<layer>/`` for every pip pin; return files per layer.
 
@@ -100,12 +121,13 @@ def download_wheels(
     parallel, each for up to ``PER_CALL`` pins of one layer and index: one pip start per pin, one
     after another, made the first run wait 30 s here.
     """
+    mine = locked or {}
     wanted = [
-        (pin, requirement(pin))
+        (pin, wanted_line(pin, mine))
         for pin in rendered.installed
         if pin.install == "pip" and pin.kind != "git"
     ]
-    prefetch_wheels([rendered], cache, say)
+    prefetch_wheels([rendered], cache, say, locked={rendered.image: mine})
     counts: dict[str, int] = {}
     for pin, req in wanted:
         target = context / GENERATED / "wheels" / pin.layer
@@ -231,13 +253,21 @@ def platform_args(arch: Arch, machine: str | None = None) -> list[str]:
 
 
 def _pip(dest: Path, reqs: Sequence[str], index: str | None, arch: Arch) -> process.Finished[str]:
+    hashed = any(" --hash=" in r for r in reqs)
+    listed = dest.with_name(dest.name + ".requirements.txt")
+    if hashed:  # hashes go in a requirements file only; all of them then, pip's rule
+        listed.write_text("".join(f"{r}\n" for r in reqs), encoding="utf-8")
+    asked = ["--require-hashes", "-r", str(listed)] if hashed else list(reqs)
     argv = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-            "--quiet", *platform_args(arch), "-d", str(dest), *reqs]  # fmt: skip
+            "--quiet", *platform_args(arch), "-d", str(dest), *asked]  # fmt: skip
     if index:
         argv[4:4] = ["--extra-index-url", index]
     # No deadline of ours: pip's own (--timeout, 15 s a read) ends a stalled index, and a large
     # wheel on a slow line may take as long as it takes.
-    return process.run(argv, timeout=None)
+    try:
+        return process.run(argv, timeout=None)
+    finally:
+        listed.unlink(missing_ok=True)
 
 
 def _pip_download(req: str, folder: Path, name: str, index: str | None, arch: Arch) -> None:
@@ -250,12 +280,31 @@ def _pip_download(req: str, folder: Path, name: str, index: str | None, arch: Ar
         tail = (proc.err.strip().splitlines() or ["(no output)"])[-1]
         if "No space left" in proc.err:
             raise DiskFull(f"pip download {req}: no space left on device under {folder.parent}")
+        if "DO NOT MATCH THE HASHES" in proc.err:
+            raise HashMismatch(_mismatch(name, req, arch, proc.err))
         raise BuildFailed(
             f"pins.{name}: pip could not download '{req}' for the local profile ({arch}): "
             f'{tail}; fix the pin, or set local = "skip: why" on it'
         )
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)
+
+
+def _mismatch(name: str, req: str, arch: Arch, err: str) -> str:
+    """pip's several lines about a file of other bytes, as one."""
+    import re
+
+    got = re.search(r" from (\S+)[^\n]*\n\s*Expected sha256 .*\n\s*Got\s+(\w+)", err)
+    what = "a downloaded file has a sha256"
+    if got:
+        shown = got.group(1).split("#", 1)[0].rsplit("/", 1)[-1]
+        what = f"{shown} has sha256 {got.group(2)}"
+    pinned = req.split(" ", 1)[0]
+    return (
+        f"pins.{name}: {what}, not one the local lock holds for {pinned} ({ARCH_NAMES[arch]}); "
+        "refused and not kept: the index serves other bytes under a released name, find out "
+        f"why before `twinbuild lock --upgrade {name}`"
+    )
 
 
 def copy_mirrors(rendered: Rendered, context: Path, mirrors: Mapping[str, str]) -> None:

@@ -19,6 +19,7 @@ from packaging.utils import canonicalize_name
 
 from twinbuild.closure import lockfile, uv
 from twinbuild.closure.capture import capture_path, read_capture
+from twinbuild.closure.local import local_stale_reason, resolve_local
 from twinbuild.closure.lock_model import ImageLock
 from twinbuild.closure.resolve import (
     NO_FILE_NOTE,
@@ -169,9 +170,37 @@ def lock_all(options: LockOptions) -> LockReport:
             )
         )  # fmt: skip
 
-    with ThreadPoolExecutor(max_workers=max(1, min(6, len(todo)))) as pool:
+    local_previous = {
+        i: lockfile.read_if_there(lockfile.lock_path(root, i.name, "local")) for i in images
+    }
+    local_todo: dict[ImageKey, str] = {}
+    for image in images:
+        why = local_stale_reason(manifest, image, local_previous[image])
+        old = local_previous[image]
+        if options.upgrade_all:
+            local_todo[image] = why or "--upgrade"
+        elif options.upgrade_names and (
+            old is None or any(old.dist(n) for n in _upgrade_set(manifest, image,
+                                                                 options.upgrade_names))
+        ):  # fmt: skip
+            local_todo[image] = why or f"--upgrade {' '.join(options.upgrade_names)}"
+        elif why is not None:
+            local_todo[image] = why
+    if local_todo and not resolver:
+        resolver = uv.version()
+
+    def one_local(image: ImageKey) -> ImageLock:
+        return resolve_local(
+            manifest, image, local_previous[image], index_url=options.index_url,
+            upgrade_all=options.upgrade_all,
+            upgrade=_upgrade_set(manifest, image, options.upgrade_names), resolver=resolver,
+        )  # fmt: skip
+
+    with ThreadPoolExecutor(max_workers=max(1, min(6, len(todo) + len(local_todo)))) as pool:
         futures = {image: pool.submit(one, image) for image in todo}
+        local_futures = {image: pool.submit(one_local, image) for image in local_todo}
         made = {image: future.result() for image, future in futures.items()}
+        local_made = {image: future.result() for image, future in local_futures.items()}
     outcomes: list[ImageOutcome] = []
     changed: list[ImageKey] = []
     written: list[str] = []
@@ -188,12 +217,29 @@ def lock_all(options: LockOptions) -> LockReport:
                                      moved=moved, unresolved=_unresolved(new)))  # fmt: skip
         if not same:
             changed.append(image)
+    local_changed: list[ImageKey] = []
+    for image in images:
+        name = f"local/{image.name}"
+        if image not in local_made:
+            outcomes.append(ImageOutcome(image=name, state="up to date"))
+            continue
+        new, old = local_made[image], local_previous[image]
+        same = old is not None and old.content_digest() == new.content_digest()
+        state = "created" if old is None else ("unchanged" if same else "updated")
+        outcomes.append(ImageOutcome(image=name, state=state, why=local_todo[image],
+                                     moved=_moved(old, new)))  # fmt: skip
+        if not same:
+            local_changed.append(image)
     if not options.dry_run:
         for image in changed:
             written.append(str(lockfile.write(root, made[image]).relative_to(root)))
+        for image in local_changed:
+            written.append(str(lockfile.write(root, local_made[image]).relative_to(root)))
+    rebuild = manifest.label(changed) if changed else ""
+    if local_changed:
+        rebuild = ", ".join(x for x in (rebuild, f"local {manifest.label(local_changed)}") if x)
     return LockReport(
-        images=tuple(outcomes), rebuild=manifest.label(changed) if changed else "",
-        written=tuple(written), dry_run=options.dry_run,
+        images=tuple(outcomes), rebuild=rebuild, written=tuple(written), dry_run=options.dry_run,
     )  # fmt: skip
 
 

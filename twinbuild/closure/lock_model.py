@@ -140,10 +140,15 @@ class ImageLock:
     #: The pins' requirements the resolution was asked for, as given to the resolver: a pin
     #: whose spec changes makes the lock stale even where the manifest digest would not tell.
     asked: tuple[str, ...] = field(default=())
+    #: The profile whose image this locks: "production" (``pins/lock/<image>.toml``) or "local"
+    #: (``pins/lock/local/<image>.toml``: what images/local installs on the embedded base).
+    profile: str = "production"
 
     def content(self) -> dict[str, object]:
         """Everything the resolution decided: what :meth:`content_digest` hashes."""
+        local = {"profile": self.profile} if self.profile != "production" else {}
         return {
+            **local,
             "format": FORMAT, "image": self.image, "python": self.python,
             "platform": self.platform, "manifest_digest": self.manifest_digest,
             "base": [self.base.image, self.base.captured, self.base.capture_digest],

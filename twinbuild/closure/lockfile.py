@@ -40,9 +40,14 @@ HEADER = (
 )
 
 
-def lock_path(root: Path, image: str) -> Path:
-    """``pins/lock/<image>.toml`` under ``root`` (``image``: ``cu13-amd64``)."""
-    return root / LOCK_DIR / f"{image}.toml"
+#: The local profile's locks: images/local's install on the embedded base (one per image too).
+LOCAL_DIR = LOCK_DIR / "local"
+
+
+def lock_path(root: Path, image: str, profile: str = "production") -> Path:
+    """``pins/lock/<image>.toml`` under ``root`` (``image``: ``cu13-amd64``); the local
+    profile's lock of that image is ``pins/lock/local/<image>.toml``."""
+    return root / (LOCAL_DIR if profile == "local" else LOCK_DIR) / f"{image}.toml"
 
 
 def _s(value: str) -> str:
@@ -65,6 +70,7 @@ def render(lock: ImageLock) -> str:
         f"arch = {_s(lock.arch)}",
         f"python = {_s(lock.python)}",
         f"platform = {_s(lock.platform)}",
+        *([f"profile = {_s(lock.profile)}"] if lock.profile != "production" else []),
         f"manifest-digest = {_s(lock.manifest_digest)}",
         f"resolver = {_s(lock.resolver)}",
         f"asked = {_list(lock.asked)}",
@@ -109,7 +115,7 @@ def render(lock: ImageLock) -> str:
 
 def write(root: Path, lock: ImageLock) -> Path:
     """Write ``lock`` whole (atomically: a resolver killed midway leaves the old file)."""
-    path = lock_path(root, lock.image)
+    path = lock_path(root, lock.image, lock.profile)
     write_atomic(path, render(lock), within=root)
     return path
 
@@ -227,6 +233,7 @@ class _Reader:
             manifest_digest=self.text(head, "manifest-digest", "lock"),
             resolver=self.text(head, "resolver", "lock"),
             asked=self.texts(head, "asked", "lock"),
+            profile=self.profile(head),
             base=BaseState(
                 image=self.text(b, "image", "base"),
                 captured=self.flag(b, "captured", "base"),
@@ -244,6 +251,12 @@ class _Reader:
                 "does not match the entries (an entry was added, removed or reordered by hand)",
             )
         return lock
+
+    def profile(self, head: dict[str, Any]) -> str:
+        profile = self.text(head, "profile", "lock", "production")
+        if profile not in ("production", "local"):
+            raise self.bad("lock.profile", f"is {profile!r}, not 'production' or 'local'")
+        return profile
 
     def dist(self, e: dict[str, Any], i: int) -> LockedDist:
         where = _where("dist", e.get("name"), i)
