@@ -83,7 +83,10 @@ def test_a_lock_older_than_the_manifest(project: Path) -> None:
     manifest = project / "pins/manifest.toml"
     manifest.write_text(manifest.read_text().replace('version = "1.0"', 'version = "1.1"'))
     found = [c for c in codes(project) if c[0] == "TB203"]
-    assert {p for _, p, _ in found} == {"pins/lock/cuda-amd64.toml", "pins/lock/rocm-amd64.toml"}
+    assert {p for _, p, _ in found} == {
+        "pins/lock/cuda-amd64.toml", "pins/lock/rocm-amd64.toml",
+        "pins/lock/local/cuda-amd64.toml", "pins/lock/local/rocm-amd64.toml",  # solid moved
+    }  # fmt: skip
     assert all(line > 0 for _, _, line in found)
 
 
@@ -129,3 +132,23 @@ def test_a_floating_pin_the_locks_resolve_floats_no_more(project: Path) -> None:
     assert tb010(project) == []  # floaty: every image that takes it has it locked
     lockfile.lock_path(project, "cuda-amd64").unlink()
     assert [m.split(":")[0] for m in tb010(project)] == ["pins.floaty"]
+
+
+def test_the_local_locks_are_linted_by_the_same_rules(project: Path) -> None:
+    """pins/lock/local/<image>.toml: clean when fresh; a hand edit is TB204, a changed local
+    pin TB203, a missing local lock with a floating pin TB201, each naming the local file."""
+    local = "pins/lock/local/cuda-amd64.toml"
+    assert [c for c in codes(project) if c[1].startswith("pins/lock/local/")] == []
+    path = project / local
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('version = "1.0"', 'version = "0.9"', 1), encoding="utf-8")
+    assert ("TB204", local, 0) in codes(project)
+    path.write_text(text, encoding="utf-8")
+    manifest = project / "pins/manifest.toml"
+    manifest.write_text(
+        manifest.read_text(encoding="utf-8").replace('range = ""', 'range = ">=1.0"'),
+        encoding="utf-8",
+    )
+    assert [c[0] for c in codes(project) if c[1] == local] == ["TB203"]
+    path.unlink()
+    assert [c[0] for c in codes(project) if c[1] == local] == ["TB201"]  # floaty floats

@@ -113,3 +113,34 @@ def test_a_git_pin_at_another_commit_and_an_apt_version_fail() -> None:
     collected = Collected(python="3.12", dists=collected.dists, apt={"tmux": "3.3", "nvtop": "x"})
     (apt,) = check_closure(lock(), collected, source=SOURCE)
     assert (apt.package, apt.locked, apt.found) == ("tmux", "3.4-1", "3.3")  # nvtop: not locked
+
+
+def test_a_local_lock_takes_the_embedded_bases_capture_as_the_bases() -> None:
+    """A local image: its lock holds the layers, the embedded base's capture (per machine, in the
+    cache) the rest; a base distribution at another version fails naming the base."""
+    from twinbuild.closure.capture import BaseCapture
+    from twinbuild.smoke.closure import with_base
+
+    layers = ImageLock(
+        image="cu13-amd64", variant="cu13", arch="linux/amd64", python="3.11",
+        platform="x86_64-manylinux_2_36", manifest_digest="sha256:" + "0" * 64,
+        base=BaseState(image="embedded", captured=False), resolver="uv", profile="local",
+        dists=(LockedDist(name="setuptools", version="79.0.1", pins=("setuptools",)),),
+    )  # fmt: skip
+    capture = BaseCapture(
+        image="twinbuild/base:1@sha256:" + "1" * 64, digest="sha256:" + "2" * 64,
+        dists={"pip": "23.0.1", "setuptools": "66.1.1"}, apt={},
+    )  # fmt: skip
+    held = with_base(layers, capture)
+    assert [(d.name, d.version, d.origin) for d in held.dists] == [
+        ("pip", "23.0.1", "base"), ("setuptools", "79.0.1", "layer"),  # the layer's wins
+    ]  # fmt: skip
+    assert held.base.captured
+    found = Collected.from_json({"python": "3.11", "apt": {}, "distributions": [
+        {"name": "pip", "version": "22.0"}, {"name": "setuptools", "version": "79.0.1"},
+    ]})  # fmt: skip
+    (result,) = check_closure(held, found, source="pins/lock/local/cu13-amd64.toml")
+    assert result.message == (
+        "pins/lock/local/cu13-amd64.toml: pip: the image holds another version than the lock's "
+        "(lock 23.0.1, image 22.0, brought by base)"
+    )

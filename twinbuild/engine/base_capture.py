@@ -168,7 +168,8 @@ def embedded_capture(engine: EngineAPI, tag: str, cache: Path) -> BaseCapture:
     if found is not None:
         return found
     captured = capture_image(engine, image_id)
-    captured = Captured(image=f"{tag}@{image_id}", dists=captured.dists,
+    named = image_id if tag == image_id else f"{tag}@{image_id}"
+    captured = Captured(image=named, dists=captured.dists,
                         commits=captured.commits, apt=captured.apt)  # fmt: skip
     write_atomic(path, captured.text())
     return _reread(path)

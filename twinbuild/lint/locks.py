@@ -1,6 +1,7 @@
 """The lock lint: every image's lock under ``pins/lock/`` against the manifest and itself.
 
-Run where a repository keeps locks (a ``pins/lock/`` folder). Each finding names the lock file:
+Run where a repository keeps locks (a ``pins/lock/`` folder), on every image's production lock
+and its local lock (``pins/lock/local/<image>.toml``). Each finding names the lock file:
 
 - TB201 a floating PyPI pin with no lock entry (no lock for the image, or none for the pin);
 - TB202 a lock entry no pin, dependency or base capture explains;
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from twinbuild.closure import lockfile
 from twinbuild.closure.capture import capture_path, read_capture
+from twinbuild.closure.local import local_asked, local_stale_reason
 from twinbuild.closure.lock_model import ImageLock
 from twinbuild.closure.resolve import NO_FILE_NOTE, asked, dist_name
 from twinbuild.errors import LockInvalid
@@ -57,6 +59,53 @@ def lint_locks(manifest: PinManifest, root: Path) -> list[Finding]:
             continue
         text = path.read_text(encoding="utf-8") if lock is not None else ""
         out += _image(manifest, root, image, lock, str(shown), _Lines(text))
+        out += _local(manifest, root, image)
+    return out
+
+
+def _local(manifest: PinManifest, root: Path, image: ImageKey) -> list[Finding]:
+    """The local lock of ``image`` (``pins/lock/local/<image>.toml``), by the same rules: a
+    floating local pin with no lock or entry (TB201), an entry no local pin asks for (TB202),
+    a lock older than the local pins (TB203), one that does not parse or was edited (TB204)."""
+    path = lockfile.lock_path(root, image.name, "local")
+    shown = str(path.relative_to(root) if path.is_relative_to(root) else path)
+    try:
+        lock = lockfile.read_if_there(path)
+    except LockInvalid as exc:
+        return [Finding(path=shown, line=0, code="TB204", message=str(exc))]
+    what = local_asked(manifest, image)
+    floating = [(p, r) for p, r in what.pins if p.floating is not None or p.values.version is None]
+    if lock is None:
+        return [
+            Finding(path=shown, line=0, code="TB201",
+                    message=f"pins.{p.name} ({r}) floats and the local image {image.name} has "
+                    "no lock; run `twinbuild lock` and commit pins/lock/local/")
+            for p, r in floating
+        ]  # fmt: skip
+    line_of = _Lines(path.read_text(encoding="utf-8"))
+    out: list[Finding] = []
+    if local_stale_reason(manifest, image, lock) is not None:
+        out.append(Finding(
+            path=shown, line=line_of("[lock]"), code="TB203",
+            message=f"older than {manifest.path}: the pins the local profile installs changed; "
+            "run `twinbuild lock` and commit it",
+        ))  # fmt: skip
+    names = {d.name for d in lock.dists}
+    for pin, req in floating:
+        if dist_name(req) not in names:
+            out.append(Finding(
+                path=shown, line=0, code="TB201",
+                message=f"pins.{pin.name} ({req}) floats and has no entry; run `twinbuild lock` "
+                "and commit it",
+            ))  # fmt: skip
+    asked_names = {dist_name(r) for _, r in what.pins}
+    for d in lock.dists:
+        if d.name not in asked_names:
+            out.append(Finding(
+                path=shown, line=line_of("[[dist]]", f'name = "{d.name}"'), code="TB202",
+                message=f"dist {d.name} {d.version}: no pin the local profile installs asks for "
+                "it; run `twinbuild lock` (it drops what nothing asks for)",
+            ))  # fmt: skip
     return out
 
 

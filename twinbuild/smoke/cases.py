@@ -125,17 +125,37 @@ def gpu_case(
 
 
 def closure_lock(root: Path, target: Target) -> tuple[str | None, str | None]:
-    """The lock the closure check holds the image to, or why there is none."""
-    from twinbuild.closure.lockfile import lock_path
+    """The lock the closure check holds the image to, or why there is none (a local image's:
+    ``pins/lock/local/<image>.toml``)."""
+    from twinbuild.closure.lockfile import LOCK_DIR, lock_path
 
     if target.image_id is None:
         return None, "host mode: no image closure to compare with a lock"
-    if target.profile != "production":
-        return None, NOT_PRODUCTION.format(what="locked closure (pins/lock/ locks production)")
-    path = lock_path(root, target.image.name)
+    if target.profile == "local" and not (root / LOCK_DIR).is_dir():
+        return None, f"no {LOCK_DIR}/ under {root}: this project keeps no locks"
+    path = lock_path(root, target.image.name, target.profile)
     if not path.is_file():
         return None, f"no lock {path}: run `twinbuild lock` and commit it"
-    return str(path), None
+    return str(path.resolve()), None  # the suite runs in a folder of its own
+
+
+def embedded_base_capture(eng: EngineAPI | None, target: Target) -> tuple[str | None, str | None]:
+    """A local image's embedded base's capture (made now where the cache lacks it), or why
+    there is none: the base is this machine's own, so its capture lives in the cache."""
+    recorded = target.record.base if target.record is not None else None
+    # the build record's base, else the label every twinbuild image carries (smoke --image)
+    base = recorded.id if recorded is not None else ""
+    base = base or labels_of(target.inspect).get(LABEL + "base-digest", "")
+    if eng is None or not base:
+        return None, (
+            "local profile without a build record or base label: the embedded base, whose "
+            "capture the closure check needs, is unknown"
+        )
+    from twinbuild.engine.base_capture import embedded_capture, embedded_path
+    from twinbuild.util.paths import cache_root
+
+    embedded_capture(eng, base, cache_root())
+    return str(embedded_path(cache_root(), base)), None
 
 
 def build_spec(
@@ -173,9 +193,14 @@ def build_spec(
         binaries_skip = BARE_HOST.format(what="binaries (the GPU checks run all_reduce_perf)")
         imports = []
     lock, lock_skip = closure_lock(root, target)
+    capture: str | None = None
+    if lock is not None and target.profile == "local":
+        capture, lock_skip = embedded_base_capture(eng, target)
+        lock = lock if capture is not None else None
     return SuiteSpec(
         lock=lock,
         lock_skip=lock_skip,
+        base_capture=capture,
         hostspec=hostspec,
         variant=target.image.variant,
         arch=target.image.arch,

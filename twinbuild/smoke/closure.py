@@ -11,6 +11,10 @@ base or a layer brought it:
 - a git pin installed at another commit than the lock's (PEP 610 ``direct_url.json``);
 - an apt package at another version than the lock's (where the lock knows one).
 
+A local image's lock (``pins/lock/local/<image>.toml``) holds what its layers install; the
+embedded base's own distributions come from that base's capture, kept in the cache by its image
+id (:func:`held_to` adds them, marked as the base's).
+
 What the lock marks as not resolvable here (a git ref, an apt version without a capture) is
 not compared; a lock made without a capture of its base cannot tell the base's distributions
 from extra ones, so "not in the lock" is then said of them as "the base or a layer".
@@ -18,12 +22,17 @@ from extra ones, so "not in the lock" is then said of them as "the base or a lay
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-from twinbuild.closure.lock_model import ImageLock
+from twinbuild.closure import lockfile
+from twinbuild.closure.capture import BaseCapture, read_capture
+from twinbuild.closure.lock_model import BaseState, ImageLock, LockedDist
+from twinbuild.errors import LockInvalid
 from twinbuild.smoke.conformance import Collected, Outcome
 
 
@@ -35,6 +44,30 @@ class ClosureResult:
     locked: str  # the lock's version or commit ("" where the lock has none)
     found: str  # the image's ("" where it has none)
     brought_by: str  # "base", "layer", or "the base or a layer"
+
+
+def with_base(lock: ImageLock, capture: BaseCapture) -> ImageLock:
+    """``lock`` with the base's captured distributions it lacks, each marked as the base's."""
+    have = {d.name for d in lock.dists}
+    extra = [LockedDist(name=n, version=v, origin="base") for n, v in capture.dists.items()
+             if n not in have]  # fmt: skip
+    return dataclasses.replace(
+        lock,
+        dists=tuple(sorted((*lock.dists, *extra), key=lambda d: d.name)),
+        base=BaseState(image=capture.image, captured=True, capture_digest=capture.digest),
+    )
+
+
+def held_to(lock_path: str, capture_path: str | None) -> ImageLock:
+    """What the closure check holds the image to: its lock, with its base's capture (a local
+    image's embedded base) where one is named."""
+    lock = lockfile.read(Path(lock_path))
+    if capture_path is None:
+        return lock
+    capture = read_capture(Path(capture_path))
+    if capture is None:
+        raise LockInvalid(f"{capture_path}: the base capture is gone; run `twinbuild base`")
+    return with_base(lock, capture)
 
 
 def _same(a: str, b: str) -> bool:

@@ -73,6 +73,9 @@ class SuiteSpec:
     #: The image's lock (pins/lock/<image>.toml) the closure check holds it to, or why none.
     lock: str | None = None
     lock_skip: str | None = None
+    #: A local image's embedded base: its capture (in the cache), whose distributions the lock
+    #: takes as the base's (``smoke/closure.py``, :func:`held_to`).
+    base_capture: str | None = None
 
     def to_json(self) -> str:
         return json.dumps({"schema": SCHEMA, **dataclasses.asdict(self)}, indent=1, sort_keys=True)

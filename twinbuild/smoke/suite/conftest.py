@@ -62,9 +62,9 @@ def closure_entries(spec: SuiteSpec) -> list[str]:
     (one that is skipped where there is no lock)."""
     if spec.lock is None:
         return ["no-lock"]
-    from twinbuild.closure import lockfile
+    from twinbuild.smoke.closure import held_to
 
-    lock = lockfile.read(Path(spec.lock))
+    lock = held_to(spec.lock, spec.base_capture)
     names = [d.name for d in lock.dists] + [g.dist for g in lock.git if g.dist]
     return sorted(set(names) | {a.package for a in lock.apt})
 

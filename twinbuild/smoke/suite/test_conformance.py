@@ -3,13 +3,10 @@ entry of its lock (its whole closure is exactly the lock's)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from packaging.utils import canonicalize_name
 
-from twinbuild.closure import lockfile
-from twinbuild.smoke.closure import ClosureResult, check_closure
+from twinbuild.smoke.closure import ClosureResult, check_closure, held_to
 from twinbuild.smoke.conformance import Collected, check_base, check_pin
 from twinbuild.smoke.spec import PinCase, SuiteSpec
 
@@ -37,7 +34,7 @@ def _closure(spec: SuiteSpec, request: pytest.FixtureRequest) -> list[ClosureRes
         pytest.skip(spec.lock_skip or "no lock")
     if spec.lock not in _FOUND:
         collected: Collected = request.getfixturevalue("collected")
-        lock = lockfile.read(Path(spec.lock))
+        lock = held_to(spec.lock, spec.base_capture)
         _FOUND[spec.lock] = check_closure(lock, collected, source=spec.lock)
     return _FOUND[spec.lock]
 
