@@ -201,7 +201,9 @@ def test_upgrade_moves_that_package_plan_names_its_image_smoke_fails_the_old_one
     ran, tests = _smoke(world, world.before, tmp_path / "smoke", root=copy)
     assert ran.returncode == FindingsError.exit_code, ran.stdout + ran.stderr
     failed = [t for t in tests.values() if t["outcome"] == "failed"]
-    assert [t["id"] for t in failed] == [f"test_conformance.py::test_closure[{FLOAT}]"], failed
+    assert [t["id"] for t in failed] == [f"test_conformance.py::test_closure[{FLOAT}]"], [
+        t["message"] for t in failed
+    ]
     message = failed[0]["message"]
     assert FLOAT in message
     assert "(lock 2.0, image 1.0, brought by layer)" in message, message
@@ -251,7 +253,9 @@ def test_layer_that_forces_an_older_locked_package_fails_one_closure_check(
             world.engine.remove_image(forced, force=True, prune=False)
     assert ran.returncode == FindingsError.exit_code, ran.stdout + ran.stderr
     failed = [t for t in tests.values() if t["outcome"] == "failed"]
-    assert [t["id"] for t in failed] == [f"test_conformance.py::test_closure[{FLOAT}]"], failed
+    assert [t["id"] for t in failed] == [f"test_conformance.py::test_closure[{FLOAT}]"], [
+        t["message"] for t in failed
+    ]
     message = failed[0]["message"]
     assert FLOAT in message
     assert "(lock 1.0, image 0.9, brought by layer)" in message, message
