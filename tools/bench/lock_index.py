@@ -68,14 +68,14 @@ def bench_lock_index(s: Session) -> None:
     images = len(list((root / "pins/lock").glob("**/*.toml")))
     what = f"twinbuild lock, {images} lock files, index on 127.0.0.1"
     s.rows.append(measured(
-        "lock, local index", f"{what}, empty resolver cache", cold, target="reported",
+        "local index lock", f"{what}, empty resolver cache", cold, target="reported",
         note=f"{asked // max(runs, 1)} index requests a run", wall=True,
     ))  # fmt: skip
     s.rows.append(measured(
-        "lock, local index", f"{what}, warm resolver cache", warm, target="reported",
+        "local index lock", f"{what}, warm resolver cache", warm, target="reported",
         wall=True,
     ))  # fmt: skip
     s.rows.append(measured(
-        "lock, local index", f"{what}, no-op", noop, target="<= 2 s",
+        "local index lock", f"{what}, no-op", noop, target="<= 2 s",
         met=median([x.wall for x in noop]) <= 2, wall=True,
     ))  # fmt: skip

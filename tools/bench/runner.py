@@ -90,11 +90,11 @@ STEPS: list[tuple[str, Callable[[Session], None]]] = [
     ("recipe size", bench_recipes),
     ("test suite", bench_suite),
     ("wheel stage", bench_wheels),
+    ("local index lock", bench_lock_index),
     ("emulation", bench_emulation),
     ("growth", bench_growth),
     ("registry deadline", bench_deadlines),
     ("lock", bench_lock),
-    ("lock, local index", bench_lock_index),
 ]
 
 
