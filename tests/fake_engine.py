@@ -185,6 +185,7 @@ class FakeEngine:
         if ref not in self.registry:
             raise ConfigError(f"pull {ref}: the registry has no such image")
         self.images[ref] = self.images.get(self.registry[ref]) or image_doc(self.registry[ref])
+        self.images.setdefault(self.registry[ref], self.images[ref])  # by id too, as an engine
         return self.registry[ref]
 
     def run_container(

@@ -247,7 +247,7 @@ def test_smoke_local_build_record_passes(
     summary = _smoke(manifest, project, tmp_path)
     tests = _by_id(summary)
     # skipped: the 13 GPU checks (no GPU here), 3 pins the local profile leaves out and the 2
-    # closure checks (pins/lock/ locks the production images)
+    # closure checks (the project keeps no pins/lock/)
     assert summary["counts"] == {"passed": 9, "failed": 0, "skipped": 18, "flaky": 0}
     assert tests["test_platform.py::test_architecture"]["outcome"] == "passed"
     assert summary["image"]["id"] == images["good"]

@@ -58,3 +58,42 @@ def test_the_capture_file_reads_back_with_its_commits(tmp_path: Path) -> None:
     assert (back.image, back.dists, back.apt, back.commits) == (
         captured.image, captured.dists, captured.apt, captured.commits,
     )  # fmt: skip
+
+
+def test_a_variants_base_is_pulled_by_digest_run_without_network_and_committed(
+    tmp_path: Path,
+) -> None:
+    """`twinbuild base capture --variant V --arch A`'s library: the base pulled by digest where
+    absent, run by its id on network none, its capture written under pins/lock/base/."""
+    from tests.fake_engine import FakeEngine
+    from twinbuild.engine.api import RunResult
+    from twinbuild.engine.base_capture import capture_variant
+    from twinbuild.manifest.model import ImageKey
+
+    ref = "lmsysorg/sglang:v1@sha256:" + "a" * 64
+    engine = FakeEngine(registry={ref: "sha256:" + "9" * 64})
+    engine.run_result = RunResult(
+        exit_code=0, output=_answer([["torch", "2.9.1", ""]], "ii \tpython3\t3.12.3\n")
+    )
+    path = capture_variant(engine, tmp_path, ImageKey(variant="cu13", arch="linux/amd64"), ref)
+    assert path == tmp_path / "pins/lock/base/cu13-amd64.toml"
+    assert engine.calls.count("pull") == 1
+    (ran, command) = engine.ran[0]
+    assert ran == "sha256:" + "9" * 64  # by id
+    assert command[:2] == ["sh", "-c"]
+    back = read_capture(path)
+    assert back is not None
+    assert (back.image, back.dists, back.apt) == (ref, {"torch": "2.9.1"}, {"python3": "3.12.3"})
+
+
+def test_a_base_without_a_digest_is_refused_before_anything_is_pulled(tmp_path: Path) -> None:
+    from tests.fake_engine import FakeEngine
+    from twinbuild.engine.base_capture import capture_variant
+    from twinbuild.errors import ConfigError
+    from twinbuild.manifest.model import ImageKey
+
+    engine = FakeEngine()
+    with pytest.raises(ConfigError) as err:
+        capture_variant(engine, tmp_path, ImageKey(variant="cu13", arch="linux/amd64"), "b:v1")
+    assert "has no digest" in str(err.value)
+    assert engine.calls == []

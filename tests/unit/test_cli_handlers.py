@@ -548,7 +548,7 @@ def test_lock_writes_each_image_and_json_says_what_moved(
         assert not (root / "pins/lock").exists()
         assert main([*argv, "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert [i["image"] for i in report["images"]] == ["cuda-amd64"]
-    assert report["images"][0]["state"] == "created"
-    assert report["written"] == ["pins/lock/cuda-amd64.toml"]
-    assert report["rebuild"] == "cuda"
+    assert [i["image"] for i in report["images"]] == ["cuda-amd64", "local/cuda-amd64"]
+    assert [i["state"] for i in report["images"]] == ["created", "created"]
+    assert report["written"] == ["pins/lock/cuda-amd64.toml", "pins/lock/local/cuda-amd64.toml"]
+    assert report["rebuild"] == "cuda, local cuda"

@@ -89,8 +89,13 @@ def capture_image(engine: EngineAPI, ref: str) -> Captured:
 
 
 def _named(ref: str, image_id: str) -> str:
-    """The captured image by its digest where the reference has one, else by its id."""
-    return ref if "@sha256:" in ref else f"{ref.split('@', 1)[0]}@{image_id}"
+    """The captured image by its digest where the reference has one, else by its id (alone
+    where the reference is that id, or a prefix of it)."""
+    if "@sha256:" in ref:
+        return ref
+    if image_id.removeprefix("sha256:").startswith(ref.removeprefix("sha256:")):
+        return image_id
+    return f"{ref.split('@', 1)[0]}@{image_id}"
 
 
 def parse_output(output: str, *, ok: bool, ref: str, image: str) -> Captured:
