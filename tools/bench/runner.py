@@ -32,7 +32,6 @@ from tools.bench.emulation import bench_emulation
 from tools.bench.growth import bench_growth
 from tools.bench.lint import bench_lint
 from tools.bench.lock import bench_lock
-from tools.bench.lock_index import bench_lock_index
 from tools.bench.recipes import bench_recipes
 from tools.bench.registry_cache import bench_registry_cache
 from tools.bench.session import Session
@@ -90,7 +89,6 @@ STEPS: list[tuple[str, Callable[[Session], None]]] = [
     ("recipe size", bench_recipes),
     ("test suite", bench_suite),
     ("wheel stage", bench_wheels),
-    ("local index lock", bench_lock_index),
     ("emulation", bench_emulation),
     ("growth", bench_growth),
     ("registry deadline", bench_deadlines),
