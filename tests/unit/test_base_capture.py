@@ -50,7 +50,7 @@ def test_the_capture_file_reads_back_with_its_commits(tmp_path: Path) -> None:
         apt={"python3": "3.11.2-1+b1"},
     )  # fmt: skip
     path = embedded_path(tmp_path, "sha256:" + "1" * 64)
-    assert path == tmp_path / "base-capture" / f"{'1' * 64}.toml"
+    assert path == tmp_path / "base-capture" / f"venv-{'1' * 64}.toml"
     path.parent.mkdir()
     path.write_text(captured.text())
     back = read_capture(path)
@@ -97,3 +97,15 @@ def test_a_base_without_a_digest_is_refused_before_anything_is_pulled(tmp_path: 
         capture_variant(engine, tmp_path, ImageKey(variant="cu13", arch="linux/amd64"), "b:v1")
     assert "has no digest" in str(err.value)
     assert engine.calls == []
+
+
+def test_the_embedded_capture_makes_the_venv_word_for_word_as_the_local_recipe() -> None:
+    """The capture of the embedded base lists what the local layers' venv sees: if the recipe
+    made its venv another way (without the system site, or with other seeds), the capture would
+    count other distributions as the base's."""
+    from twinbuild.engine.base_capture import IN_LOCAL_VENV, LOCAL_VENV
+
+    recipe = Path(__file__).resolve().parents[2] / "images" / "local" / "Dockerfile"
+    runs = [line for line in recipe.read_text().splitlines() if "-m venv" in line]
+    assert runs == [f"RUN {LOCAL_VENV}"]
+    assert IN_LOCAL_VENV.startswith(LOCAL_VENV)

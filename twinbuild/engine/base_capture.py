@@ -50,11 +50,22 @@ for d in metadata.distributions():
     out.append([name, d.version, commit])
 print(json.dumps(out))
 """
-_SCRIPT = (
-    f'{INTERPRETER} -c "$1" || exit 70; echo {_MARK}; '
-    "command -v dpkg-query >/dev/null || exit 0; "
-    "dpkg-query -W -f='${db:Status-Abbrev}\\t${Package}\\t${Version}\\n'"
-)
+#: How images/local/Dockerfile makes the venv its layers install into, word for word (a test
+#: holds the two together): the venv brings distributions of its own (ensurepip's pip and
+#: setuptools) beside the interpreter's, and no layer of the lock installs them.
+LOCAL_VENV = "python3 -m venv --system-site-packages /opt/venv"
+#: The embedded base's capture runs in that venv, as the local layers do.
+IN_LOCAL_VENV = f"{LOCAL_VENV} || exit 70; /opt/venv/bin/python3"
+
+
+def _script(interpreter: str) -> str:
+    return (
+        f'{interpreter} -c "$1" || exit 70; echo {_MARK}; '
+        "command -v dpkg-query >/dev/null || exit 0; "
+        "dpkg-query -W -f='${db:Status-Abbrev}\\t${Package}\\t${Version}\\n'"
+    )
+
+
 #: How long the two listings may take in the image (a large base lists thousands).
 TIMEOUT_S = 120
 
@@ -72,9 +83,10 @@ class Captured:
         return render_capture(self.image, self.dists, self.apt, commits=self.commits)
 
 
-def capture_image(engine: EngineAPI, ref: str) -> Captured:
+def capture_image(engine: EngineAPI, ref: str, *, interpreter: str = INTERPRETER) -> Captured:
     """Run ``ref`` (network none) and read its installed set; :class:`EngineError` in one line
-    where the image has no ``python3`` or the listing fails."""
+    where the image has no ``python3`` or the listing fails. ``interpreter`` is the shell words
+    that run the listing's Python (:data:`IN_LOCAL_VENV` for the embedded base)."""
     inspected = engine.inspect_image(ref)
     if inspected is None:
         raise ConfigError(
@@ -83,7 +95,10 @@ def capture_image(engine: EngineAPI, ref: str) -> Captured:
         )
     image_id = str(inspected["Id"])
     run = engine.run_container(
-        image_id, ["sh", "-c", _SCRIPT, "sh", _PROBE], network="none", timeout=TIMEOUT_S
+        image_id,
+        ["sh", "-c", _script(interpreter), "sh", _PROBE],
+        network="none",
+        timeout=TIMEOUT_S,
     )
     return parse_output(run.output, ok=run.ok, ref=ref, image=_named(ref, image_id))
 
@@ -154,8 +169,9 @@ def capture_variant(engine: EngineAPI, root: Path, image: ImageKey, base_ref: st
 
 
 def embedded_path(cache: Path, image_id: str) -> Path:
-    """Where the embedded base's capture is kept: ``<cache>/base-capture/<id>.toml``."""
-    return cache / "base-capture" / f"{image_id.removeprefix('sha256:')}.toml"
+    """Where the embedded base's capture is kept: ``<cache>/base-capture/venv-<id>.toml`` (taken
+    in the local venv: a capture of the bare interpreter, kept before, is not read)."""
+    return cache / "base-capture" / f"venv-{image_id.removeprefix('sha256:')}.toml"
 
 
 def embedded_capture(engine: EngineAPI, tag: str, cache: Path) -> BaseCapture:
@@ -172,7 +188,7 @@ def embedded_capture(engine: EngineAPI, tag: str, cache: Path) -> BaseCapture:
         found = None  # a damaged cache entry is made again
     if found is not None:
         return found
-    captured = capture_image(engine, image_id)
+    captured = capture_image(engine, image_id, interpreter=IN_LOCAL_VENV)
     named = image_id if tag == image_id else f"{tag}@{image_id}"
     captured = Captured(image=named, dists=captured.dists,
                         commits=captured.commits, apt=captured.apt)  # fmt: skip
