@@ -35,6 +35,15 @@ def mini_project(tmp_path: Path) -> Path:
     return root
 
 
+def with_pins(root: Path, pins: str) -> Path:
+    """The project at ``root`` with its manifest's pins replaced by ``pins`` (TOML ``[pins.*]``
+    tables), its variants and ``[local]`` table kept."""
+    manifest = root / "pins/manifest.toml"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text[: text.index("[pins.")] + pins, encoding="utf-8")
+    return root
+
+
 def with_arm64(root: Path) -> Path:
     """The mini project at ``root`` with its cuda variant on linux/arm64 too (two images)."""
     edit(

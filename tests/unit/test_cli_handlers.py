@@ -534,10 +534,11 @@ def test_pins_outdated_with_no_source_answering_exits_3(
 def test_lock_writes_each_image_and_json_says_what_moved(
     root: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from tests.helpers import with_pins
     from tests.pyindex import PyIndex
-    from tests.unit.test_lock import PINS, write_pins
+    from tests.unit.test_lock import PINS
 
-    write_pins(root, PINS)
+    with_pins(root, PINS)
     with PyIndex(tmp_path / "index") as index:
         for name, version, requires in (("floaty", "1.0", ()), ("dep-a", "1.0", ()),
                                         ("solid", "1.0", ("dep-a>=1.0",))):  # fmt: skip

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from tests.helpers import mini_project
+from tests.helpers import mini_project, with_pins
 from tests.pyindex import PyIndex
 from twinbuild.builder.render_command import RenderOptions, render_manifest
 from twinbuild.cli.main import main
@@ -49,16 +49,10 @@ why = "an exact pin with a dependency"
 """
 
 
-def write_pins(root: Path, pins: str) -> None:
-    manifest = root / "pins/manifest.toml"
-    text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(text[: text.index("[pins.")] + pins, encoding="utf-8")
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     root = mini_project(tmp_path)
-    write_pins(root, PINS)
+    with_pins(root, PINS)
     return root
 
 

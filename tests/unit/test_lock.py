@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project
+from tests.helpers import mini_project, with_pins
 from tests.pyindex import PyIndex, stalling_server
 from tests.unit.gitrepos import commit_file, git, init, isolate_git, needs_git
 from twinbuild.cli.main import main
@@ -44,17 +44,10 @@ why = "an exact pin with a dependency"
 """
 
 
-def write_pins(root: Path, pins: str) -> None:
-    manifest = root / "pins/manifest.toml"
-    text = manifest.read_text(encoding="utf-8")
-    head = text[: text.index("[pins.")]
-    manifest.write_text(head + pins, encoding="utf-8")
-
-
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     root = mini_project(tmp_path)
-    write_pins(root, PINS)
+    with_pins(root, PINS)
     return root
 
 
@@ -178,7 +171,7 @@ def test_a_hash_edited_by_hand_is_named(
 def test_a_package_the_index_lacks(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    write_pins(project, PINS + '\n[pins.ghost]\nkind = "pypi"\nversion = "9.9"\nwhy = "absent"\n')
+    with_pins(project, PINS + '\n[pins.ghost]\nkind = "pypi"\nversion = "9.9"\nwhy = "absent"\n')
     err = _unchanged_after(project, args(project, index.url), ResolutionFailed, 21, capsys)
     assert "pins/lock/" in err
     assert "ghost" in err
@@ -189,7 +182,7 @@ def test_a_conflict_names_both_requirements(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
     index.publish("strict-b", "1.0", ("dep-a<1.0",))
-    write_pins(project, PINS + '\n[pins.strict-b]\nkind = "pypi"\nversion = "1.0"\nwhy = "x"\n')
+    with_pins(project, PINS + '\n[pins.strict-b]\nkind = "pypi"\nversion = "1.0"\nwhy = "x"\n')
     err = _unchanged_after(project, args(project, index.url), ResolutionFailed, 21, capsys)
     assert "solid" in err
     assert "strict-b" in err
@@ -228,7 +221,7 @@ def test_a_resolver_killed_midway_leaves_the_locks(
 ) -> None:
     assert main(args(project, index.url)) == 0
     before = locks(project)
-    write_pins(project, PINS.replace('version = "1.0"', 'range = ">=1.0"\nfloating = "test"'))
+    with_pins(project, PINS.replace('version = "1.0"', 'range = ">=1.0"\nfloating = "test"'))
     with stalling_server() as (url, connected):
         env = {**os.environ, "TWINBUILD_LOCK_TIMEOUT": "600"}
         child = subprocess.Popen(
@@ -266,7 +259,7 @@ def test_a_branch_resolves_where_its_repository_answers(
     upstream = init(tmp_path / "upstream")
     first = commit_file(upstream, "a.txt", "one\n", "first")
     git(upstream, "branch", "-M", "main")
-    write_pins(project, PINS + (
+    with_pins(project, PINS + (
         '\n[pins.tool]\nkind = "git"\nrepo = "' + upstream.as_uri() + '"\nref = "main"\n'
         'dist = ""\ninstall = "checkout"\npath = "/opt/tool"\nwhy = "a branch"\n'
         'floating = "a branch"\n'

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import with_pins
 from tests.pyindex import PyIndex
-from tests.unit.test_lock import args, index, locks, project, versions, write_pins
+from tests.unit.test_lock import args, index, locks, project, versions
 from twinbuild.cli.main import main
 from twinbuild.closure import lockfile
 
@@ -65,7 +66,7 @@ def test_a_pin_moved_past_the_cached_page_resolves(
     assert main(args(project, index.url)) == 0
     index.publish("solid", "1.5", ("dep-a>=1.0",))
     manifest = project / "pins/manifest.toml"
-    write_pins(project, manifest.read_text()[manifest.read_text().index("[pins."):]
+    with_pins(project, manifest.read_text()[manifest.read_text().index("[pins."):]
                .replace('version = "1.0"', 'version = "1.5"'))  # fmt: skip
     capsys.readouterr()
     assert main(args(project, index.url)) == 0

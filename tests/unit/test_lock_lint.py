@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project
+from tests.helpers import mini_project, with_pins
 from tests.pyindex import PyIndex
-from tests.unit.test_lock import PINS, args, write_pins
+from tests.unit.test_lock import PINS, args
 from twinbuild.cli.main import main
 from twinbuild.closure import lockfile
 from twinbuild.closure.lock_model import LockedDist
@@ -28,7 +28,7 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
     home = tmp_path_factory.mktemp("locked")
     root = mini_project(home)
-    write_pins(root, PINS)
+    with_pins(root, PINS)
     with PyIndex(home / "index") as index:
         index.publish("floaty", "1.0")
         index.publish("dep-a", "1.0")

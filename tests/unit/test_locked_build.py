@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import image, mini_project
+from tests.helpers import image, mini_project, with_pins
 from tests.pyindex import PyIndex, build_wheel
 from twinbuild.builder import wheelhouse
 from twinbuild.builder.context import locked_files
@@ -55,8 +55,7 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PyIndex]:
 def project(tmp_path: Path, index: PyIndex) -> Path:
     root = mini_project(tmp_path)
     manifest = root / "pins/manifest.toml"
-    text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(text[: text.index("[pins.")] + PINS, encoding="utf-8")
+    with_pins(root, PINS)
     (root / "pins/lock").mkdir()
     argv = ["lock", "--root", str(root), "--manifest", str(manifest), "--index-url", index.url]
     assert main(argv) == 0

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import mini_project
+from tests.helpers import mini_project, with_pins
 from tests.pyindex import PyIndex
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from twinbuild.cli.main import main
@@ -63,8 +63,7 @@ def project(tmp_path: Path, index: PyIndex, monkeypatch: pytest.MonkeyPatch) -> 
     isolate_git(monkeypatch, tmp_path / "home")
     root = mini_project(tmp_path)
     manifest = root / "pins/manifest.toml"
-    text = manifest.read_text(encoding="utf-8")
-    manifest.write_text(text[: text.index("[pins.")] + PINS, encoding="utf-8")
+    with_pins(root, PINS)
     capture(root, "1.0")
     assert main(["lock", "--root", str(root), "--manifest", str(manifest),
                  "--index-url", index.url]) == 0  # fmt: skip
