@@ -209,11 +209,23 @@ def test_an_index_that_stalls_is_bounded(
 
 
 def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` still alive while it is read (a short-lived one that ends
+    meanwhile is left out, not an error)."""
     found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        children = (task / "children").read_text().split()
-        found += [int(c) for c in children]
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            children = (task / "children").read_text().split()
+            found += [int(c) for c in children]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
     return found + [g for c in found for g in _children(c)]
+
+
+def _is_uv(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/exe").resolve(strict=True).name == "uv"
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False  # it ended between the listing and this look
 
 
 def test_a_resolver_killed_midway_leaves_the_locks(
@@ -232,8 +244,7 @@ def test_a_resolver_killed_midway_leaves_the_locks(
             assert connected.wait(60), "uv never asked the index"
             resolvers = []
             for _ in range(100):  # uv is running: it connected
-                resolvers = [p for p in _children(child.pid)
-                             if Path(f"/proc/{p}/exe").resolve().name == "uv"]  # fmt: skip
+                resolvers = [p for p in _children(child.pid) if _is_uv(p)]
                 if resolvers:
                     break
                 time.sleep(0.05)
