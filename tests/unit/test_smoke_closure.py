@@ -144,3 +144,26 @@ def test_a_local_lock_takes_the_embedded_bases_capture_as_the_bases() -> None:
         "pins/lock/local/cu13-amd64.toml: pip: the image holds another version than the lock's "
         "(lock 23.0.1, image 22.0, brought by base)"
     )
+
+
+def test_a_git_pin_replaced_by_an_index_release_fails() -> None:
+    """Attack: the git pin's distribution comes from an index wheel (no PEP 610 vcs_info), so
+    no commit is recorded at all; the lock holds a commit, the image cannot show it."""
+    from_index = {"name": "torch_memory_saver", "version": "0.0.9"}
+    found = check_closure(lock(), image(**{"torch-memory-saver": from_index}), source=SOURCE)
+    assert [(f.package, f.locked, f.found, f.brought_by) for f in found] == [
+        ("torch-memory-saver", COMMIT, "0.0.9 (not from git)", "layer")
+    ]
+    assert found[0].message == (
+        f"{SOURCE}: torch-memory-saver: installed from another source than the lock's git "
+        f"commit (lock {COMMIT}, image 0.0.9 (not from git), brought by layer)"
+    )
+
+
+def test_a_git_pin_missing_from_the_image_fails() -> None:
+    """Attack: the git pin's distribution is not in the image at all; its entry is only in
+    the lock's git table, never in its dists, so the 'locked but not in the image' pass missed it."""
+    found = check_closure(lock(), image(**{"torch-memory-saver": {}}), source=SOURCE)
+    assert [(f.package, f.locked, f.found) for f in found] == [
+        ("torch-memory-saver", COMMIT, "")
+    ]
