@@ -164,6 +164,4 @@ def test_a_git_pin_missing_from_the_image_fails() -> None:
     """Attack: the git pin's distribution is not in the image at all; its entry is only in
     the lock's git table, never in its dists, so the 'locked but not in the image' pass missed it."""
     found = check_closure(lock(), image(**{"torch-memory-saver": {}}), source=SOURCE)
-    assert [(f.package, f.locked, f.found) for f in found] == [
-        ("torch-memory-saver", COMMIT, "")
-    ]
+    assert [(f.package, f.locked, f.found) for f in found] == [("torch-memory-saver", COMMIT, "")]

@@ -8,7 +8,8 @@ base or a layer brought it:
 - a distribution the image holds at another version than the lock's (the #2600 class: a layer
   that force-installs an older ``nvidia-cutlass-dsl`` over the locked one);
 - one the lock has and the image lacks; one the image has and the lock does not;
-- a git pin installed at another commit than the lock's (PEP 610 ``direct_url.json``);
+- a git pin installed at another commit than the lock's (PEP 610 ``direct_url.json``), without
+  a commit (an index release in its place), or not at all;
 - an apt package at another version than the lock's (where the lock knows one).
 
 A local image's lock (``pins/lock/local/<image>.toml``) holds what its layers install; the
@@ -104,7 +105,15 @@ def check_closure(lock: ImageLock, found: Collected, *, source: str) -> list[Clo
         held = found.dists.get(name)
         vcs = (held.direct_url or {}).get("vcs_info") if held is not None else None
         commit = vcs.get("commit_id", "") if isinstance(vcs, dict) else ""
-        if git.commit and held is not None and commit and commit != git.commit:
+        if not git.commit:
+            continue  # a ref not resolvable here: not compared (the lint names the command)
+        if held is None:
+            fail(name, git.commit, "", "layer", "locked but not in the image")
+        elif not commit:
+            # an index release or a local copy in place of the git pin: no PEP 610 commit
+            fail(name, git.commit, f"{held.version} (not from git)", "layer",
+                 "installed from another source than the lock's git commit")  # fmt: skip
+        elif commit != git.commit:
             fail(name, git.commit, commit, "layer", "installed from another commit than the lock's")
     base_known = lock.base.captured
     for name, held in sorted(found.dists.items()):
