@@ -42,6 +42,8 @@ def test_a_branch_pin_builds_at_the_locks_commit_after_the_branch_moves(
         '\n[pins.tool]\nkind = "git"\nrepo = "' + upstream.as_uri() + '"\nref = "main"\n'
         'dist = ""\ninstall = "checkout"\npath = "/opt/tool"\nwhy = "a branch"\n'
         'floating = "a branch"\n'
+        '\n[pins.gp]\nkind = "git"\nrepo = "' + upstream.as_uri() + '"\nref = "main"\n'
+        'dist = "gp"\nwhy = "a branch installed by pip"\nfloating = "a branch"\n'
     ))  # fmt: skip
     manifest = root / "pins/manifest.toml"
     (root / "pins/lock").mkdir()
@@ -52,3 +54,6 @@ def test_a_branch_pin_builds_at_the_locks_commit_after_the_branch_moves(
     rendered = with_lock(root, render(load(manifest), image("cuda"), "production"))
     # checkout.sh fetches COMMIT when it is set, else the branch's tip of the day
     assert rendered.args.get("TOOL_COMMIT") == first
+    pip_lines = "".join(rendered.files.values())
+    assert f"gp @ git+{upstream.as_uri()}@{first}\n" in pip_lines
+    assert "@main" not in pip_lines
