@@ -3,9 +3,11 @@ lock is one failing check naming the package, both versions and what brought it.
 
 from __future__ import annotations
 
+import dataclasses
+
 from twinbuild.closure.lock_model import BaseState, ImageLock, LockedApt, LockedDist, LockedGit
 from twinbuild.smoke.closure import check_closure
-from twinbuild.smoke.conformance import Collected
+from twinbuild.smoke.conformance import Checkout, Collected
 
 COMMIT = "b5588e83de86412a48689a6583a4b567e75f7acc"
 SOURCE = "pins/lock/cu13-amd64.toml"
@@ -165,3 +167,26 @@ def test_a_git_pin_missing_from_the_image_fails() -> None:
     the lock's git table, never in its dists, so the 'locked but not in the image' pass missed it."""
     found = check_closure(lock(), image(**{"torch-memory-saver": {}}), source=SOURCE)
     assert [(f.package, f.locked, f.found) for f in found] == [("torch-memory-saver", COMMIT, "")]
+
+
+def test_a_checkout_at_another_commit_than_the_locks_fails() -> None:
+    """Attack: a branch pin checked out (not pip-installed: no dist) is compared by neither check:
+    the per-pin one passes any commit of a branch, and the closure one looked only at dists."""
+    checkout = LockedGit(pin="megatron-lm", repo="r", ref="miles-main", commit=COMMIT, dist="")
+    held = dataclasses.replace(lock(), git=(*lock().git, checkout))
+    moved = "1" * 40
+    found = dataclasses.replace(
+        image(), checkouts={"/root/Megatron-LM": Checkout(commit=moved, ref=None, error=None)}
+    )
+    paths = {"megatron-lm": "/root/Megatron-LM"}
+    assert [(f.package, f.locked, f.found) for f in check_closure(
+        held, found, source=SOURCE, checkouts=paths
+    )] == [("megatron-lm", COMMIT, moved)]  # fmt: skip
+    at_lock = dataclasses.replace(
+        found, checkouts={"/root/Megatron-LM": Checkout(commit=COMMIT, ref=None, error=None)}
+    )
+    assert check_closure(held, at_lock, source=SOURCE, checkouts=paths) == []
+    gone = dataclasses.replace(found, checkouts={})
+    assert [(f.package, f.found) for f in check_closure(
+        held, gone, source=SOURCE, checkouts=paths
+    )] == [("megatron-lm", "")]  # fmt: skip
