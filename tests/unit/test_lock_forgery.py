@@ -81,3 +81,11 @@ def test_a_version_and_its_files_edited_together_is_refused(tmp_path: Path) -> N
     path = forged(tmp_path, dataclasses.replace(CUTLASS, version="4.6.0", files=(older,)))
     with pytest.raises(LockInvalid):
         lockfile.parse(path.read_text(), "pins/lock/cu13-amd64.toml")
+
+
+def test_a_dist_whose_version_is_emptied_is_refused(tmp_path: Path) -> None:
+    """Attack: version "" and no files, checks recomputed: the constraints then leave the
+    distribution out (any version installs) and the closure check skips it as unresolved."""
+    path = forged(tmp_path, dataclasses.replace(CUTLASS, version="", files=()))
+    with pytest.raises(LockInvalid, match=re.escape("dist nvidia-cutlass-dsl.version: is empty")):
+        lockfile.parse(path.read_text(), "pins/lock/cu13-amd64.toml")
