@@ -297,6 +297,8 @@ class _Reader:
             note=self.text(e, "note", where, ""),
         )
         self.checked(e, where, d.check, f"its version {d.version} or a file's sha256")
+        if not d.version:  # never written: it would leave the dist unconstrained and unchecked
+            raise self.bad(f"{where}.version", "is empty")
         self.files_of(d, where)
         return d
 
