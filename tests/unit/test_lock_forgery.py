@@ -89,3 +89,32 @@ def test_a_dist_whose_version_is_emptied_is_refused(tmp_path: Path) -> None:
     path = forged(tmp_path, dataclasses.replace(CUTLASS, version="", files=()))
     with pytest.raises(LockInvalid, match=re.escape("dist nvidia-cutlass-dsl.version: is empty")):
         lockfile.parse(path.read_text(), "pins/lock/cu13-amd64.toml")
+
+
+def test_a_local_lock_entry_without_files_is_not_installed_unhashed(tmp_path: Path) -> None:
+    """Checked, held: a pin whose local lock entry has no files (so no hash) is refused before
+    anything is downloaded, never installed without ``--require-hashes``."""
+    from tests.helpers import image, mini_project, with_pins
+    from twinbuild.builder.locked import locked_pins
+    from twinbuild.closure.local import local_asked
+    from twinbuild.manifest.loader import load
+    from twinbuild.manifest.rendered import render
+
+    root = with_pins(mini_project(tmp_path), (
+        '[pins.solid]\nkind = "pypi"\nversion = "1.0"\nwhy = "an exact pin"\n'
+    ))  # fmt: skip
+    manifest = load(root / "pins/manifest.toml")
+    key = image("cuda")
+    bare = dataclasses.replace(
+        lock(LockedDist(name="solid", version="1.0", pins=("solid",))),
+        image=key.name, profile="local",
+        manifest_digest=local_asked(manifest, key).digest(),
+    )  # fmt: skip
+    lockfile.write(root, bare)
+    rendered = render(manifest, key, "local", local_base="x")
+    with pytest.raises(LockInvalid) as err:
+        locked_pins(manifest, root, rendered)
+    assert str(err.value) == (
+        "pins/lock/local/cuda-amd64.toml: pins.solid: no locked files of solid; run "
+        "`twinbuild lock` and commit the lock"
+    )
