@@ -3,9 +3,11 @@ lock is one failing check naming the package, both versions and what brought it.
 
 from __future__ import annotations
 
+import dataclasses
+
 from twinbuild.closure.lock_model import BaseState, ImageLock, LockedApt, LockedDist, LockedGit
 from twinbuild.smoke.closure import check_closure
-from twinbuild.smoke.conformance import Collected
+from twinbuild.smoke.conformance import Checkout, Collected
 
 COMMIT = "b5588e83de86412a48689a6583a4b567e75f7acc"
 SOURCE = "pins/lock/cu13-amd64.toml"
@@ -144,3 +146,47 @@ def test_a_local_lock_takes_the_embedded_bases_capture_as_the_bases() -> None:
         "pins/lock/local/cu13-amd64.toml: pip: the image holds another version than the lock's "
         "(lock 23.0.1, image 22.0, brought by base)"
     )
+
+
+def test_a_git_pin_replaced_by_an_index_release_fails() -> None:
+    """Attack: the git pin's distribution comes from an index wheel (no PEP 610 vcs_info), so
+    no commit is recorded at all; the lock holds a commit, the image cannot show it."""
+    from_index = {"name": "torch_memory_saver", "version": "0.0.9"}
+    found = check_closure(lock(), image(**{"torch-memory-saver": from_index}), source=SOURCE)
+    assert [(f.package, f.locked, f.found, f.brought_by) for f in found] == [
+        ("torch-memory-saver", COMMIT, "0.0.9 (not from git)", "layer")
+    ]
+    assert found[0].message == (
+        f"{SOURCE}: torch-memory-saver: installed from another source than the lock's git "
+        f"commit (lock {COMMIT}, image 0.0.9 (not from git), brought by layer)"
+    )
+
+
+def test_a_git_pin_missing_from_the_image_fails() -> None:
+    """Attack: the git pin's distribution is not in the image at all; its entry is only in
+    the lock's git table, never in its dists, so the 'locked but not in the image' pass missed it."""
+    found = check_closure(lock(), image(**{"torch-memory-saver": {}}), source=SOURCE)
+    assert [(f.package, f.locked, f.found) for f in found] == [("torch-memory-saver", COMMIT, "")]
+
+
+def test_a_checkout_at_another_commit_than_the_locks_fails() -> None:
+    """Attack: a branch pin checked out (not pip-installed: no dist) is compared by neither check:
+    the per-pin one passes any commit of a branch, and the closure one looked only at dists."""
+    checkout = LockedGit(pin="megatron-lm", repo="r", ref="miles-main", commit=COMMIT, dist="")
+    held = dataclasses.replace(lock(), git=(*lock().git, checkout))
+    moved = "1" * 40
+    found = dataclasses.replace(
+        image(), checkouts={"/root/Megatron-LM": Checkout(commit=moved, ref=None, error=None)}
+    )
+    paths = {"megatron-lm": "/root/Megatron-LM"}
+    assert [(f.package, f.locked, f.found) for f in check_closure(
+        held, found, source=SOURCE, checkouts=paths
+    )] == [("megatron-lm", COMMIT, moved)]  # fmt: skip
+    at_lock = dataclasses.replace(
+        found, checkouts={"/root/Megatron-LM": Checkout(commit=COMMIT, ref=None, error=None)}
+    )
+    assert check_closure(held, at_lock, source=SOURCE, checkouts=paths) == []
+    gone = dataclasses.replace(found, checkouts={})
+    assert [(f.package, f.found) for f in check_closure(
+        held, gone, source=SOURCE, checkouts=paths
+    )] == [("megatron-lm", "")]  # fmt: skip

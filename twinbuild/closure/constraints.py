@@ -28,7 +28,7 @@ from packaging.utils import canonicalize_name
 
 from twinbuild.closure import lockfile
 from twinbuild.closure.lock_model import ImageLock
-from twinbuild.manifest.rendered import GENERATED, Rendered
+from twinbuild.manifest.rendered import GENERATED, Rendered, requirement
 
 #: Where the generated file lies in the build context.
 CONSTRAINTS = f"{GENERATED}/pip/constraints.txt"
@@ -82,5 +82,20 @@ def with_lock(root: Path, rendered: Rendered) -> Rendered:
         for pin in rendered.installed
         if pin.kind in ("git", "url")
     )
-    text = constraints_text(lockfile.read_if_there(path), source, by_url)
-    return replace(rendered, files={**rendered.files, CONSTRAINTS: text})
+    lock = lockfile.read_if_there(path)
+    text = constraints_text(lock, source, by_url)
+    files, args = {**rendered.files, CONSTRAINTS: text}, dict(rendered.args)
+    # A git pin on a branch or tag builds at the commit its lock resolved, not at the ref's tip
+    # on the day of the build (checkout.sh takes COMMIT over REF; a pip line names the commit).
+    commits = {g.pin: g.commit for g in (lock.git if lock else ()) if g.commit}
+    for pin in rendered.installed:
+        commit = commits.get(pin.name)
+        if pin.kind != "git" or pin.values.commit or commit is None:
+            continue
+        if pin.install == "pip":
+            at = replace(pin, values=replace(pin.values, commit=commit))
+            name = f"{GENERATED}/pip/{pin.layer}.txt"
+            files[name] = files[name].replace(requirement(pin) + "\n", requirement(at) + "\n")
+        else:
+            args[f"{pin.arg_prefix()}_COMMIT"] = commit
+    return replace(rendered, files=files, args=args)

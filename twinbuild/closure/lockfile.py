@@ -18,6 +18,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, cast
 
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
+from packaging.version import InvalidVersion, Version
+
 from twinbuild.closure.lock_model import (
     FORMAT,
     BaseState,
@@ -288,7 +297,22 @@ class _Reader:
             note=self.text(e, "note", where, ""),
         )
         self.checked(e, where, d.check, f"its version {d.version} or a file's sha256")
+        if not d.version:  # never written: it would leave the dist unconstrained and unchecked
+            raise self.bad(f"{where}.version", "is empty")
+        self.files_of(d, where)
         return d
+
+    def files_of(self, d: LockedDist, where: str) -> None:
+        """Every file whose name tells its distribution and version is one of ``d``'s: the
+        checks are unkeyed, so an edit of the version alone rewrites them; it still leaves the
+        files of the old version (an edit of the files too is told only by resolving again)."""
+        for f in d.files:
+            named = _named(f.name)
+            if named is not None and named != (canonicalize_name(d.name), _version(d.version)):
+                raise self.bad(
+                    f"{where}.files",
+                    f"{f.name} is not a file of {d.name} {d.version} (edited by hand)",
+                )
 
     def git(self, e: dict[str, Any], i: int) -> LockedGit:
         where = _where("git", e.get("pin"), i)
@@ -313,6 +337,26 @@ class _Reader:
         )
         self.checked(e, where, a.check, f"its version {a.version or '(none)'}")
         return a
+
+
+def _version(text: str) -> Version | str:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return text
+
+
+def _named(filename: str) -> tuple[str, Version | str] | None:
+    """The distribution and version a wheel or sdist file name says; None for another kind of
+    name (an sdist archive packaging does not parse, e.g. ``.tar.bz2``): not compared."""
+    try:
+        if filename.endswith(".whl"):
+            name, version, _, _ = parse_wheel_filename(filename)
+        else:
+            name, version = parse_sdist_filename(filename)
+    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+        return None
+    return name, version
 
 
 def _where(kind: str, named: object, i: int) -> str:

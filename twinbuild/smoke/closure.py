@@ -8,7 +8,9 @@ base or a layer brought it:
 - a distribution the image holds at another version than the lock's (the #2600 class: a layer
   that force-installs an older ``nvidia-cutlass-dsl`` over the locked one);
 - one the lock has and the image lacks; one the image has and the lock does not;
-- a git pin installed at another commit than the lock's (PEP 610 ``direct_url.json``);
+- a git pin installed at another commit than the lock's (PEP 610 ``direct_url.json``), without
+  a commit (an index release in its place), or not at all; a checked-out one (``checkouts``)
+  at another commit than the lock's;
 - an apt package at another version than the lock's (where the lock knows one).
 
 A local image's lock (``pins/lock/local/<image>.toml``) holds what its layers install; the
@@ -23,6 +25,7 @@ from extra ones, so "not in the lock" is then said of them as "the base or a lay
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,9 +80,12 @@ def _same(a: str, b: str) -> bool:
         return a == b
 
 
-def check_closure(lock: ImageLock, found: Collected, *, source: str) -> list[ClosureResult]:
+def check_closure(
+    lock: ImageLock, found: Collected, *, source: str, checkouts: Mapping[str, str] | None = None
+) -> list[ClosureResult]:
     """Every difference between ``found`` and ``lock`` (``source``: the lock file, for messages);
-    an empty list when the image holds exactly the lock's closure."""
+    an empty list when the image holds exactly the lock's closure. ``checkouts``: the path of
+    each checked-out git pin, by pin name (the lock's git entry has no distribution)."""
     out: list[ClosureResult] = []
     git_dists = {canonicalize_name(g.dist): g for g in lock.git if g.dist}
     locked = {d.name: d for d in lock.dists}
@@ -104,8 +110,26 @@ def check_closure(lock: ImageLock, found: Collected, *, source: str) -> list[Clo
         held = found.dists.get(name)
         vcs = (held.direct_url or {}).get("vcs_info") if held is not None else None
         commit = vcs.get("commit_id", "") if isinstance(vcs, dict) else ""
-        if git.commit and held is not None and commit and commit != git.commit:
+        if not git.commit:
+            continue  # a ref not resolvable here: not compared (the lint names the command)
+        if held is None:
+            fail(name, git.commit, "", "layer", "locked but not in the image")
+        elif not commit:
+            # an index release or a local copy in place of the git pin: no PEP 610 commit
+            fail(name, git.commit, f"{held.version} (not from git)", "layer",
+                 "installed from another source than the lock's git commit")  # fmt: skip
+        elif commit != git.commit:
             fail(name, git.commit, commit, "layer", "installed from another commit than the lock's")
+    for git in lock.git:
+        path = (checkouts or {}).get(git.pin)
+        if git.dist or not git.commit or path is None:
+            continue
+        seen = found.checkouts.get(path)
+        if seen is None or not seen.commit:
+            fail(git.pin, git.commit, "", "layer", f"no checkout at {path}")
+        elif seen.commit != git.commit:
+            fail(git.pin, git.commit, seen.commit, "layer",
+                 f"checked out at {path} at another commit than the lock's")  # fmt: skip
     base_known = lock.base.captured
     for name, held in sorted(found.dists.items()):
         if name in locked or name in git_dists:

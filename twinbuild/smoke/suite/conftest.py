@@ -65,7 +65,7 @@ def closure_entries(spec: SuiteSpec) -> list[str]:
     from twinbuild.smoke.closure import held_to
 
     lock = held_to(spec.lock, spec.base_capture)
-    names = [d.name for d in lock.dists] + [g.dist for g in lock.git if g.dist]
+    names = [d.name for d in lock.dists] + [g.dist or g.pin for g in lock.git if g.dist or g.commit]
     return sorted(set(names) | {a.package for a in lock.apt})
 
 

@@ -35,7 +35,12 @@ def _closure(spec: SuiteSpec, request: pytest.FixtureRequest) -> list[ClosureRes
     if spec.lock not in _FOUND:
         collected: Collected = request.getfixturevalue("collected")
         lock = held_to(spec.lock, spec.base_capture)
-        _FOUND[spec.lock] = check_closure(lock, collected, source=spec.lock)
+        checkouts = {
+            c.pin.name: c.pin.values.path
+            for c in spec.pins
+            if c.skip is None and c.pin.install == "checkout" and c.pin.values.path
+        }
+        _FOUND[spec.lock] = check_closure(lock, collected, source=spec.lock, checkouts=checkouts)
     return _FOUND[spec.lock]
 
 
