@@ -169,6 +169,26 @@ def test_a_git_pin_missing_from_the_image_fails() -> None:
     assert [(f.package, f.locked, f.found) for f in found] == [("torch-memory-saver", COMMIT, "")]
 
 
+def test_a_git_pin_the_profile_left_out_is_not_looked_for_but_held_to_its_commit_if_there() -> None:
+    """The local profile leaves a git pin out where it has no mirror (the image's label names
+    it, its per-pin check skips): absent, it is no closure failure; present anyway, its commit
+    still counts."""
+    git = lock().git[0]
+    left_out = frozenset({git.pin})
+    absent = check_closure(lock(), image(**{"torch-memory-saver": {}}), source=SOURCE,
+                           left_out=left_out)  # fmt: skip
+    assert absent == []
+    other = "2" * 40
+    moved = {
+        "name": "torch_memory_saver", "version": "0.0.9",
+        "direct_url": {"url": "https://x", "vcs_info": {"vcs": "git", "commit_id": other}},
+    }  # fmt: skip
+    there = image(**{"torch-memory-saver": moved})
+    assert [(f.package, f.found) for f in check_closure(
+        lock(), there, source=SOURCE, left_out=left_out
+    )] == [("torch-memory-saver", other)]  # fmt: skip
+
+
 def test_a_checkout_at_another_commit_than_the_locks_fails() -> None:
     """Attack: a branch pin checked out (not pip-installed: no dist) is compared by neither check:
     the per-pin one passes any commit of a branch, and the closure one looked only at dists."""

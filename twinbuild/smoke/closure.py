@@ -81,11 +81,19 @@ def _same(a: str, b: str) -> bool:
 
 
 def check_closure(
-    lock: ImageLock, found: Collected, *, source: str, checkouts: Mapping[str, str] | None = None
+    lock: ImageLock,
+    found: Collected,
+    *,
+    source: str,
+    checkouts: Mapping[str, str] | None = None,
+    left_out: frozenset[str] = frozenset(),
 ) -> list[ClosureResult]:
     """Every difference between ``found`` and ``lock`` (``source``: the lock file, for messages);
     an empty list when the image holds exactly the lock's closure. ``checkouts``: the path of
-    each checked-out git pin, by pin name (the lock's git entry has no distribution)."""
+    each checked-out git pin, by pin name (the lock's git entry has no distribution).
+    ``left_out``: the git pins the image's profile left out (its per-pin checks skip them and
+    say so, from the image's own label), not looked for; one the image holds anyway is still
+    compared."""
     out: list[ClosureResult] = []
     git_dists = {canonicalize_name(g.dist): g for g in lock.git if g.dist}
     locked = {d.name: d for d in lock.dists}
@@ -112,6 +120,8 @@ def check_closure(
         commit = vcs.get("commit_id", "") if isinstance(vcs, dict) else ""
         if not git.commit:
             continue  # a ref not resolvable here: not compared (the lint names the command)
+        if held is None and git.pin in left_out:
+            continue
         if held is None:
             fail(name, git.commit, "", "layer", "locked but not in the image")
         elif not commit:

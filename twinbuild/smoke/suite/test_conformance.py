@@ -40,7 +40,10 @@ def _closure(spec: SuiteSpec, request: pytest.FixtureRequest) -> list[ClosureRes
             for c in spec.pins
             if c.skip is None and c.pin.install == "checkout" and c.pin.values.path
         }
-        _FOUND[spec.lock] = check_closure(lock, collected, source=spec.lock, checkouts=checkouts)
+        left_out = frozenset(c.pin.name for c in spec.pins if c.skip is not None)
+        _FOUND[spec.lock] = check_closure(
+            lock, collected, source=spec.lock, checkouts=checkouts, left_out=left_out
+        )
     return _FOUND[spec.lock]
 
 
