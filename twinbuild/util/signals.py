@@ -65,8 +65,13 @@ def held() -> Iterator[None]:
     if not _main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
+    # The mask to restore is read before anything is blocked, and the block happens inside the
+    # ``try``: a signal that was already pending runs its handler as the blocking call returns,
+    # and an exception there must still unblock (else the thread, and every process it starts
+    # after, keeps SIGINT and SIGTERM blocked for good: a fuzz test's SIGTERM did that).
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
