@@ -151,12 +151,9 @@ def lock_all(options: LockOptions) -> LockReport:
     for image in images:
         moving = _upgrade_set(manifest, image, options.upgrade_names)
         why = stale_reason(manifest, root, image, previous[image])
-        if options.upgrade_all:
-            todo[image] = (why or "--upgrade", moving)
-        elif options.upgrade_names and _touches(previous[image], moving, manifest, image):
-            todo[image] = (why or f"--upgrade {' '.join(options.upgrade_names)}", moving)
-        elif why is not None:
-            todo[image] = (why, moving)
+        touched = bool(options.upgrade_names) and _touches(previous[image], moving, manifest, image)
+        if (reason := _why(options, why, touched=touched)) is not None:
+            todo[image] = (reason, moving)
     resolver = uv.version() if todo else ""
     unreachable: set[str] = set()
 
@@ -179,15 +176,12 @@ def lock_all(options: LockOptions) -> LockReport:
     for image in images:
         why = local_stale_reason(manifest, image, local_previous[image])
         old = local_previous[image]
-        if options.upgrade_all:
-            local_todo[image] = why or "--upgrade"
-        elif options.upgrade_names and (
-            old is None or any(old.dist(n) for n in _upgrade_set(manifest, image,
-                                                                 options.upgrade_names))
-        ):  # fmt: skip
-            local_todo[image] = why or f"--upgrade {' '.join(options.upgrade_names)}"
-        elif why is not None:
-            local_todo[image] = why
+        touched = bool(options.upgrade_names) and (
+            old is None
+            or any(old.dist(n) for n in _upgrade_set(manifest, image, options.upgrade_names))
+        )
+        if (reason := _why(options, why, touched=touched)) is not None:
+            local_todo[image] = reason
     if local_todo and not resolver:
         resolver = uv.version()
 
@@ -220,13 +214,11 @@ def lock_all(options: LockOptions) -> LockReport:
             outcomes.append(ImageOutcome(image=image.name, state="up to date",
                                          unresolved=_unresolved(previous[image])))  # fmt: skip
             continue
-        new, old = made[image], previous[image]
-        moved = moved_between(old, new)
-        same = old is not None and old.content_digest() == new.content_digest()
-        state = "created" if old is None else ("unchanged" if same else "updated")
-        outcomes.append(ImageOutcome(image=image.name, state=state, why=todo[image][0],
-                                     moved=moved, unresolved=_unresolved(new)))  # fmt: skip
-        if not same:
+        new = made[image]
+        outcome = _outcome(image.name, previous[image], new, todo[image][0],
+                           unresolved=_unresolved(new))  # fmt: skip
+        outcomes.append(outcome)
+        if outcome.state != "unchanged":
             changed.append(image)
     local_changed: list[ImageKey] = []
     for image in images:
@@ -234,12 +226,9 @@ def lock_all(options: LockOptions) -> LockReport:
         if image not in local_made:
             outcomes.append(ImageOutcome(image=name, state="up to date"))
             continue
-        new, old = local_made[image], local_previous[image]
-        same = old is not None and old.content_digest() == new.content_digest()
-        state = "created" if old is None else ("unchanged" if same else "updated")
-        outcomes.append(ImageOutcome(image=name, state=state, why=local_todo[image],
-                                     moved=moved_between(old, new)))  # fmt: skip
-        if not same:
+        outcome = _outcome(name, local_previous[image], local_made[image], local_todo[image])
+        outcomes.append(outcome)
+        if outcome.state != "unchanged":
             local_changed.append(image)
     if not options.dry_run:
         for image in changed:
@@ -252,6 +241,26 @@ def lock_all(options: LockOptions) -> LockReport:
     return LockReport(
         images=tuple(outcomes), rebuild=rebuild, written=tuple(written), dry_run=options.dry_run,
     )  # fmt: skip
+
+
+def _why(options: LockOptions, stale: str | None, *, touched: bool) -> str | None:
+    """Why one lock is resolved again (None: it is kept): ``stale`` (its reason, or None), or
+    an ``--upgrade`` that names what the lock holds (``touched``), or ``--upgrade`` of all."""
+    if options.upgrade_all:
+        return stale or "--upgrade"
+    if options.upgrade_names and touched:
+        return stale or f"--upgrade {' '.join(options.upgrade_names)}"
+    return stale
+
+
+def _outcome(
+    name: str, old: ImageLock | None, new: ImageLock, why: str, *, unresolved: tuple[str, ...] = ()
+) -> ImageOutcome:
+    """What resolving one lock again came to: created, updated, or unchanged in content."""
+    same = old is not None and old.content_digest() == new.content_digest()
+    state = "created" if old is None else ("unchanged" if same else "updated")
+    return ImageOutcome(image=name, state=state, why=why, moved=moved_between(old, new),
+                        unresolved=unresolved)  # fmt: skip
 
 
 def _touches(
