@@ -44,6 +44,12 @@ def with_pins(root: Path, pins: str) -> Path:
     return root
 
 
+def lock_argv(root: Path, index_url: str, *more: str) -> list[str]:
+    """``twinbuild lock`` of the project at ``root`` against the index at ``index_url``."""
+    return ["lock", "--root", str(root), "--manifest", str(root / "pins/manifest.toml"),
+            "--index-url", index_url, *more]  # fmt: skip
+
+
 def with_arm64(root: Path) -> Path:
     """The mini project at ``root`` with its cuda variant on linux/arm64 too (two images)."""
     edit(

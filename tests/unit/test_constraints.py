@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from tests.helpers import mini_project, with_pins
+from tests.helpers import lock_argv, mini_project, with_pins
 from tests.pyindex import PyIndex
 from twinbuild.builder.render_command import RenderOptions, render_manifest
 from twinbuild.cli.main import main
@@ -66,8 +66,7 @@ def index(tmp_path: Path) -> Iterator[PyIndex]:
 
 
 def lock(root: Path, index: PyIndex, *more: str) -> None:
-    assert main(["lock", "--root", str(root), "--manifest", str(root / "pins/manifest.toml"),
-                 "--index-url", index.url, *more]) == 0  # fmt: skip
+    assert main(lock_argv(root, index.url, *more)) == 0
 
 
 def pip_env(tmp_path: Path) -> dict[str, str]:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project, with_pins
+from tests.helpers import lock_argv, mini_project, with_pins
 from tests.pyindex import PyIndex, stalling_server
 from tests.unit.gitrepos import commit_file, git, init, isolate_git, needs_git
 from twinbuild.cli.main import main
@@ -60,11 +60,6 @@ def index(tmp_path: Path) -> Iterator[PyIndex]:
         yield served
 
 
-def args(root: Path, index: str, *more: str) -> list[str]:
-    return ["lock", "--root", str(root), "--manifest", str(root / "pins/manifest.toml"),
-            "--index-url", index, *more]  # fmt: skip
-
-
 def locks(root: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((root / "pins/lock").glob("*.toml"))}
 
@@ -76,7 +71,7 @@ def versions(root: Path, image: str) -> dict[str, str]:
 def test_upgrade_moves_exactly_the_new_release(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     out = capsys.readouterr().out
     assert "cuda-amd64: created" in out
     assert "rocm-amd64: created" in out
@@ -95,11 +90,11 @@ def test_upgrade_moves_exactly_the_new_release(
 
     index.publish("floaty", "1.1")
     index.publish("dep-a", "1.1")
-    assert main(args(project, index.url)) == 0  # nothing stale: nothing asked, nothing moves
+    assert main(lock_argv(project, index.url)) == 0  # nothing stale: nothing asked, nothing moves
     assert "rebuild: nothing" in capsys.readouterr().out
     assert locks(project) == before
 
-    assert main(args(project, index.url, "--upgrade", "floaty")) == 0
+    assert main(lock_argv(project, index.url, "--upgrade", "floaty")) == 0
     out = capsys.readouterr().out
     assert "  floaty: 1.0 -> 1.1" in out
     assert "dep-a" not in out
@@ -107,7 +102,9 @@ def test_upgrade_moves_exactly_the_new_release(
     assert versions(project, "cuda-amd64") == {"floaty": "1.1", "dep-a": "1.0", "solid": "1.0"}
     assert locks(project)["rocm-amd64.toml"] == before["rocm-amd64.toml"]
 
-    assert main(args(project, index.url, "--upgrade")) == 0  # everything: dep-a too, both images
+    assert (
+        main(lock_argv(project, index.url, "--upgrade")) == 0
+    )  # everything: dep-a too, both images
     out = capsys.readouterr().out
     assert "  dep-a: 1.0 -> 1.1" in out
     assert "rebuild: cuda, rocm" in out
@@ -117,13 +114,13 @@ def test_upgrade_moves_exactly_the_new_release(
 def test_a_manifest_change_relocks_only_its_images(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     index.publish("solid", "2.0", ("dep-a>=1.0",))
     before = locks(project)
     manifest = project / "pins/manifest.toml"
     manifest.write_text(manifest.read_text().replace('version = "1.0"', 'version = "2.0"'))
     capsys.readouterr()
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     out = capsys.readouterr().out
     assert "  solid: 1.0 -> 2.0" in out
     assert "rebuild: cuda, rocm" in out
@@ -144,11 +141,11 @@ def _unchanged_after(root: Path, argv: list[str], error: type[Exception], code: 
 def test_a_lock_that_is_not_toml_is_refused(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     path = lockfile.lock_path(project, "cuda-amd64")
     path.write_text("[lock\n", encoding="utf-8")
     capsys.readouterr()
-    err = _unchanged_after(project, args(project, index.url), LockInvalid, 20, capsys)
+    err = _unchanged_after(project, lock_argv(project, index.url), LockInvalid, 20, capsys)
     assert str(path) in err
     assert "not valid TOML" in err
     assert "twinbuild lock" in err
@@ -157,13 +154,13 @@ def test_a_lock_that_is_not_toml_is_refused(
 def test_a_hash_edited_by_hand_is_named(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     path = lockfile.lock_path(project, "cuda-amd64")
     text = path.read_text(encoding="utf-8")
     sha = lockfile.read(path).dist("dep-a").files[0].sha256  # type: ignore[union-attr]
     path.write_text(text.replace(sha, "0" * 64), encoding="utf-8")
     capsys.readouterr()
-    err = _unchanged_after(project, args(project, index.url), LockInvalid, 20, capsys)
+    err = _unchanged_after(project, lock_argv(project, index.url), LockInvalid, 20, capsys)
     assert f"{path}: dist dep-a:" in err
     assert "edited by hand" in err
 
@@ -172,7 +169,7 @@ def test_a_package_the_index_lacks(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with_pins(project, PINS + '\n[pins.ghost]\nkind = "pypi"\nversion = "9.9"\nwhy = "absent"\n')
-    err = _unchanged_after(project, args(project, index.url), ResolutionFailed, 21, capsys)
+    err = _unchanged_after(project, lock_argv(project, index.url), ResolutionFailed, 21, capsys)
     assert "pins/lock/" in err
     assert "ghost" in err
     assert "pins/manifest.toml" in err
@@ -183,7 +180,7 @@ def test_a_conflict_names_both_requirements(
 ) -> None:
     index.publish("strict-b", "1.0", ("dep-a<1.0",))
     with_pins(project, PINS + '\n[pins.strict-b]\nkind = "pypi"\nversion = "1.0"\nwhy = "x"\n')
-    err = _unchanged_after(project, args(project, index.url), ResolutionFailed, 21, capsys)
+    err = _unchanged_after(project, lock_argv(project, index.url), ResolutionFailed, 21, capsys)
     assert "solid" in err
     assert "strict-b" in err
     assert "dep-a" in err
@@ -193,7 +190,7 @@ def test_an_index_that_refuses(project: Path, capsys: pytest.CaptureFixture[str]
     with stalling_server() as (url, _):
         port = url.split(":")[2].split("/")[0]
     closed = f"http://127.0.0.1:{port}/simple"  # nothing listens there any more
-    err = _unchanged_after(project, args(project, closed), IndexUnreachable, 22, capsys)
+    err = _unchanged_after(project, lock_argv(project, closed), IndexUnreachable, 22, capsys)
     assert "did not answer" in err
     assert "pins/lock/" in err
 
@@ -203,7 +200,7 @@ def test_an_index_that_stalls_is_bounded(
 ) -> None:
     monkeypatch.setenv("TWINBUILD_LOCK_TIMEOUT", "2")
     with stalling_server() as (url, connected):
-        err = _unchanged_after(project, args(project, url), IndexUnreachable, 22, capsys)
+        err = _unchanged_after(project, lock_argv(project, url), IndexUnreachable, 22, capsys)
         assert connected.is_set()
     assert "pins/lock/" in err
 
@@ -231,13 +228,13 @@ def _is_uv(pid: int) -> bool:
 def test_a_resolver_killed_midway_leaves_the_locks(
     project: Path, index: PyIndex, tmp_path: Path
 ) -> None:
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     before = locks(project)
     with_pins(project, PINS.replace('version = "1.0"', 'range = ">=1.0"\nfloating = "test"'))
     with stalling_server() as (url, connected):
         env = {**os.environ, "TWINBUILD_LOCK_TIMEOUT": "600"}
         child = subprocess.Popen(
-            [sys.executable, "-m", "twinbuild", *args(project, url)],
+            [sys.executable, "-m", "twinbuild", *lock_argv(project, url)],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
         try:
@@ -278,7 +275,7 @@ def test_a_branch_resolves_where_its_repository_answers(
         'ref = "main"\ndist = ""\ninstall = "checkout"\npath = "/opt/gone"\nwhy = "unreachable"\n'
         'floating = "a branch"\n'
     ))  # fmt: skip
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     lock = lockfile.read(lockfile.lock_path(project, "cuda-amd64"))
     tool = next(g for g in lock.git if g.pin == "tool")
     gone = next(g for g in lock.git if g.pin == "gone")
@@ -288,8 +285,8 @@ def test_a_branch_resolves_where_its_repository_answers(
     assert "twinbuild lock --upgrade gone" in gone.note
     second = commit_file(upstream, "a.txt", "two\n", "second")
     capsys.readouterr()
-    assert main(args(project, index.url)) == 0  # not stale: the branch is not asked again
-    assert main(args(project, index.url, "--upgrade", "tool")) == 0
+    assert main(lock_argv(project, index.url)) == 0  # not stale: the branch is not asked again
+    assert main(lock_argv(project, index.url, "--upgrade", "tool")) == 0
     out = capsys.readouterr().out
     assert f"  tool: {first} -> {second}" in out
 
@@ -315,7 +312,7 @@ def test_plan_and_the_inputs_hash_follow_exactly_the_images_whose_lock_moved(
         return out
 
     isolate_git(monkeypatch, tmp_path / "home")
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     init(project)
     head = commit_all(project, "locked")
     before = hashes()
@@ -328,7 +325,7 @@ def test_plan_and_the_inputs_hash_follow_exactly_the_images_whose_lock_moved(
         for name, body in locks(project).items()
     }
     index.publish("floaty", "1.1")
-    assert main(args(project, index.url, "--upgrade", "floaty")) == 0
+    assert main(lock_argv(project, index.url, "--upgrade", "floaty")) == 0
     result = plan(project, "HEAD")
     assert {i.name: r for i, r in result.reasons.items()} == {
         "cuda-amd64": ["pins/lock/cuda-amd64.toml changed (its lock): floaty 1.0 -> 1.1"]
@@ -343,7 +340,7 @@ def test_pins_outdated_reads_the_lock_of_a_floating_pin(
 ) -> None:
     import json
 
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     index.publish("floaty", "1.1")
     capsys.readouterr()
     argv = ["pins", "outdated", "--manifest", str(project / "pins/manifest.toml"),
@@ -361,7 +358,7 @@ def test_local_locks_hold_each_pin_alone_with_hashes_until_upgrade(
 ) -> None:
     """The local profile installs every pin --no-deps on the embedded base (CPython 3.11): its
     lock names those pins alone, each file's sha256, and moves only on --upgrade."""
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     capsys.readouterr()
     path = lockfile.lock_path(project, "cuda-amd64", "local")
     assert path == project / "pins/lock/local/cuda-amd64.toml"
@@ -380,11 +377,11 @@ def test_local_locks_hold_each_pin_alone_with_hashes_until_upgrade(
     before = path.read_bytes()
 
     index.publish("floaty", "1.1")
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     assert "local/cuda-amd64: up to date" in capsys.readouterr().out
     assert path.read_bytes() == before  # a new release changes nothing
 
-    assert main(args(project, index.url, "--upgrade", "floaty")) == 0
+    assert main(lock_argv(project, index.url, "--upgrade", "floaty")) == 0
     out = capsys.readouterr().out
     assert "local/cuda-amd64: updated" in out
     assert lockfile.read(path).versions() == {"floaty": "1.1", "solid": "1.0"}

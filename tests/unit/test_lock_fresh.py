@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import with_pins
+from tests.helpers import lock_argv, with_pins
 from tests.pyindex import PyIndex
-from tests.unit.test_lock import args, index, locks, project, versions
+from tests.unit.test_lock import index, locks, project, versions
 from twinbuild.cli.main import main
 from twinbuild.closure import lockfile
 
@@ -27,7 +27,7 @@ def test_a_fresh_lock_sees_every_release_older_than_the_window(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch, window: str, seen: str,
 ) -> None:  # fmt: skip
-    assert main(args(project, index.url)) == 0  # the cache now holds floaty's page: 1.0
+    assert main(lock_argv(project, index.url)) == 0  # the cache now holds floaty's page: 1.0
     assert versions(project, "cuda-amd64")["floaty"] == "1.0"
     index.publish("floaty", "1.1")
     lockfile.lock_path(project, "cuda-amd64").unlink()
@@ -35,7 +35,7 @@ def test_a_fresh_lock_sees_every_release_older_than_the_window(
     capsys.readouterr()
     # the window: 0 s, so the page cached a moment ago is too old; 600 s, so it may answer
     monkeypatch.setenv("TWINBUILD_LOCK_FRESH", window)
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     out = capsys.readouterr().out
     assert "cuda-amd64: created" in out
     assert versions(project, "cuda-amd64")["floaty"] == seen
@@ -48,7 +48,7 @@ def test_old_pages_are_forgotten_and_file_metadata_kept(
     from twinbuild.closure import uv
     from twinbuild.util.paths import cache_root
 
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     cache = cache_root() / "uv"
     pages = [p for p in cache.glob("simple-v*/**/*") if p.is_file()]
     kept = sorted(p for p in cache.rglob("*") if p.is_file() and p not in pages)
@@ -63,13 +63,13 @@ def test_old_pages_are_forgotten_and_file_metadata_kept(
 def test_a_pin_moved_past_the_cached_page_resolves(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     index.publish("solid", "1.5", ("dep-a>=1.0",))
     manifest = project / "pins/manifest.toml"
     with_pins(project, manifest.read_text()[manifest.read_text().index("[pins."):]
                .replace('version = "1.0"', 'version = "1.5"'))  # fmt: skip
     capsys.readouterr()
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     assert "  solid: 1.0 -> 1.5" in capsys.readouterr().out
     assert versions(project, "rocm-amd64")["solid"] == "1.5"
 
@@ -77,11 +77,11 @@ def test_a_pin_moved_past_the_cached_page_resolves(
 def test_a_noop_lock_asks_no_index(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     asked = len(index.served)
     assert asked > 0
     capsys.readouterr()
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     assert "rebuild: nothing" in capsys.readouterr().out
     assert len(index.served) == asked
 
@@ -91,7 +91,7 @@ def test_a_window_that_is_not_whole_seconds_is_one_line(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     monkeypatch.setenv("TWINBUILD_LOCK_FRESH", "ten")
-    assert main(args(project, index.url)) == 2
+    assert main(lock_argv(project, index.url)) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1, err
     assert "$TWINBUILD_LOCK_FRESH" in err
@@ -105,14 +105,14 @@ def test_a_noop_lock_starts_no_resolver(
 ) -> None:  # fmt: skip
     from twinbuild.closure import uv
 
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
 
     def no_uv() -> str:
         raise AssertionError("a no-op lock looked for uv")
 
     monkeypatch.setattr(uv, "binary", no_uv)
     capsys.readouterr()
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     assert "rebuild: nothing" in capsys.readouterr().out
 
 

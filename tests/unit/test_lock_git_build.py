@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import image, mini_project, with_pins
+from tests.helpers import image, lock_argv, mini_project, with_pins
 from tests.pyindex import PyIndex
 from tests.unit.gitrepos import commit_file, git, init, isolate_git, needs_git
 from twinbuild.cli.main import main
@@ -29,26 +29,37 @@ def index(tmp_path: Path) -> Iterator[PyIndex]:
         yield served
 
 
-@needs_git
-def test_a_branch_pin_builds_at_the_locks_commit_after_the_branch_moves(
-    tmp_path: Path, index: PyIndex, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _locked_on_a_branch(
+    tmp_path: Path, index: PyIndex, monkeypatch: pytest.MonkeyPatch, *, checkout_pin: bool
+) -> tuple[Path, Path, str]:
+    """A project with a pip git pin (and a checkout pin, if asked) on an upstream's branch,
+    locked against ``index``: the project, the upstream and the commit the lock saw."""
     isolate_git(monkeypatch, tmp_path / "home")
     upstream = init(tmp_path / "upstream")
     first = commit_file(upstream, "a.txt", "one\n", "first")
     git(upstream, "branch", "-M", "main")
-    root = with_pins(mini_project(tmp_path), (
-        '[pins.solid]\nkind = "pypi"\nversion = "1.0"\nwhy = "an exact pin"\n'
+    tool = (
         '\n[pins.tool]\nkind = "git"\nrepo = "' + upstream.as_uri() + '"\nref = "main"\n'
         'dist = ""\ninstall = "checkout"\npath = "/opt/tool"\nwhy = "a branch"\n'
         'floating = "a branch"\n'
-        '\n[pins.gp]\nkind = "git"\nrepo = "' + upstream.as_uri() + '"\nref = "main"\n'
+    )  # fmt: skip
+    root = with_pins(mini_project(tmp_path), (
+        '[pins.solid]\nkind = "pypi"\nversion = "1.0"\nwhy = "an exact pin"\n'
+        + (tool if checkout_pin else "")
+        + '\n[pins.gp]\nkind = "git"\nrepo = "' + upstream.as_uri() + '"\nref = "main"\n'
         'dist = "gp"\nwhy = "a branch installed by pip"\nfloating = "a branch"\n'
     ))  # fmt: skip
-    manifest = root / "pins/manifest.toml"
     (root / "pins/lock").mkdir()
-    argv = ["lock", "--root", str(root), "--manifest", str(manifest), "--index-url", index.url]
-    assert main(argv) == 0
+    assert main(lock_argv(root, index.url)) == 0
+    return root, upstream, first
+
+
+@needs_git
+def test_a_branch_pin_builds_at_the_locks_commit_after_the_branch_moves(
+    tmp_path: Path, index: PyIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, upstream, first = _locked_on_a_branch(tmp_path, index, monkeypatch, checkout_pin=True)
+    manifest = root / "pins/manifest.toml"
     commit_file(upstream, "a.txt", "two\n", "second")  # the branch moves after the lock
 
     rendered = with_lock(root, render(load(manifest), image("cuda"), "production"))
@@ -71,18 +82,6 @@ def test_a_local_lock_holds_the_commit_of_a_git_pin_on_a_ref(
 ) -> None:
     from twinbuild.closure import lockfile
 
-    isolate_git(monkeypatch, tmp_path / "home")
-    upstream = init(tmp_path / "upstream")
-    first = commit_file(upstream, "a.txt", "one\n", "first")
-    git(upstream, "branch", "-M", "main")
-    root = with_pins(mini_project(tmp_path), (
-        '[pins.solid]\nkind = "pypi"\nversion = "1.0"\nwhy = "an exact pin"\n'
-        '\n[pins.gp]\nkind = "git"\nrepo = "' + upstream.as_uri() + '"\nref = "main"\n'
-        'dist = "gp"\nwhy = "a branch installed by pip"\nfloating = "a branch"\n'
-    ))  # fmt: skip
-    manifest = root / "pins/manifest.toml"
-    (root / "pins/lock").mkdir()
-    argv = ["lock", "--root", str(root), "--manifest", str(manifest), "--index-url", index.url]
-    assert main(argv) == 0
+    root, _, first = _locked_on_a_branch(tmp_path, index, monkeypatch, checkout_pin=False)
     local = lockfile.read(lockfile.lock_path(root, "cuda-amd64", "local"))
     assert next(g for g in local.git if g.pin == "gp").commit == first

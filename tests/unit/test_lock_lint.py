@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import mini_project, with_pins
+from tests.helpers import lock_argv, mini_project, with_pins
 from tests.pyindex import PyIndex
-from tests.unit.test_lock import PINS, args
+from tests.unit.test_lock import PINS
 from twinbuild.cli.main import main
 from twinbuild.closure import lockfile
 from twinbuild.closure.lock_model import LockedDist
@@ -33,7 +33,7 @@ def locked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         index.publish("floaty", "1.0")
         index.publish("dep-a", "1.0")
         index.publish("solid", "1.0", ("dep-a>=1.0",))
-        assert main(args(root, index.url)) == 0
+        assert main(lock_argv(root, index.url)) == 0
     yield root
     shutil.rmtree(home, ignore_errors=True)
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import lock_argv
 from tests.pyindex import PyIndex
 from tests.unit.gitrepos import commit_all, git, init, isolate_git, needs_git
-from tests.unit.test_lock import args, index, project
+from tests.unit.test_lock import index, project
 from twinbuild.cli.main import main
 
 __all__ = ["index", "project"]  # the fixtures, shared with test_lock.py
@@ -34,7 +35,7 @@ def _table(root: Path, *more: str) -> list[str]:
 def test_pins_table_shows_each_images_locked_version(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     rows = _json(_table(project, "--format", "json"), capsys)["rows"]
     assert isinstance(rows, list)
     floaty = next(r for r in rows if r["pin"] == "floaty")
@@ -43,7 +44,7 @@ def test_pins_table_shows_each_images_locked_version(
     assert "->" not in solid["status"]  # an exact pin: the manifest says it all
 
     index.publish("floaty", "1.1")
-    assert main(args(project, index.url, "--upgrade", "floaty")) == 0
+    assert main(lock_argv(project, index.url, "--upgrade", "floaty")) == 0
     rows = _json(_table(project, "--format", "json"), capsys)["rows"]
     assert isinstance(rows, list)
     assert next(r for r in rows if r["pin"] == "floaty")["status"].endswith("-> 1.1 cuda-amd64")
@@ -52,7 +53,7 @@ def test_pins_table_shows_each_images_locked_version(
 def test_pins_table_closure_lists_every_entry_of_one_lock(
     project: Path, index: PyIndex, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     table = _json(_table(project, "--closure", "cuda-amd64", "--format", "json"), capsys)
     assert "pins/lock/cuda-amd64.toml: 3 distributions" in str(table["title"])
     assert table["rows"] == [
@@ -83,7 +84,7 @@ def test_pins_diff_shows_what_moved_in_each_lock(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     isolate_git(monkeypatch, tmp_path / "home")
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     init(project)
     first = commit_all(project, "locked")
     index.publish("floaty", "1.1")
@@ -91,7 +92,7 @@ def test_pins_diff_shows_what_moved_in_each_lock(
     index.publish("solid", "1.0.post1", ("dep-a>=1.0", "dep-b>=2.0"))
     manifest = project / "pins/manifest.toml"
     manifest.write_text(manifest.read_text().replace('version = "1.0"', 'version = "1.0.post1"'))
-    assert main(args(project, index.url, "--upgrade", "floaty")) == 0
+    assert main(lock_argv(project, index.url, "--upgrade", "floaty")) == 0
     diff = ["pins", "diff", "--root", str(project), "--manifest", "pins/manifest.toml"]
     capsys.readouterr()
     assert main(diff) == 0  # HEAD against the working tree
@@ -123,12 +124,12 @@ def test_plan_names_the_packages_that_moved_in_a_lock(
     from twinbuild.builder.plan import plan
 
     isolate_git(monkeypatch, tmp_path / "home")
-    assert main(args(project, index.url)) == 0
+    assert main(lock_argv(project, index.url)) == 0
     init(project)
     commit_all(project, "locked")
     index.publish("floaty", "1.1")
     index.publish("dep-a", "1.1")
-    assert main(args(project, index.url, "--upgrade")) == 0
+    assert main(lock_argv(project, index.url, "--upgrade")) == 0
     result = plan(project, "HEAD")
     assert {i.name: r for i, r in result.reasons.items()} == {
         "cuda-amd64": ["pins/lock/cuda-amd64.toml changed (its lock): dep-a 1.0 -> 1.1, "

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import image, mini_project, with_pins
+from tests.helpers import image, lock_argv, mini_project, with_pins
 from tests.pyindex import PyIndex, build_wheel
 from twinbuild.builder import wheelhouse
 from twinbuild.builder.context import locked_files
@@ -54,11 +54,9 @@ def index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PyIndex]:
 @pytest.fixture
 def project(tmp_path: Path, index: PyIndex) -> Path:
     root = mini_project(tmp_path)
-    manifest = root / "pins/manifest.toml"
     with_pins(root, PINS)
     (root / "pins/lock").mkdir()
-    argv = ["lock", "--root", str(root), "--manifest", str(manifest), "--index-url", index.url]
-    assert main(argv) == 0
+    assert main(lock_argv(root, index.url)) == 0
     return root
 
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.helpers import mini_project, with_pins
+from tests.helpers import lock_argv, mini_project, with_pins
 from tests.pyindex import PyIndex
 from tests.unit.gitrepos import commit_all, init, isolate_git, needs_git
 from twinbuild.cli.main import main
@@ -62,11 +62,9 @@ def index(tmp_path: Path) -> Iterator[PyIndex]:
 def project(tmp_path: Path, index: PyIndex, monkeypatch: pytest.MonkeyPatch) -> Path:
     isolate_git(monkeypatch, tmp_path / "home")
     root = mini_project(tmp_path)
-    manifest = root / "pins/manifest.toml"
     with_pins(root, PINS)
     capture(root, "1.0")
-    assert main(["lock", "--root", str(root), "--manifest", str(manifest),
-                 "--index-url", index.url]) == 0  # fmt: skip
+    assert main(lock_argv(root, index.url)) == 0
     init(root)
     commit_all(root, "captured and locked")
     return root
